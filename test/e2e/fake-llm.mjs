@@ -15,6 +15,8 @@
 // is kept (in order) with an added `_fake: { title, step }` field, and appended as one JSON line to `logFile`.
 //
 // Module use:  const llm = await startFakeLLM({ script, logFile });  llm.baseURL, llm.port, llm.requests, llm.close()
+//              Optional `beforeReply(body)`: awaited before answering a request (e.g. a barrier that makes two
+//              sessions alternate deterministically); `body._fake` is already set.
 // CLI use:     node test/e2e/fake-llm.mjs <script.json> [requests.jsonl]
 //              prints exactly one first line `FAKE_LLM_BASE_URL=http://127.0.0.1:<port>/v1`, serves until SIGTERM.
 
@@ -94,14 +96,14 @@ function replyCompletion(body, step, stepNo) {
   };
 }
 
-export async function startFakeLLM({ script = [], logFile } = {}) {
+export async function startFakeLLM({ script = [], logFile, beforeReply } = {}) {
   validateScript(script);
   const requests = [];
   const server = http.createServer((req, res) => {
     let raw = "";
     req.setEncoding("utf8");
     req.on("data", (d) => (raw += d));
-    req.on("end", () => {
+    req.on("end", async () => {
       if (req.method !== "POST" || !/\/chat\/completions$/.test(req.url ?? "")) {
         res.writeHead(404, { "content-type": "application/json" });
         res.end(JSON.stringify({ error: { message: `fake-llm: no route ${req.method} ${req.url}` } }));
@@ -121,6 +123,15 @@ export async function startFakeLLM({ script = [], logFile } = {}) {
       body._fake = { title, step: title ? null : stepNo };
       requests.push(body);
       if (logFile) fs.appendFileSync(logFile, JSON.stringify(body) + "\n");
+      if (beforeReply) {
+        try {
+          await beforeReply(body);
+        } catch (error) {
+          res.writeHead(500, { "content-type": "application/json" });
+          res.end(JSON.stringify({ error: { message: `fake-llm: beforeReply failed: ${error}` } }));
+          return;
+        }
+      }
 
       if (body.stream === false) {
         res.writeHead(200, { "content-type": "application/json" });
