@@ -121,6 +121,8 @@ export interface SandboxOptions {
   files?: Record<string, string>;
   /** Files written into the global config dir after install (e.g. a global semantic-anchors YAML). */
   configFiles?: Record<string, string>;
+  /** Extra top-level keys merged into the sandbox's opencode.json (e.g. a permission rule). */
+  opencode?: Record<string, unknown>;
 }
 
 export function createSandbox(opts: SandboxOptions = {}): Sandbox {
@@ -142,7 +144,7 @@ export function createSandbox(opts: SandboxOptions = {}): Sandbox {
   seedConfigDir(configDir);
   const cfgFile = path.join(configDir, "opencode.json");
   const existing = fs.existsSync(cfgFile) ? JSON.parse(fs.readFileSync(cfgFile, "utf8")) : {};
-  fs.writeFileSync(cfgFile, JSON.stringify({ ...existing, ...opencodeConfig() }, null, 2));
+  fs.writeFileSync(cfgFile, JSON.stringify({ ...existing, ...opencodeConfig(), ...(opts.opencode ?? {}) }, null, 2));
   for (const [rel, content] of Object.entries(opts.configFiles ?? {})) {
     fs.mkdirSync(path.dirname(path.join(configDir, rel)), { recursive: true });
     fs.writeFileSync(path.join(configDir, rel), content);
