@@ -611,3 +611,81 @@ describe("usage", () => {
     expect(snapshot(w.root)).toEqual(before)
   })
 })
+
+describe("--check (doctor) on the real opencode of the dev toolchain", () => {
+  const withRealOpencode = (w: World) => ({ PATH: `${path.dirname(realOpencode)}:${w.env.PATH}` })
+  const CHECK_TIMEOUT = 180_000
+
+  test(
+    "the repository's plugins, installed: every check ok, exit 0, and the user's dirs untouched",
+    () => {
+      const w = world("repo")
+      expect(runInstaller(w, [], { env: withRealOpencode(w) }).code).toBe(0)
+      const before = snapshot(w.root)
+      const r = runInstaller(w, ["--check"], { env: withRealOpencode(w), timeoutMs: CHECK_TIMEOUT })
+      expect(r.out).toContain(`opencode: ok (${realOpencode}, version 1.18.33)`)
+      expect(r.out).toContain("opencode version supported: ok")
+      expect(r.out).toContain("installed loop-guard.ts: ok (matches the manifest)")
+      const hasAnchors = fs.existsSync(path.join(w.src, "semantic-anchors.ts"))
+      expect(r.out).toContain(`plugins discovered (opencode debug config): ok (loop-guard.ts${hasAnchors ? " semantic-anchors.ts" : ""})`)
+      expect(r.out).toContain(
+        'loop-guard blocks the 4th identical read: ok (reads 1-3 ran, the 4th was blocked and the model read: "loop-guard blocked this read call',
+      )
+      if (hasAnchors) expect(r.out).toContain("semantic-anchors blocks a contract: ok (the probe command was blocked")
+      expect(r.out).not.toContain("failed:")
+      expect(r.out).toMatch(/^\d+ ok, 0 failed$/m)
+      expect(r.code).toBe(0)
+      // The doctor read the installed files and wrote nothing outside its sandbox, which it removed.
+      expect(snapshot(w.root)).toEqual(before)
+    },
+    CHECK_TIMEOUT,
+  )
+
+  test(
+    "plugins that load but never block: each blocking check fails with its reason, exit 5, sandbox kept",
+    () => {
+      const inert = (id: string) => `export default { id: "${id}", server: async () => ({}) }\n`
+      const w = world({ "loop-guard.ts": inert("loop-guard"), "semantic-anchors.ts": inert("semantic-anchors") })
+      expect(runInstaller(w, [], { env: withRealOpencode(w) }).code).toBe(0)
+      const r = runInstaller(w, ["--check"], { env: withRealOpencode(w), timeoutMs: CHECK_TIMEOUT })
+      expect(r.out).toContain("plugins discovered (opencode debug config): ok (loop-guard.ts semantic-anchors.ts)")
+      expect(r.out).toContain(
+        "loop-guard blocks the 4th identical read: failed: the 4th identical read ran (status completed): loop-guard did not block it",
+      )
+      expect(r.out).toContain(
+        "semantic-anchors blocks a contract: failed: the probe command ran (status completed): the contract did not block it",
+      )
+      expect(r.out).toMatch(/^\d+ ok, 2 failed$/m)
+      expect(r.code).toBe(5)
+      const kept = /the sandbox is kept for a look: (\S+)/.exec(r.out)?.[1]
+      expect(kept?.startsWith(path.join(w.tmp, "opencode-guards-check."))).toBe(true)
+      expect(fs.existsSync(path.join(kept!, "run.jsonl"))).toBe(true)
+    },
+    CHECK_TIMEOUT,
+  )
+
+  test("no opencode on PATH: failed with what to do, exit 5", () => {
+    const w = world()
+    runInstaller(w, [])
+    const r = runInstaller(w, ["--check"])
+    expect(r.code).toBe(5)
+    expect(r.out).toContain("opencode: failed: not found on PATH; install opencode 1.18.33, or pass --opencode PATH")
+  })
+
+  test("nothing installed: failed with what to do, exit 5", () => {
+    const w = world()
+    const r = runInstaller(w, ["--check", "--opencode", realOpencode], { timeoutMs: 60_000 })
+    expect(r.code).toBe(5)
+    expect(r.out).toContain("plugins installed: failed: no plugin file in")
+    expect(r.out).toContain("run ./install.sh first")
+  }, 60_000)
+
+  test("an unsupported opencode version is a failed check", () => {
+    const w = world()
+    runInstaller(w, [])
+    const stub = stubOpencode(w.bin, "1.17.0")
+    const r = runInstaller(w, ["--check", "--opencode", stub])
+    expect(r.out).toContain("opencode version supported: failed: 1.17.0 is not one of 1.18.33")
+    expect(r.code).toBe(5)
+  })
+})
