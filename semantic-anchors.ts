@@ -1,0 +1,1689 @@
+/**
+ * semantic-anchors: an opencode plugin that holds the agent to project contracts (block / warn / tip), per role,
+ * written in YAML, with a bypass that only the human can grant.
+ *
+ * What: a contract is a rule with a trigger and a mode. `block` stops a tool call before it runs (the model reads
+ * why, the human can allow one call with `/anchor bypass <reason>`); `warn` lets the call run and appends a note to
+ * its result; `info` shows the user a tip. Six contracts are built in (step-confirmation, source-anchor,
+ * intent-anchor, boundary-anchor, emergence-anchor, guard-integrity) and each of the 12 Semantic-Anchors roles has a
+ * preset of them. The role of a session comes from the opencode agent (build -> software-developer,
+ * plan -> software-architect, configurable).
+ *
+ * Why: prompts ask, contracts enforce. "Stop and ask every three changes" or "only write docs as architect" hold
+ * only when something outside the model counts and refuses; and the model must not be able to lift the rule itself.
+ *
+ * How to tune: YAML files, merged by contract id in this order: built-ins, the global file
+ * `${XDG_CONFIG_HOME:-~/.config}/opencode/opencode-semantic-anchors.yaml` (or the file named by
+ * OPENCODE_SEMANTIC_ANCHORS_CONFIG), the project file `<project>/.opencode/opencode-semantic-anchors.yaml`.
+ * The README documents every key; `opencode-semantic-anchors.schema.json` lets editors check them. Bad input never
+ * stops a session: a broken file is skipped, a broken contract disables only itself, and every problem is reported
+ * with file, key path and fix (log, one toast, `/anchor status`).
+ *
+ * Layout: (1) pure core: paths and globs, regexes, the built-ins and presets, the validator; (2) the rule engine:
+ * session state and verdicts; (3) the opencode adapter: hooks, the /anchor command and the two tools.
+ */
+import type { Hooks, Plugin, PluginInput, ToolContext, ToolDefinition } from "@opencode-ai/plugin"
+
+// opencode runs plugins on Bun. These are the only host globals used, declared here so the file type-checks
+// without a runtime types package.
+declare const Bun: {
+  YAML: { parse(text: string): unknown }
+  file(path: string): { text(): Promise<string> }
+}
+declare const process: { env: Record<string, string | undefined> }
+
+// Tuning constants (bounds that keep memory and time flat however long a session runs).
+export const MAX_SESSIONS = 128 // root sessions kept; the oldest is dropped beyond this
+const MAX_PARENT_LINKS = 4096 // child -> parent session links kept
+const MAX_SEEN = 16 // texts kept per session for re-checking `unlessSeen` after a reload
+const SEEN_CAP = 8192 // characters of one seen text that are kept and matched (head and tail)
+export const REGEX_INPUT_CAP = 10_000 // characters a user regex ever runs on
+const MESSAGE_CAP = 20_000 // characters of a user message that message contracts look at
+const MAX_PENDING_NOTES = 256 // warn notes waiting for their tool.execute.after
+const DEFAULT_MAX_OVERRIDES = 3
+const SERVICE = "semantic-anchors"
+const TAG = "[semantic-anchors]"
+export const CONFIG_FILE_NAME = "opencode-semantic-anchors.yaml"
+const OWN_TOOLS = new Set(["anchor_status", "anchor_bypass"])
+
+// =================================================================================================================
+// Layer 1, pure core: names, paths, globs, regexes
+// =================================================================================================================
+
+export type Mode = "block" | "warn" | "info"
+export const MODES: readonly Mode[] = ["block", "warn", "info"]
+const MODE_RANK: Record<Mode | "allow", number> = { allow: 0, info: 1, warn: 2, block: 3 }
+
+/** The 12 Semantic-Anchors roles (catalog `roles`). */
+export const ROLES = [
+  "software-developer",
+  "software-architect",
+  "qa-engineer",
+  "devops-engineer",
+  "product-owner",
+  "business-analyst",
+  "technical-writer",
+  "ux-designer",
+  "data-scientist",
+  "consultant",
+  "team-lead",
+  "educator",
+] as const
+
+/**
+ * The Semantic-Anchors ids (188), bundled so `anchorRefs` can be checked offline. Source: LLM-Coding/Semantic-Anchors
+ * website/public/data/anchors.json at commit 1ca7f95b (2026-07-18), Apache-2.0.
+ */
+export const ANCHOR_IDS: ReadonlySet<string> = new Set(
+  `4mat 50-72-rule addie-model adr-according-to-nygard aida-model arc42 atam bdd-given-when-then bem-methodology
+  big-five blooms-taxonomy bluf c4-diagrams cap-theorem chain-of-thought circuit-breaker clean-architecture
+  cockburn-use-cases code-smells cohesion-criteria consent-vs-consensus control-chart-shewhart conventional-commits
+  conways-law cqrs crc-cards curse-of-knowledge cynefin-framework decisional-balance-sheet deep-modules
+  definition-of-done design-by-contract devils-advocate diataxis-framework disc-model docs-as-code
+  domain-driven-design double-diamond dreyfus-skill-acquisition dry ears-requirements effective-go effective-java
+  eisenhower-matrix event-driven-architecture event-storming fagan-inspection fallacies-of-distributed-computing
+  fermi-estimation feynman-technique fichtean-curve first-principles-thinking five-whys four-sides-model
+  fowler-patterns freytags-pyramid gherkin github-flow gof-abstract-factory-pattern gof-adapter-pattern
+  gof-bridge-pattern gof-builder-pattern gof-chain-of-responsibility-pattern gof-command-pattern
+  gof-composite-pattern gof-decorator-pattern gof-design-patterns gof-facade-pattern gof-factory-method-pattern
+  gof-flyweight-pattern gof-interpreter-pattern gof-iterator-pattern gof-mediator-pattern gof-memento-pattern
+  gof-observer-pattern gof-prototype-pattern gof-proxy-pattern gof-singleton-pattern gof-state-pattern
+  gof-strategy-pattern gof-template-method-pattern gof-visitor-pattern gom goodharts-law grasp gtd
+  gutes-deutsch-wolf-schneider hemingway-bridge heros-journey hexaco hexagonal-architecture hoshin-kanri
+  iec-61508-sil-levels impact-mapping inverted-pyramid-style invest iosp iso-25010 jobs-to-be-done kano-model
+  kishotenketsu kiss-principle kotter-8-step-change-model laddering lasr law-of-demeter lehmans-classification
+  linddun llm-evaluations luhmann-system-theory madr meaningful-human-control mece mental-model-according-to-naur
+  mikado-method morphological-box moscow mutation-testing mvp myers-briggs-type-indicator nelson-rules occams-razor
+  okr owasp-top-10 para-method pert plain-english-strunk-white postels-law prd problem-space-nvc
+  progressive-disclosure property-based-testing pugh-matrix pyramid-principle quality-attribute-scenario
+  red-green-tdd regulated-environment req42 save-the-cat semantic-versioning sender-receiver-discrepancy
+  separation-of-concerns simon-constructivism single-level-of-abstraction-principle site-reliability-engineering
+  socratic-method solid-dip solid-isp solid-lsp solid-ocp solid-principles solid-srp sota spc spike-solution
+  ssot-principle story-circle-dan-harmon strangler-fig stride swot systemic-consulting tdd-chicago-school
+  tdd-london-school team-topologies test-double-dummy test-double-fake test-double-meszaros test-double-mock
+  test-double-spy test-double-stub test-seam testing-pyramid thin-vertical-slice three-act-structure timtowtdi
+  todotxt-flavoured-markdown tracer-bullet twelve-factor-app unix-philosophy user-story-mapping
+  vertical-slice-architecture walking-skeleton wardley-mapping what-qualifies-as-a-semantic-anchor
+  what-would-chuck-norris-do xy-problem yagni zone-of-proximal-development`
+    .split(/\s+/)
+    .filter(Boolean),
+)
+
+/** Edit distance, for "did you mean" hints. Only ever run on config problems, never per tool call. */
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j)
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i]
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1))
+    }
+    previous = current
+  }
+  return previous[b.length]
+}
+
+export function closest(word: string, candidates: Iterable<string>): string | undefined {
+  let best: string | undefined
+  let bestDistance = Infinity
+  for (const candidate of candidates) {
+    const distance = editDistance(word, candidate)
+    if (distance < bestDistance) [best, bestDistance] = [candidate, distance]
+  }
+  return best
+}
+
+/** "did you mean" only when the guess is plausibly a typo. */
+function didYouMean(word: string, candidates: Iterable<string>): string {
+  const guess = closest(word, candidates)
+  return guess !== undefined && editDistance(word, guess) <= Math.max(2, Math.floor(guess.length / 3))
+    ? ` (did you mean "${guess}"?)`
+    : ""
+}
+
+/** POSIX path normalisation: collapses `//`, `.` and `..` (never above the root). */
+export function normalizePath(path: string): string {
+  const absolute = path.startsWith("/")
+  const out: string[] = []
+  for (const segment of path.split("/")) {
+    if (segment === "" || segment === ".") continue
+    if (segment === "..") {
+      if (out.length > 0 && out[out.length - 1] !== "..") out.pop()
+      else if (!absolute) out.push("..")
+    } else out.push(segment)
+  }
+  const joined = out.join("/")
+  return absolute ? `/${joined}` : joined || "."
+}
+
+export function resolvePath(base: string, path: string, home?: string): string {
+  if (home && (path === "~" || path.startsWith("~/"))) return normalizePath(home + path.slice(1))
+  return normalizePath(path.startsWith("/") ? path : `${base}/${path}`)
+}
+
+/** `abs` relative to `base`, or undefined when it lies outside. */
+function relativeInside(base: string, abs: string): string | undefined {
+  if (abs === base) return "."
+  return abs.startsWith(base.endsWith("/") ? base : `${base}/`) ? abs.slice(base.length).replace(/^\/+/, "") : undefined
+}
+
+function escapeRegex(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
+}
+
+/**
+ * A glob as a RegExp: `**` spans directories (`**\/` also matches none), `*` and `?` stay within one segment.
+ * With `hideDotfiles`, a segment that starts with a wildcard does not match a leading dot, as in the shell.
+ */
+export function globToRegExp(glob: string, hideDotfiles = false): RegExp {
+  let source = ""
+  let segmentStart = true
+  for (let i = 0; i < glob.length; i++) {
+    const ch = glob[i]
+    if (hideDotfiles && segmentStart && (ch === "*" || ch === "?")) source += "(?!\\.)"
+    segmentStart = false
+    if (ch === "*" && glob[i + 1] === "*") {
+      if (glob[i + 2] === "/") {
+        source += "(?:.*/)?"
+        i += 2
+        segmentStart = true
+      } else {
+        source += ".*"
+        i += 1
+      }
+    } else if (ch === "*") source += "[^/]*"
+    else if (ch === "?") source += "[^/]"
+    else {
+      source += escapeRegex(ch)
+      segmentStart = ch === "/"
+    }
+  }
+  return new RegExp(`^${source}$`)
+}
+
+/** Matches a tool name against a compiled list of tool globs. */
+function anyMatch(patterns: readonly RegExp[], text: string): boolean {
+  for (const pattern of patterns) if (pattern.test(text)) return true
+  return false
+}
+
+/** Cap what a regex runs on: the head and the tail, so a long tool output still shows its end. */
+function capText(text: string, cap: number): string {
+  return text.length <= cap ? text : `${text.slice(0, cap / 2)}\n${text.slice(-cap / 2)}`
+}
+
+/**
+ * Nested quantifiers such as `(a+)+` or `(\w*\s?)*` can backtrack exponentially. A heuristic scan: a group that
+ * contains an unbounded quantifier and is itself repeated. Reported as a warning; inputs are capped regardless.
+ */
+export function hasNestedQuantifier(source: string): boolean {
+  const stack: boolean[] = [] // per open group: does it contain an unbounded quantifier?
+  let inClass = false
+  for (let i = 0; i < source.length; i++) {
+    const ch = source[i]
+    if (ch === "\\") {
+      i++
+      continue
+    }
+    if (inClass) {
+      if (ch === "]") inClass = false
+      continue
+    }
+    if (ch === "[") inClass = true
+    else if (ch === "(") stack.push(false)
+    else if (ch === ")") {
+      const repeatedInside = stack.pop() ?? false
+      const next = source[i + 1]
+      const repeatedOutside = next === "+" || next === "*" || (next === "{" && /^\{\d*,\d*\}/.test(source.slice(i + 1)))
+      if (repeatedInside && repeatedOutside) return true
+      if (repeatedInside && stack.length > 0) stack[stack.length - 1] = true
+    } else if ((ch === "+" || ch === "*" || (ch === "{" && /^\{\d*,\}/.test(source.slice(i)))) && stack.length > 0) {
+      stack[stack.length - 1] = true
+    }
+  }
+  return false
+}
+
+// =================================================================================================================
+// Layer 1, pure core: contract model, built-ins, presets
+// =================================================================================================================
+
+/** Where the plugin looks, resolved once from the plugin input and the environment. */
+export type Paths = {
+  directory: string
+  worktree: string
+  home: string
+  globalDir: string // ${XDG_CONFIG_HOME:-$HOME/.config}/opencode
+  globalFile: string // the global file, or the one OPENCODE_SEMANTIC_ANCHORS_CONFIG names
+  globalFromEnv: boolean
+  projectFile: string
+}
+
+/** What a matcher needs besides the value: paths are matched relative to the project when they lie inside it. */
+type MatchContext = { directory: string; worktree: string }
+
+type ArgMatcher = { path: string[]; test(value: unknown, ctx: MatchContext): boolean }
+
+export type Trigger =
+  | { type: "tool"; tools: RegExp[]; args: ArgMatcher[]; unlessSeen: RegExp | null }
+  | { type: "message"; pattern: RegExp | null; unless: RegExp | null; minLength: number }
+  | { type: "state"; every: number; tools: RegExp[] }
+  // Built-in only: kinds that need path logic no YAML matcher expresses.
+  | { type: "boundary"; allowed: RegExp[]; globs: string[] }
+  | { type: "spread"; maxDirs: number }
+  | { type: "integrity" }
+
+export type Contract = {
+  id: string
+  description: string
+  mode: Mode
+  message?: string
+  anchorRefs: string[]
+  roles: string[] | null // null: built-ins -> their presets only; file contracts -> every role
+  enabled: boolean
+  locked: boolean
+  trigger: Trigger
+  origin: string // "built-in" or the file label that defined or last changed it
+  builtin: boolean
+}
+
+/** Tools that change files. opencode names its patch tool `patch` or `apply_patch` depending on the model. */
+export const EDIT_TOOLS = ["edit", "write", "patch", "multiedit", "apply_patch"]
+const EDIT_TOOL_RES = EDIT_TOOLS.map((name) => globToRegExp(name))
+const BOUNDARY_GLOBS = ["docs/**", "**/*.md", "**/*.adoc", "adr/**"]
+
+/** Goal or verification words, English and German: a request that names neither gets a tip. */
+const INTENT_WORDS =
+  "\\b(?:goal|aim|purpose|so that|in order to|because|why|should|must|expect|verify|verif|test|check|ensure|" +
+  "assert|accept|done when|success|ziel|damit|um zu|weil|warum|soll|muss|erwart|prüf|pruef|test|sicherstell|" +
+  "abnahme|fertig wenn|erfolg|nachweis)"
+
+export function builtinContracts(): Contract[] {
+  const base = { anchorRefs: [] as string[], roles: null, enabled: true, locked: false, origin: "built-in", builtin: true }
+  return [
+    {
+      ...base,
+      id: "guard-integrity",
+      description: "The agent may not edit, move or delete the guard's config files or the plugin files.",
+      message: "These files define the rules the agent works under; only the human changes them.",
+      mode: "block",
+      anchorRefs: ["meaningful-human-control"],
+      locked: true,
+      trigger: { type: "integrity" },
+    },
+    {
+      ...base,
+      id: "step-confirmation",
+      description: "Stop for the human's confirmation every 3 changing steps.",
+      message: "Summarise what you changed so far and ask the user to confirm before the next change.",
+      mode: "block",
+      anchorRefs: ["meaningful-human-control"],
+      trigger: { type: "state", every: 3, tools: [...EDIT_TOOLS, "bash"].map((name) => globToRegExp(name)) },
+    },
+    {
+      ...base,
+      id: "source-anchor",
+      description: "Write only on a cited source.",
+      message: "Name the source this change rests on (a URL, or a line 'Source: ...') before or while writing.",
+      mode: "warn",
+      trigger: {
+        type: "tool",
+        tools: ["write", "edit", "patch", "multiedit", "apply_patch"].map((name) => globToRegExp(name)),
+        args: [],
+        unlessSeen: /https?:\/\/\S|\b(?:Source|Quelle)\s*:/i,
+      },
+    },
+    {
+      ...base,
+      id: "intent-anchor",
+      description: "A request says what it is for and how to check it.",
+      message: "Say the goal and how the result can be verified (e.g. 'so that ...', 'done when the tests pass').",
+      mode: "info",
+      anchorRefs: ["definition-of-done"],
+      trigger: { type: "message", pattern: null, unless: new RegExp(INTENT_WORDS, "i"), minLength: 40 },
+    },
+    {
+      ...base,
+      id: "boundary-anchor",
+      description: "In this role the agent writes documentation only.",
+      message: "Write the decision down in docs/, adr/ or a .md/.adoc file, and leave the code change to a developer role.",
+      mode: "block",
+      anchorRefs: ["separation-of-concerns"],
+      trigger: { type: "boundary", globs: BOUNDARY_GLOBS, allowed: BOUNDARY_GLOBS.map((glob) => globToRegExp(glob)) },
+    },
+    {
+      ...base,
+      id: "emergence-anchor",
+      description: "Changes stay within at most 3 top-level directories between confirmations.",
+      message: "The change is spreading; check with the user whether this scope is intended.",
+      mode: "warn",
+      anchorRefs: ["thin-vertical-slice"],
+      trigger: { type: "spread", maxDirs: 3 },
+    },
+  ]
+}
+
+/** Built-in presets, one per Semantic-Anchors role, each with the reason the README table gives. */
+export const BUILTIN_PRESETS: Record<(typeof ROLES)[number], { contracts: string[]; why: string }> = {
+  "software-developer": {
+    contracts: ["step-confirmation", "source-anchor", "intent-anchor"],
+    why: "Fixed by the design: small confirmed steps, cited sources, a stated goal.",
+  },
+  "software-architect": {
+    contracts: ["boundary-anchor", "emergence-anchor", "step-confirmation"],
+    why: "Fixed by the design: decisions go into docs, scope creep is flagged, steps are confirmed.",
+  },
+  "qa-engineer": {
+    contracts: ["intent-anchor", "step-confirmation"],
+    why: "Every test needs a stated expectation; test changes are confirmed step by step.",
+  },
+  "devops-engineer": {
+    contracts: ["step-confirmation", "emergence-anchor"],
+    why: "Infrastructure changes have a wide blast radius: confirm often, flag changes spreading across areas.",
+  },
+  "product-owner": {
+    contracts: ["boundary-anchor", "intent-anchor"],
+    why: "Writes stories and acceptance criteria, not code; every request states its goal.",
+  },
+  "business-analyst": {
+    contracts: ["boundary-anchor", "intent-anchor", "source-anchor"],
+    why: "Requirements live in documents, name their goal and trace to a source.",
+  },
+  "technical-writer": {
+    contracts: ["boundary-anchor", "source-anchor"],
+    why: "Writes documentation only, and documentation cites what it describes.",
+  },
+  "ux-designer": {
+    contracts: ["boundary-anchor", "intent-anchor"],
+    why: "Delivers specs and docs, not code; every request names the user goal.",
+  },
+  "data-scientist": {
+    contracts: ["source-anchor", "intent-anchor", "step-confirmation"],
+    why: "Data and methods need a source, an analysis a hypothesis, and experiments go step by step.",
+  },
+  consultant: {
+    contracts: ["boundary-anchor", "source-anchor", "intent-anchor"],
+    why: "Advice is written, evidence-based and tied to the client's goal.",
+  },
+  "team-lead": {
+    contracts: ["intent-anchor", "emergence-anchor"],
+    why: "Keeps goals explicit and notices when a change grows beyond its scope.",
+  },
+  educator: {
+    contracts: ["boundary-anchor", "source-anchor", "intent-anchor"],
+    why: "Teaching material is documents with cited sources and stated learning goals.",
+  },
+}
+
+// =================================================================================================================
+// Layer 1, pure core: the validator
+// =================================================================================================================
+
+/** Every key and enum the validator accepts; a test keeps `opencode-semantic-anchors.schema.json` equal to it. */
+export const SCHEMA_KEYS = {
+  top: ["version", "settings", "roles", "presets", "contracts"],
+  settings: ["maxOverrides", "confirmPattern"],
+  roles: ["default", "agents"],
+  contract: ["id", "description", "mode", "message", "anchorRefs", "roles", "enabled", "locked", "trigger"],
+  trigger: ["type", "tools", "args", "unlessSeen", "pattern", "unless", "minLength", "every", "flags"],
+  matcher: ["equals", "regex", "flags", "glob", "contains", "startsWith", "exists", "not"],
+  matcherKinds: ["equals", "regex", "glob", "contains", "startsWith", "exists"],
+  modes: ["block", "warn", "info"],
+  triggerTypes: ["tool", "message", "state"],
+} as const
+
+const TRIGGER_KEYS_BY_TYPE: Record<string, readonly string[]> = {
+  tool: ["type", "tools", "args", "unlessSeen", "flags"],
+  message: ["type", "pattern", "unless", "minLength", "flags"],
+  state: ["type", "every", "tools"],
+}
+
+export type Severity = "error" | "warning"
+export type Problem = { severity: Severity; file: string; path: string; text: string }
+
+export function formatProblem(problem: Problem): string {
+  return `${problem.file}: ${problem.path ? `${problem.path}: ` : ""}${problem.text}`
+}
+
+export type Settings = { maxOverrides: number; confirmPattern: RegExp | null }
+
+/** The merged, compiled configuration the engine runs on. */
+export type Config = {
+  settings: Settings
+  defaultRole: string
+  agents: Map<string, string> // opencode agent name -> role
+  presets: Map<string, string[]> // role -> contract ids
+  presetsBeforeProject: Map<string, string[]> // what locked contracts keep when the project file edits presets
+  contracts: Map<string, Contract> // merge order
+  seenPatterns: RegExp[] // every distinct `unlessSeen`, tested once per seen text
+  problems: Problem[]
+  files: { label: string; status: string }[]
+}
+
+export function defaultConfig(): Config {
+  const contracts = new Map<string, Contract>()
+  for (const contract of builtinContracts()) contracts.set(contract.id, contract)
+  const presets = new Map<string, string[]>()
+  for (const role of ROLES) presets.set(role, [...BUILTIN_PRESETS[role].contracts])
+  return {
+    settings: { maxOverrides: DEFAULT_MAX_OVERRIDES, confirmPattern: null },
+    defaultRole: "software-developer",
+    agents: new Map([
+      ["build", "software-developer"],
+      ["plan", "software-architect"],
+    ]),
+    presets,
+    presetsBeforeProject: presets,
+    contracts,
+    seenPatterns: [],
+    problems: [],
+    files: [{ label: "built-ins", status: `${contracts.size} contracts, ${presets.size} presets` }],
+  }
+}
+
+type Raw = Record<string, unknown>
+const isMapping = (value: unknown): value is Raw => typeof value === "object" && value !== null && !Array.isArray(value)
+const describe = (value: unknown): string =>
+  value === null ? "null" : Array.isArray(value) ? "a list" : typeof value === "object" ? "a mapping" : JSON.stringify(value)
+
+/** Collects the problems of one file; paths are written as `contracts[2].trigger.args.command.regex`. */
+class Reporter {
+  constructor(
+    readonly file: string,
+    readonly out: Problem[],
+  ) {}
+  error(path: string, text: string): void {
+    this.out.push({ severity: "error", file: this.file, path, text })
+  }
+  warn(path: string, text: string): void {
+    this.out.push({ severity: "warning", file: this.file, path, text })
+  }
+  /** Unknown keys are warnings: a typo must not pass silently, but it must not break the rest either. */
+  unknownKeys(value: Raw, allowed: readonly string[], path: string): void {
+    for (const key of Object.keys(value)) {
+      if (allowed.includes(key)) continue
+      const hint = didYouMean(key, allowed)
+      this.warn(join(path, key), `unknown key "${key}"${hint || ` (allowed here: ${allowed.join(", ")})`}; it is ignored`)
+    }
+  }
+}
+
+const join = (path: string, key: string | number): string =>
+  typeof key === "number" ? `${path}[${key}]` : path ? `${path}.${key}` : key
+
+const FORBIDDEN_FLAGS = /[gy]/
+
+/** Compiles a user regex, or reports why not. Nested quantifiers compile but are reported. */
+function compileRegex(source: unknown, flags: unknown, path: string, flagsPath: string, r: Reporter): RegExp | null | undefined {
+  if (typeof source !== "string" || source === "") {
+    r.error(path, `must be a non-empty string holding a regular expression (got ${describe(source)})`)
+    return undefined
+  }
+  let flagText = ""
+  if (flags !== undefined) {
+    if (typeof flags !== "string" || FORBIDDEN_FLAGS.test(flags)) {
+      r.error(flagsPath, `must be a string of regex flags from "imsu" (got ${describe(flags)}); g and y make repeated tests stateful`)
+      return undefined
+    }
+    flagText = flags
+  }
+  try {
+    const compiled = new RegExp(source, flagText)
+    if (hasNestedQuantifier(source)) {
+      r.warn(path, `nested quantifier in ${JSON.stringify(source)} can take exponential time; rewrite it without a repeated group of repeats (inputs are capped at ${REGEX_INPUT_CAP} characters)`)
+    }
+    return compiled
+  } catch (error) {
+    const reason = String((error as Error).message ?? error).replace(/^Invalid regular expression:\s*(\/.*\/[a-z]*:\s*)?/, "")
+    r.error(path, `invalid regular expression (${reason})`)
+    return undefined
+  }
+}
+
+function stringList(value: unknown, path: string, r: Reporter, what: string): string[] | undefined {
+  const list = typeof value === "string" ? [value] : value
+  if (!Array.isArray(list) || list.length === 0 || list.some((item) => typeof item !== "string" || item === "")) {
+    r.error(path, `must be a non-empty list of ${what} (got ${describe(value)})`)
+    return undefined
+  }
+  return list as string[]
+}
+
+/** The value at a dot path (`edits.0.filePath`) inside the tool arguments; undefined when any step is missing. */
+function valueAt(args: unknown, path: readonly string[]): unknown {
+  let value = args
+  for (const key of path) {
+    if (typeof value !== "object" || value === null || !Object.prototype.hasOwnProperty.call(value, key)) return undefined
+    value = (value as Raw)[key]
+  }
+  return value
+}
+
+function asText(value: unknown): string {
+  if (typeof value === "string") return value
+  if (typeof value === "object") {
+    try {
+      return JSON.stringify(value) ?? ""
+    } catch {
+      return ""
+    }
+  }
+  return String(value)
+}
+
+/** A path argument as globs see it: relative to the project when inside it, `./` dropped. */
+function pathForGlob(value: string, ctx: MatchContext): string {
+  if (value.startsWith("/")) {
+    const abs = normalizePath(value)
+    return relativeInside(ctx.directory, abs) ?? relativeInside(ctx.worktree, abs) ?? abs
+  }
+  return normalizePath(value)
+}
+
+function compileMatcher(key: string, spec: unknown, path: string, r: Reporter): ArgMatcher | undefined {
+  if (!isMapping(spec)) {
+    r.error(path, `must be a mapping with one of ${SCHEMA_KEYS.matcherKinds.join(", ")} (got ${describe(spec)})`)
+    return undefined
+  }
+  r.unknownKeys(spec, SCHEMA_KEYS.matcher, path)
+  const kinds = SCHEMA_KEYS.matcherKinds.filter((kind) => spec[kind] !== undefined)
+  if (kinds.length !== 1) {
+    r.error(path, kinds.length === 0
+      ? `needs one of ${SCHEMA_KEYS.matcherKinds.join(", ")}`
+      : `has ${kinds.join(" and ")}; use one matcher per argument (split the rule into two contracts)`)
+    return undefined
+  }
+  if (spec.not !== undefined && typeof spec.not !== "boolean") {
+    r.error(join(path, "not"), `must be true or false (got ${describe(spec.not)})`)
+    return undefined
+  }
+  const negate = spec.not === true
+  if (spec.flags !== undefined && kinds[0] !== "regex") r.warn(join(path, "flags"), "is used only with regex; it is ignored")
+  const kind = kinds[0]
+  const value = spec[kind]
+  const argPath = key.split(".")
+  let test: ((present: unknown, ctx: MatchContext) => boolean) | undefined
+  switch (kind) {
+    case "exists":
+      if (typeof value !== "boolean") {
+        r.error(join(path, kind), `must be true or false (got ${describe(value)})`)
+        return undefined
+      }
+      // The one matcher a missing argument can satisfy.
+      return { path: argPath, test: (present) => (present !== undefined) === value !== negate }
+    case "equals":
+      if (typeof value !== "string" && typeof value !== "number" && typeof value !== "boolean") {
+        r.error(join(path, kind), `must be a string, number or boolean (got ${describe(value)})`)
+        return undefined
+      }
+      test = (present) => present === value || (typeof present !== "object" && String(present) === String(value))
+      break
+    case "regex": {
+      const regex = compileRegex(value, spec.flags, join(path, kind), join(path, "flags"), r)
+      if (!regex) return undefined
+      test = (present) => regex.test(capText(asText(present), REGEX_INPUT_CAP))
+      break
+    }
+    case "glob": {
+      const globs = stringList(value, join(path, kind), r, "globs")
+      if (!globs) return undefined
+      const regexes = globs.map((glob) => globToRegExp(glob))
+      test = (present, ctx) => typeof present === "string" && anyMatch(regexes, pathForGlob(present, ctx))
+      break
+    }
+    case "contains":
+    case "startsWith":
+      if (typeof value !== "string") {
+        r.error(join(path, kind), `must be a string (got ${describe(value)})`)
+        return undefined
+      }
+      test = kind === "contains" ? (present) => asText(present).includes(value) : (present) => asText(present).startsWith(value)
+      break
+  }
+  const check = test!
+  // A missing argument makes every matcher but `exists` false, `not` or not.
+  return { path: argPath, test: (present, ctx) => present !== undefined && check(present, ctx) !== negate }
+}
+
+function toolGlobs(value: unknown, path: string, r: Reporter): RegExp[] | undefined {
+  if (value === undefined) return [/^/]
+  const globs = stringList(value, path, r, "tool-name globs")
+  return globs?.map((glob) => globToRegExp(glob))
+}
+
+function compileTrigger(spec: unknown, path: string, r: Reporter, mode: Mode | undefined): Trigger | undefined {
+  if (!isMapping(spec)) {
+    r.error(path, `must be a mapping with a type (tool, message or state) (got ${describe(spec)})`)
+    return undefined
+  }
+  const type = spec.type
+  if (typeof type !== "string" || !(SCHEMA_KEYS.triggerTypes as readonly string[]).includes(type)) {
+    r.error(join(path, "type"), `must be one of tool, message, state (got ${describe(type)})${typeof type === "string" ? didYouMean(type, SCHEMA_KEYS.triggerTypes) : ""}`)
+    return undefined
+  }
+  for (const key of Object.keys(spec)) {
+    if ((TRIGGER_KEYS_BY_TYPE[type] ?? []).includes(key)) continue
+    if ((SCHEMA_KEYS.trigger as readonly string[]).includes(key)) r.warn(join(path, key), `is not used by a trigger of type ${type}; it is ignored`)
+    else r.warn(join(path, key), `unknown key "${key}"${didYouMean(key, TRIGGER_KEYS_BY_TYPE[type]) || ` (allowed here: ${TRIGGER_KEYS_BY_TYPE[type].join(", ")})`}; it is ignored`)
+  }
+  const errorsBefore = r.out.filter((p) => p.severity === "error").length
+  const failed = () => r.out.filter((p) => p.severity === "error").length > errorsBefore
+  const flagsPath = join(path, "flags")
+  const optionalRegex = (key: string): RegExp | null | undefined =>
+    spec[key] === undefined ? null : compileRegex(spec[key], spec.flags, join(path, key), flagsPath, r)
+
+  if (type === "tool") {
+    const tools = toolGlobs(spec.tools, join(path, "tools"), r)
+    const args: ArgMatcher[] = []
+    if (spec.args !== undefined) {
+      if (!isMapping(spec.args)) r.error(join(path, "args"), `must be a mapping of argument name to matcher (got ${describe(spec.args)})`)
+      else {
+        for (const [key, matcher] of Object.entries(spec.args)) {
+          const compiled = compileMatcher(key, matcher, join(join(path, "args"), key), r)
+          if (compiled) args.push(compiled)
+        }
+      }
+    }
+    const unlessSeen = optionalRegex("unlessSeen")
+    if (failed() || !tools || unlessSeen === undefined) return undefined
+    return { type, tools, args, unlessSeen }
+  }
+  if (type === "message") {
+    const pattern = optionalRegex("pattern")
+    const unless = optionalRegex("unless")
+    let minLength = 0
+    if (spec.minLength !== undefined) {
+      if (!Number.isInteger(spec.minLength) || (spec.minLength as number) < 0) {
+        r.error(join(path, "minLength"), `must be a whole number >= 0 (got ${describe(spec.minLength)})`)
+      } else minLength = spec.minLength as number
+    }
+    if (spec.pattern === undefined && spec.unless === undefined) {
+      r.error(path, "a message trigger needs pattern (fires when the user's text matches) or unless (fires when it does not)")
+    }
+    if (mode === "block") {
+      r.warn(join(path, "type"), "a user message cannot be blocked (that would fail the user's prompt); this contract warns instead")
+    }
+    if (failed() || pattern === undefined || unless === undefined) return undefined
+    return { type, pattern, unless, minLength }
+  }
+  // state
+  const tools = toolGlobs(spec.tools, join(path, "tools"), r)
+  if (!Number.isInteger(spec.every) || (spec.every as number) < 1) {
+    r.error(join(path, "every"), `must be a whole number >= 1: how many matching calls pass before the human must confirm (got ${describe(spec.every)})`)
+    return undefined
+  }
+  if (failed() || !tools) return undefined
+  return { type: "state", every: spec.every as number, tools }
+}
+
+/** Which layer a file is: the project file cannot change what the global file locked. */
+type Layer = "global" | "project"
+
+function applyContracts(config: Config, list: unknown, layer: Layer, r: Reporter): void {
+  if (!Array.isArray(list)) {
+    r.error("contracts", `must be a list of contracts (got ${describe(list)}); start each one with "- id: ..."`)
+    return
+  }
+  const seen = new Map<string, number>()
+  list.forEach((entry, index) => {
+    const path = `contracts[${index}]`
+    if (!isMapping(entry)) {
+      r.error(path, `must be a mapping with id, description, mode and trigger (got ${describe(entry)})`)
+      return
+    }
+    const errorsBefore = r.out.filter((p) => p.severity === "error").length
+    r.unknownKeys(entry, SCHEMA_KEYS.contract, path)
+    const id = entry.id
+    if (typeof id !== "string" || !/^[a-z0-9-]+$/.test(id)) {
+      const suggestion = typeof id === "string" ? id.toLowerCase().replace(/[^a-z0-9-]+/g, "-").replace(/^-+|-+$/g, "") : ""
+      r.error(join(path, "id"), id === undefined
+        ? `is required: a name of a-z, 0-9 and "-", unique in the file`
+        : `must use only a-z, 0-9 and "-" (got ${describe(id)})${suggestion ? `; try "${suggestion}"` : ""}`)
+      return
+    }
+    if (seen.has(id)) {
+      r.error(join(path, "id"), `duplicate id "${id}" (also contracts[${seen.get(id)}]); give each contract its own id`)
+      return
+    }
+    seen.set(id, index)
+    const existing = config.contracts.get(id)
+    if (existing?.locked && (existing.builtin || layer === "project")) {
+      r.error(path, `contract "${id}" is locked by ${existing.builtin ? "the plugin" : "the global file"}; ${existing.builtin ? "no file" : "the project file"} can change or disable it. Remove this entry${existing.builtin ? "" : " or change it in the global file"}`)
+      return
+    }
+    const mode = entry.mode
+    if (mode !== undefined && (typeof mode !== "string" || !(MODES as readonly string[]).includes(mode))) {
+      r.error(join(path, "mode"), `must be one of block, warn, info (got ${describe(mode)})${typeof mode === "string" ? didYouMean(mode, MODES) : ""}`)
+    }
+    const validMode = (MODES as readonly unknown[]).includes(mode) ? (mode as Mode) : undefined
+    for (const key of ["description", "message"] as const) {
+      const value = entry[key]
+      if (value !== undefined && (typeof value !== "string" || value.trim() === "")) r.error(join(path, key), `must be a non-empty string (got ${describe(value)})`)
+    }
+    for (const key of ["enabled", "locked"] as const) {
+      if (entry[key] !== undefined && typeof entry[key] !== "boolean") r.error(join(path, key), `must be true or false (got ${describe(entry[key])})`)
+    }
+    if (entry.locked !== undefined && layer === "project") r.warn(join(path, "locked"), "is honoured only in the global file; it is ignored here")
+    let anchorRefs: string[] | undefined
+    if (entry.anchorRefs !== undefined) {
+      if (!Array.isArray(entry.anchorRefs) || entry.anchorRefs.some((ref) => typeof ref !== "string")) {
+        r.error(join(path, "anchorRefs"), `must be a list of Semantic-Anchors ids (got ${describe(entry.anchorRefs)})`)
+      } else {
+        anchorRefs = entry.anchorRefs as string[]
+        anchorRefs.forEach((ref, i) => {
+          if (!ANCHOR_IDS.has(ref)) r.warn(join(join(path, "anchorRefs"), i), `unknown Semantic-Anchors id "${ref}" (closest: "${closest(ref, ANCHOR_IDS)}")`)
+        })
+      }
+    }
+    let roles: string[] | undefined
+    if (entry.roles !== undefined) {
+      if (!Array.isArray(entry.roles) || entry.roles.length === 0 || entry.roles.some((role) => typeof role !== "string" || role === "")) {
+        r.error(join(path, "roles"), `must be a non-empty list of role names or ["*"] (got ${describe(entry.roles)}); leave it out for every role`)
+      } else roles = entry.roles as string[]
+    }
+    const trigger = entry.trigger === undefined ? undefined : compileTrigger(entry.trigger, join(path, "trigger"), r, validMode ?? existing?.mode)
+    if (!existing) {
+      for (const key of ["description", "mode", "trigger"] as const) {
+        if (entry[key] === undefined) r.error(join(path, key), `is required for a new contract ("${id}" is not a built-in or earlier contract)`)
+      }
+    }
+    if (r.out.filter((p) => p.severity === "error").length > errorsBefore) return // an invalid contract disables only itself
+    const merged: Contract = {
+      ...(existing ?? { anchorRefs: [], roles: null, enabled: true, locked: false, builtin: false }),
+      id,
+      description: (entry.description as string | undefined) ?? existing?.description ?? "",
+      mode: validMode ?? existing!.mode,
+      trigger: trigger ?? existing!.trigger,
+      origin: r.file,
+    } as Contract
+    if (entry.message !== undefined) merged.message = entry.message as string
+    if (anchorRefs) merged.anchorRefs = anchorRefs
+    if (roles) merged.roles = roles
+    if (entry.enabled !== undefined) merged.enabled = entry.enabled as boolean
+    if (entry.locked !== undefined && layer === "global") merged.locked = entry.locked as boolean
+    config.contracts.set(id, merged)
+  })
+}
+
+function knownRoles(config: Config): Set<string> {
+  return new Set<string>([...ROLES, ...config.presets.keys()])
+}
+
+function applyPresets(config: Config, presets: unknown, r: Reporter): void {
+  if (!isMapping(presets)) {
+    r.error("presets", `must be a mapping of role to a list of contract ids (got ${describe(presets)})`)
+    return
+  }
+  for (const [role, ids] of Object.entries(presets)) {
+    const path = join("presets", role)
+    if (!Array.isArray(ids) || ids.some((id) => typeof id !== "string")) {
+      r.error(path, `must be a list of contract ids (got ${describe(ids)}); the role keeps its previous preset`)
+      continue
+    }
+    const kept: string[] = []
+    ;(ids as string[]).forEach((id, i) => {
+      if (config.contracts.has(id)) kept.push(id)
+      else r.warn(join(path, i), `unknown contract id "${id}" (closest: "${closest(id, config.contracts.keys())}"); it is left out`)
+    })
+    if (!(ROLES as readonly string[]).includes(role)) {
+      const hint = didYouMean(role, ROLES)
+      if (hint) r.warn(path, `"${role}" is not a Semantic-Anchors role${hint}; it is kept as a custom role`)
+    }
+    if (config.presets === config.presetsBeforeProject) config.presets = new Map(config.presets)
+    config.presets.set(role, kept)
+  }
+}
+
+function checkRoleName(config: Config, role: string, path: string, r: Reporter): void {
+  if (!knownRoles(config).has(role)) {
+    r.warn(path, `unknown role "${role}" (closest: "${closest(role, knownRoles(config))}"); with no preset it gets only contracts for every role`)
+  }
+}
+
+function applyRoles(config: Config, roles: unknown, r: Reporter): void {
+  if (!isMapping(roles)) {
+    r.error("roles", `must be a mapping with default and agents (got ${describe(roles)})`)
+    return
+  }
+  r.unknownKeys(roles, SCHEMA_KEYS.roles, "roles")
+  if (roles.default !== undefined) {
+    if (typeof roles.default !== "string" || roles.default === "") r.error("roles.default", `must be a role name (got ${describe(roles.default)})`)
+    else {
+      checkRoleName(config, roles.default, "roles.default", r)
+      config.defaultRole = roles.default
+    }
+  }
+  if (roles.agents !== undefined) {
+    if (!isMapping(roles.agents)) {
+      r.error("roles.agents", `must be a mapping of opencode agent name to role (got ${describe(roles.agents)})`)
+      return
+    }
+    config.agents = new Map(config.agents)
+    for (const [agent, role] of Object.entries(roles.agents)) {
+      if (typeof role !== "string" || role === "") {
+        r.error(join("roles.agents", agent), `must be a role name (got ${describe(role)})`)
+        continue
+      }
+      checkRoleName(config, role, join("roles.agents", agent), r)
+      config.agents.set(agent, role)
+    }
+  }
+}
+
+function applySettings(config: Config, settings: unknown, r: Reporter): void {
+  if (!isMapping(settings)) {
+    r.error("settings", `must be a mapping (got ${describe(settings)})`)
+    return
+  }
+  r.unknownKeys(settings, SCHEMA_KEYS.settings, "settings")
+  if (settings.maxOverrides !== undefined) {
+    const value = settings.maxOverrides
+    if (!Number.isInteger(value) || (value as number) < 0 || (value as number) > 1000) {
+      r.error("settings.maxOverrides", `must be a whole number from 0 to 1000 (got ${describe(value)}); keeping ${config.settings.maxOverrides}`)
+    } else config.settings = { ...config.settings, maxOverrides: value as number }
+  }
+  if (settings.confirmPattern !== undefined) {
+    if (settings.confirmPattern === null) config.settings = { ...config.settings, confirmPattern: null }
+    else {
+      const regex = compileRegex(settings.confirmPattern, "i", "settings.confirmPattern", "settings.confirmPattern", r)
+      if (regex) config.settings = { ...config.settings, confirmPattern: regex }
+    }
+  }
+}
+
+/**
+ * Validates one parsed file and merges it into `config` (mutated). Problems go to config.problems. A file whose top
+ * level is unusable (not a mapping, wrong version) is skipped whole; otherwise each part stands on its own.
+ */
+export function applyFile(config: Config, raw: unknown, file: string, layer: Layer): string {
+  const r = new Reporter(file, config.problems)
+  if (raw === null || raw === undefined) return "empty"
+  if (!isMapping(raw)) {
+    r.error("", `the top level must be a mapping starting with "version: 1" (got ${describe(raw)}); the file is ignored`)
+    return "ignored"
+  }
+  if (raw.version === undefined) r.warn("version", `is missing; add "version: 1" as the first line`)
+  else if (raw.version !== 1) {
+    r.error("version", `unsupported version ${describe(raw.version)}; this plugin reads version 1. The file is ignored`)
+    return "ignored"
+  }
+  r.unknownKeys(raw, SCHEMA_KEYS.top, "")
+  if (layer === "project") config.presetsBeforeProject = config.presets
+  const before = config.contracts.size
+  if (raw.contracts !== undefined && raw.contracts !== null) applyContracts(config, raw.contracts, layer, r)
+  if (raw.presets !== undefined) applyPresets(config, raw.presets, r)
+  if (layer !== "project") config.presetsBeforeProject = config.presets
+  if (raw.roles !== undefined) applyRoles(config, raw.roles, r)
+  if (raw.settings !== undefined) applySettings(config, raw.settings, r)
+  const added = config.contracts.size - before
+  return `loaded${added ? `, ${added} new contract${added === 1 ? "" : "s"}` : ""}`
+}
+
+/** Parses YAML text (JSON is YAML too) and applies it; a parse error skips the file. */
+export function applyText(config: Config, text: string, file: string, layer: Layer): string {
+  let raw: unknown
+  try {
+    raw = Bun.YAML.parse(text)
+  } catch (error) {
+    const reason = String((error as Error).message ?? error).replace(/^YAML Parse error:\s*/, "")
+    config.problems.push({ severity: "error", file, path: "", text: `cannot parse YAML (${reason}); the file is ignored and the other files stay in force` })
+    return "ignored"
+  }
+  return applyFile(config, raw, file, layer)
+}
+
+/** Collects the distinct `unlessSeen` patterns so each seen text is tested once per pattern, not once per call. */
+function finishConfig(config: Config): Config {
+  const patterns = new Map<string, RegExp>()
+  for (const contract of config.contracts.values()) {
+    if (contract.trigger.type === "tool" && contract.trigger.unlessSeen) {
+      const regex = contract.trigger.unlessSeen
+      patterns.set(`${regex.source}/${regex.flags}`, regex)
+    }
+  }
+  config.seenPatterns = [...patterns.values()]
+  return config
+}
+
+export type FileRead = { path: string; label: string; layer: Layer; text?: string; error?: string }
+
+/** Builds the configuration from file contents already read (no I/O here, so it is fast and testable). */
+export function buildConfig(reads: FileRead[]): Config {
+  const config = defaultConfig()
+  for (const read of reads) {
+    if (read.text !== undefined) {
+      config.files.push({ label: read.label, status: applyText(config, read.text, read.label, read.layer) })
+    } else if (read.error === "ENOENT") {
+      config.files.push({ label: read.label, status: "not found" })
+    } else {
+      config.problems.push({ severity: "error", file: read.label, path: "", text: `cannot read the file (${read.error}); it is ignored and the other files stay in force` })
+      config.files.push({ label: read.label, status: "unreadable" })
+    }
+  }
+  return finishConfig(config)
+}
+
+// =================================================================================================================
+// Layer 2, rule engine: what an edit touches, the integrity guard, active contracts
+// =================================================================================================================
+
+/** The files an edit-tool call writes: `filePath`, or the paths named in a patch text. */
+export function editTargets(args: unknown): string[] {
+  if (!isMapping(args)) return []
+  const targets: string[] = []
+  for (const key of ["filePath", "file_path", "path"]) if (typeof args[key] === "string") targets.push(args[key] as string)
+  for (const key of ["patchText", "patch", "input"]) {
+    const text = args[key]
+    if (typeof text !== "string") continue
+    for (const match of text.matchAll(/^\*\*\* (?:(?:Add|Update|Delete) File|Move to): (.+)$/gm)) targets.push(match[1].trim())
+    for (const match of text.matchAll(/^(?:\+\+\+|---) (?:[ab]\/)?(.+)$/gm)) if (match[1].trim() !== "/dev/null") targets.push(match[1].trim())
+  }
+  return targets
+}
+
+/** The guard's own files: config files, opencode config, plugin directories. */
+export type GuardFiles = { exact: Set<string>; roots: string[]; mentions: string[] }
+
+export function guardFiles(paths: Paths): GuardFiles {
+  const projectDir = `${paths.directory}/.opencode`
+  const exact = new Set<string>([
+    paths.globalFile,
+    `${paths.globalDir}/${CONFIG_FILE_NAME}`,
+    `${paths.globalDir}/opencode-semantic-anchors.yml`,
+    paths.projectFile,
+    `${projectDir}/opencode-semantic-anchors.yml`,
+    ...[paths.directory, projectDir, paths.globalDir].flatMap((dir) => [`${dir}/opencode.json`, `${dir}/opencode.jsonc`]),
+  ])
+  // Directories whose removal or move takes guard files with them.
+  const roots = [projectDir, paths.globalDir, `${projectDir}/plugin`, `${projectDir}/plugins`, `${paths.globalDir}/plugin`, `${paths.globalDir}/plugins`]
+  const mentions = [".opencode", "opencode/plugin", "opencode-semantic-anchors", ".config/opencode", "XDG_CONFIG_HOME", "opencode.json", "semantic-anchors.ts", paths.globalDir]
+  if (paths.globalFromEnv) {
+    mentions.push(paths.globalFile)
+    const base = paths.globalFile.split("/").pop()
+    if (base) mentions.push(base)
+  }
+  return { exact, roots, mentions }
+}
+
+const PLUGIN_DIR_FILE = /(?:^|\/)\.?opencode\/plugins?\/[^/]+/
+const CONFIG_BASENAME = /(?:^|\/)opencode-semantic-anchors\.(?:ya?ml|json)$/
+
+export function isGuardPath(abs: string, guard: GuardFiles): boolean {
+  return guard.exact.has(abs) || CONFIG_BASENAME.test(abs) || PLUGIN_DIR_FILE.test(abs)
+}
+
+/** First words of commands that only read: a guard file named in them is read, not changed. */
+const READ_ONLY_COMMANDS = new Set([
+  "cat", "less", "more", "head", "tail", "grep", "egrep", "fgrep", "rg", "ls", "wc", "diff", "stat", "file", "echo",
+  "bat", "jq", "realpath", "readlink", "du", "tree", "sha256sum", "md5sum", "test", "[", "pwd", "true",
+])
+const READ_ONLY_GIT = new Set(["diff", "log", "status", "show", "blame"])
+const CHANGING_COMMANDS = new Set([
+  "rm", "rmdir", "mv", "cp", "ln", "unlink", "truncate", "shred", "chmod", "chown", "tee", "dd", "rsync", "install", "touch", "sed", "perl",
+])
+
+function splitSegments(command: string): string[][] {
+  return command
+    .split(/&&|\|\||[;|&\n]/)
+    .map((segment) => segment.trim().split(/\s+/).filter(Boolean))
+    .filter((words) => words.length > 0)
+}
+
+/** The command word of a segment, after `sudo`, `env` and variable assignments. */
+function commandWords(words: string[]): string[] {
+  let i = 0
+  while (i < words.length && (/^[A-Za-z_][A-Za-z0-9_]*=/.test(words[i]) || words[i] === "sudo" || words[i] === "env" || words[i] === "command")) i++
+  return words.slice(i)
+}
+
+function isReadOnly(normalized: string, segments: string[][]): boolean {
+  if (/\$\(|`|>(?!\s*&\d|\s*\/dev\/null)/.test(normalized.replace(/\d?>\s*\/dev\/null|\d?>&\d/g, ""))) return false
+  return segments.every((segment) => {
+    const words = commandWords(segment)
+    if (words.length === 0) return true
+    if (words[0] === "git") return READ_ONLY_GIT.has(words[1] ?? "")
+    if (words[0] === "find") return !words.some((w) => /^-(delete|exec|execdir|ok|fprint)/.test(w))
+    return READ_ONLY_COMMANDS.has(words[0])
+  })
+}
+
+/**
+ * Does a bash command change a guard file? A heuristic against accidents and casual evasion (quoting, `../`,
+ * globs, deleting a parent directory), not a sandbox: a determined shell user can always hide a path.
+ * It blocks when a guard file or directory is named and the command is not read-only, or when a changing command
+ * (rm, mv, cp, sed, redirects, ...) has an argument that resolves or globs onto a guard file or one of its parents.
+ */
+export function bashTouchesGuard(command: string, paths: Paths, guard: GuardFiles): string | undefined {
+  const normalized = command.replace(/\\\n/g, " ").replace(/["'\\]/g, "")
+  const segments = splitSegments(normalized)
+  const readOnly = isReadOnly(normalized, segments)
+  if (!readOnly) {
+    for (const mention of guard.mentions) if (mention && normalized.includes(mention)) return mention
+  }
+  const candidates = [...guard.exact, ...guard.roots]
+  for (const segment of segments) {
+    const words = commandWords(segment)
+    const redirectTargets = normalized.includes(">") ? segment.filter((_, i) => i > 0 && /^\d?>>?$/.test(segment[i - 1])) : []
+    const changing = words.length > 0 && (CHANGING_COMMANDS.has(words[0]) || (words[0] === "git" && /^(rm|mv|clean)$/.test(words[1] ?? "")) || (words[0] === "find" && words.includes("-delete")))
+    const args = changing ? words.slice(1).filter((w) => !w.startsWith("-")) : []
+    for (const word of [...args, ...redirectTargets]) {
+      const expanded = word.replace(/^\$\{?HOME\}?(?=\/|$)/, "~")
+      const abs = resolvePath(paths.directory, expanded, paths.home)
+      if (/[*?]/.test(abs)) {
+        const pattern = globToRegExp(abs, true)
+        const hit = candidates.find((candidate) => pattern.test(candidate))
+        if (hit) return word
+      } else if (isGuardPath(abs, guard) || candidates.some((candidate) => candidate === abs || candidate.startsWith(`${abs}/`))) {
+        return word
+      }
+    }
+  }
+  return undefined
+}
+
+// =================================================================================================================
+// Layer 2, rule engine: session state and verdicts
+// =================================================================================================================
+
+export type SessionState = {
+  role: string
+  agent?: string
+  steps: Map<string, number> // state-contract id -> matching calls since the last confirmation
+  touchedDirs: Set<string> // top-level directories changed since the last confirmation
+  overridesUsed: number
+  passes: number // granted bypasses not yet used (0 or 1)
+  lastConfirmation: number | null
+  lastBlocked?: string
+  seen: string[] // bounded evidence: user messages and tool results
+  seenHits: Set<RegExp> // which unlessSeen patterns matched anything seen so far
+  pendingNotes: Map<string, string> // callID -> warn note for tool.execute.after
+}
+
+function newState(role: string): SessionState {
+  return { role, steps: new Map(), touchedDirs: new Set(), overridesUsed: 0, passes: 0, lastConfirmation: null, seen: [], seenHits: new Set(), pendingNotes: new Map() }
+}
+
+function confirm(state: SessionState, now: number): void {
+  state.steps.clear()
+  state.touchedDirs.clear()
+  state.lastConfirmation = now
+}
+
+function recordSeen(state: SessionState, text: string, patterns: readonly RegExp[]): void {
+  if (!text) return
+  const kept = capText(text, SEEN_CAP)
+  state.seen.push(kept)
+  if (state.seen.length > MAX_SEEN) state.seen.shift()
+  for (const pattern of patterns) if (!state.seenHits.has(pattern) && pattern.test(kept)) state.seenHits.add(pattern)
+}
+
+/** The role an agent gets: the configured mapping, else the agent's own name when it is a role, else the default. */
+export function roleForAgent(config: Config, agent: string | undefined): string {
+  if (agent === undefined) return config.defaultRole
+  return config.agents.get(agent) ?? (knownRoles(config).has(agent) ? agent : config.defaultRole)
+}
+
+/**
+ * Active contracts of a role, in a fixed order: guard-integrity, the role's preset, then file contracts whose
+ * `roles` are absent, "*" or name the role; locked contracts keep what the global layer gave them.
+ */
+export function activeContracts(config: Config, role: string): Contract[] {
+  const active: Contract[] = []
+  const add = (contract: Contract | undefined) => {
+    if (contract && contract.enabled && !active.includes(contract)) active.push(contract)
+  }
+  add(config.contracts.get("guard-integrity"))
+  for (const id of config.presets.get(role) ?? []) add(config.contracts.get(id))
+  for (const contract of config.contracts.values()) {
+    const forRole = contract.roles === null ? !contract.builtin : contract.roles.includes("*") || contract.roles.includes(role)
+    if (forRole) add(contract)
+    if (contract.locked && (config.presetsBeforeProject.get(role) ?? []).includes(contract.id)) add(contract)
+  }
+  return active
+}
+
+export type Hit = { contract: Contract; detail: string }
+export type Verdict = { mode: Mode | "allow"; hits: Hit[] }
+
+/** What a contract says about one tool call; pure given the state (nothing is recorded here). */
+function checkToolContract(contract: Contract, tool: string, args: unknown, state: SessionState, env: EngineEnv): string | undefined {
+  const trigger = contract.trigger
+  switch (trigger.type) {
+    case "tool": {
+      if (!anyMatch(trigger.tools, tool)) return undefined
+      for (const matcher of trigger.args) if (!matcher.test(valueAt(args, matcher.path), env.match)) return undefined
+      if (trigger.unlessSeen && state.seenHits.has(trigger.unlessSeen)) return undefined
+      return trigger.unlessSeen ? `${tool} call and nothing seen in this session matches /${trigger.unlessSeen.source}/` : `${tool} call matched`
+    }
+    case "state": {
+      if (!anyMatch(trigger.tools, tool)) return undefined
+      const count = state.steps.get(contract.id) ?? 0
+      return count >= trigger.every ? `${count} matching calls since the user's last confirmation (limit ${trigger.every})` : undefined
+    }
+    case "boundary": {
+      if (!anyMatch(EDIT_TOOL_RES, tool)) return undefined
+      const outside = editTargets(args).map((target) => pathForGlob(target, env.match)).filter((rel) => !anyMatch(trigger.allowed, rel))
+      return outside.length ? `${outside.join(", ")} is outside ${trigger.globs.join(", ")}` : undefined
+    }
+    case "spread": {
+      if (!anyMatch(EDIT_TOOL_RES, tool)) return undefined
+      const written = topDirs(args, env)
+      if (written.length === 0) return undefined
+      const dirs = new Set([...state.touchedDirs, ...written])
+      return dirs.size > trigger.maxDirs
+        ? `changes now span ${dirs.size} top-level directories (${[...dirs].sort().join(", ")}); limit ${trigger.maxDirs}`
+        : undefined
+    }
+    case "integrity": {
+      if (anyMatch(EDIT_TOOL_RES, tool)) {
+        const hit = editTargets(args).find((target) => isGuardPath(resolvePath(env.paths.directory, target, env.paths.home), env.guard))
+        return hit ? `${hit} is a guard file` : undefined
+      }
+      if (tool === "bash" && isMapping(args) && typeof args.command === "string") {
+        const hit = bashTouchesGuard(args.command, env.paths, env.guard)
+        return hit ? `the command touches ${hit}, a guard file or directory` : undefined
+      }
+      return undefined
+    }
+    case "message":
+      return undefined
+  }
+}
+
+/** Top-level directories an edit call writes into (files at the project root are not counted). */
+function topDirs(args: unknown, env: EngineEnv): string[] {
+  const dirs: string[] = []
+  for (const target of editTargets(args)) {
+    const rel = pathForGlob(target, env.match)
+    if (rel.startsWith("/") || rel.startsWith("..") || !rel.includes("/")) continue
+    dirs.push(rel.slice(0, rel.indexOf("/")))
+  }
+  return dirs
+}
+
+type EngineEnv = { paths: Paths; guard: GuardFiles; match: MatchContext }
+
+export function evaluateTool(contracts: readonly Contract[], tool: string, args: unknown, state: SessionState, env: EngineEnv): Verdict {
+  const hits: Hit[] = []
+  let mode: Mode | "allow" = "allow"
+  for (const contract of contracts) {
+    const detail = checkToolContract(contract, tool, args, state, env)
+    if (detail === undefined) continue
+    const effective = effectiveMode(contract)
+    hits.push({ contract: { ...contract, mode: effective }, detail })
+    if (MODE_RANK[effective] > MODE_RANK[mode]) mode = effective
+  }
+  return { mode, hits: hits.filter((hit) => hit.contract.mode === mode || mode !== "block") }
+}
+
+/** A message trigger cannot block (that would fail the user's prompt): it warns instead. */
+function effectiveMode(contract: Contract): Mode {
+  return contract.trigger.type === "message" && contract.mode === "block" ? "warn" : contract.mode
+}
+
+/** Records an allowed call: step counters and touched directories. Blocked calls never get here. */
+function recordAllowed(contracts: readonly Contract[], tool: string, args: unknown, state: SessionState, env: EngineEnv): void {
+  for (const contract of contracts) {
+    if (contract.trigger.type === "state" && anyMatch(contract.trigger.tools, tool)) {
+      state.steps.set(contract.id, (state.steps.get(contract.id) ?? 0) + 1)
+    }
+  }
+  if (anyMatch(EDIT_TOOL_RES, tool)) for (const dir of topDirs(args, env)) state.touchedDirs.add(dir)
+}
+
+export function evaluateMessage(contracts: readonly Contract[], text: string): Hit[] {
+  const capped = capText(text, MESSAGE_CAP)
+  const hits: Hit[] = []
+  for (const contract of contracts) {
+    const trigger = contract.trigger
+    if (trigger.type !== "message") continue
+    if (text.trim().length < trigger.minLength) continue
+    if (trigger.pattern && !trigger.pattern.test(capped)) continue
+    if (trigger.unless && trigger.unless.test(capped)) continue
+    hits.push({ contract: { ...contract, mode: effectiveMode(contract) }, detail: "message" })
+  }
+  return hits
+}
+
+// Texts the model and the user read -------------------------------------------------------------------------------
+
+function anchorsText(contract: Contract): string {
+  return contract.anchorRefs.length ? ` (anchors: ${contract.anchorRefs.join(", ")})` : ""
+}
+
+export function blockMessage(hits: Hit[], state: SessionState, settings: Settings): string {
+  const left = Math.max(0, settings.maxOverrides - state.overridesUsed)
+  const lines = [`${TAG} BLOCKED: this call did not run.`]
+  for (const { contract, detail } of hits) {
+    lines.push(`Contract "${contract.id}": ${contract.description}${contract.message ? ` ${contract.message}` : ""}${anchorsText(contract)}`)
+    lines.push(`Why now: ${detail}.`)
+  }
+  const confirmHow = settings.confirmPattern ? `a user message matching /${settings.confirmPattern.source}/` : "any user message"
+  lines.push(
+    `Stop and ask the user. ${confirmHow[0].toUpperCase()}${confirmHow.slice(1)} confirms and resets the step counters. ` +
+      (left > 0
+        ? `Only the human can let this call through once: \`/anchor bypass <reason>\` (${left} of ${settings.maxOverrides} overrides left), or you may call anchor_bypass with a reason, which asks the human.`
+        : `No overrides are left in this session (max ${settings.maxOverrides}); the human can run \`/anchor reload\` after changing the config.`),
+  )
+  return lines.join("\n")
+}
+
+export function warnNote(hits: Hit[]): string {
+  return hits.map(({ contract }) => `${TAG} WARN ${contract.id}: ${contract.description}${contract.message ? ` ${contract.message}` : ""}${anchorsText(contract)}`).join("\n")
+}
+
+export function tipText(hit: Hit): string {
+  return `Tip (${hit.contract.id}): ${hit.contract.message ?? hit.contract.description}`
+}
+
+// =================================================================================================================
+// Layer 3, the opencode adapter
+// =================================================================================================================
+
+/** Resolves every path from the plugin input and the environment at server() time (never process.cwd()). */
+export function resolvePaths(input: { directory?: string; worktree?: string }, env: Record<string, string | undefined>): Paths {
+  const home = env.HOME || "/"
+  const directory = normalizePath(input.directory || input.worktree || home)
+  const worktree = normalizePath(input.worktree || directory)
+  const globalDir = normalizePath(`${env.XDG_CONFIG_HOME || `${home}/.config`}/opencode`)
+  const fromEnv = env.OPENCODE_SEMANTIC_ANCHORS_CONFIG
+  return {
+    directory,
+    worktree,
+    home,
+    globalDir,
+    globalFile: fromEnv ? resolvePath(directory, fromEnv, home) : `${globalDir}/${CONFIG_FILE_NAME}`,
+    globalFromEnv: Boolean(fromEnv),
+    projectFile: `${directory}/.opencode/${CONFIG_FILE_NAME}`,
+  }
+}
+
+function labelFor(path: string, paths: Paths): string {
+  const inProject = relativeInside(paths.directory, path)
+  if (inProject !== undefined) return inProject
+  const inHome = relativeInside(paths.home, path)
+  return inHome !== undefined && paths.home !== "/" ? `~/${inHome}` : path
+}
+
+async function readFile(path: string): Promise<{ text?: string; error?: string }> {
+  try {
+    return { text: await Bun.file(path).text() }
+  } catch (error) {
+    const code = (error as { code?: string }).code
+    return { error: code === "ENOENT" ? "ENOENT" : `${code ?? "error"}: ${(error as Error).message ?? error}` }
+  }
+}
+
+export async function loadConfig(paths: Paths): Promise<Config> {
+  const reads: FileRead[] = []
+  for (const [path, layer] of [
+    [paths.globalFile, "global"],
+    [paths.projectFile, "project"],
+  ] as const) {
+    const read = await readFile(path)
+    // A missing file is the normal case, except the one the user named explicitly.
+    if (read.error === "ENOENT" && layer === "global" && paths.globalFromEnv) read.error = "ENOENT: OPENCODE_SEMANTIC_ANCHORS_CONFIG names a file that does not exist"
+    reads.push({ path, label: labelFor(path, paths), layer, ...read })
+  }
+  return buildConfig(reads)
+}
+
+type Client = PluginInput["client"]
+type Level = "debug" | "info" | "warn" | "error"
+type Part = { type?: string; text?: string; synthetic?: boolean; ignored?: boolean }
+
+const ECHO_MARK = `${TAG} /anchor`
+
+/** Strips the literal double quotes `opencode run` wraps around a multi-word argument. */
+export function stripArgumentQuotes(text: string): string {
+  let out = text.trim()
+  while (out.length >= 2 && ((out.startsWith('"') && out.endsWith('"')) || (out.startsWith("'") && out.endsWith("'")))) out = out.slice(1, -1).trim()
+  return out
+}
+
+const server: Plugin = async (input) => {
+  const client: Client | undefined = input?.client
+  const paths = resolvePaths(input ?? {}, process.env)
+  const guard = guardFiles(paths)
+  const env: EngineEnv = { paths, guard, match: { directory: paths.directory, worktree: paths.worktree } }
+  let config = defaultConfig()
+  let activeCache = new Map<string, Contract[]>()
+  const sessions = new Map<string, SessionState>()
+  const parents = new Map<string, string>()
+  const loggedFailures = new Set<string>()
+
+  // Client calls are fire and forget: never awaited (an awaited toast at init hung opencode), failures swallowed.
+  const log = (level: Level, message: string, extra?: Record<string, unknown>) => {
+    try {
+      const pending = client?.app?.log?.({ body: { service: SERVICE, level, message, extra } })
+      ;(pending as Promise<unknown> | undefined)?.catch?.(() => {})
+    } catch {
+      // logging must never break the session
+    }
+  }
+  const toast = (message: string, variant: "info" | "success" | "warning" | "error") => {
+    try {
+      const pending = client?.tui?.showToast?.({ body: { message, variant } })
+      ;(pending as Promise<unknown> | undefined)?.catch?.(() => {})
+    } catch {
+      // no TUI, or an older client: the log has it
+    }
+  }
+  /** Fail open: an internal error allows, and is logged once per distinct message. */
+  const failOpen = (where: string, error: unknown) => {
+    const text = `${where}: ${(error as Error)?.message ?? String(error)}`
+    if (loggedFailures.has(text)) return
+    if (loggedFailures.size < 100) loggedFailures.add(text)
+    log("error", `${TAG} internal error, allowing (fail-open): ${text}`)
+  }
+
+  const reportProblems = () => {
+    for (const problem of config.problems) log(problem.severity === "error" ? "error" : "warn", `${TAG} ${formatProblem(problem)}`)
+    if (config.problems.length) {
+      const errors = config.problems.filter((p) => p.severity === "error").length
+      toast(`semantic-anchors: ${config.problems.length} config problem${config.problems.length === 1 ? "" : "s"} (${errors} error${errors === 1 ? "" : "s"}); run /anchor status`, errors ? "error" : "warning")
+    }
+  }
+
+  const install = (next: Config) => {
+    config = next
+    activeCache = new Map()
+  }
+  const active = (role: string): Contract[] => {
+    let list = activeCache.get(role)
+    if (!list) activeCache.set(role, (list = activeContracts(config, role)))
+    return list
+  }
+
+  const rootOf = (sessionID: string): string => {
+    let id = sessionID
+    for (let hops = 0; hops < 32; hops++) {
+      const parent = parents.get(id)
+      if (!parent || parent === id) break
+      id = parent
+    }
+    return id
+  }
+  const stateOf = (rootID: string): SessionState => {
+    let state = sessions.get(rootID)
+    if (!state) {
+      state = newState(config.defaultRole)
+      sessions.set(rootID, state)
+      if (sessions.size > MAX_SESSIONS) sessions.delete(sessions.keys().next().value as string)
+    }
+    return state
+  }
+
+  const statusText = (sessionID: string): string => {
+    const root = rootOf(sessionID)
+    const state = stateOf(root)
+    const lines = [`semantic-anchors status (session ${sessionID}${root !== sessionID ? `, root ${root}` : ""})`]
+    lines.push(`role: ${state.role}${state.agent ? ` (agent ${state.agent})` : ""}`)
+    lines.push("active contracts:")
+    for (const contract of active(state.role)) {
+      const trigger = contract.trigger
+      const counter = trigger.type === "state" ? ` (${state.steps.get(contract.id) ?? 0}/${trigger.every} since the last confirmation)` : ""
+      const spread = trigger.type === "spread" ? ` (${state.touchedDirs.size} top-level directories touched)` : ""
+      lines.push(`  ${effectiveMode(contract).padEnd(5)} ${contract.id}${contract.locked ? " [locked]" : ""}${counter}${spread} - ${contract.description}`)
+    }
+    const max = config.settings.maxOverrides
+    lines.push(`overrides: ${state.overridesUsed} used, ${Math.max(0, max - state.overridesUsed)} left (max ${max}); pending pass: ${state.passes > 0 ? "yes" : "no"}`)
+    lines.push(`last confirmation: ${state.lastConfirmation ? new Date(state.lastConfirmation).toISOString() : "none yet"}`)
+    lines.push(`files: ${config.files.map((file) => `${file.label} (${file.status})`).join("; ")}`)
+    lines.push(config.problems.length ? `problems (${config.problems.length}):` : "problems: none")
+    for (const problem of config.problems) lines.push(`  ${problem.severity}: ${formatProblem(problem)}`)
+    return lines.join("\n")
+  }
+
+  /** The one place a bypass is granted. Callers: the human's /anchor command, and anchor_bypass after ctx.ask resolved. */
+  const grantBypass = (sessionID: string, reason: string, via: string): { ok: boolean; text: string } => {
+    const state = stateOf(rootOf(sessionID))
+    const max = config.settings.maxOverrides
+    if (!reason) return { ok: false, text: "Bypass refused: a reason is required (/anchor bypass <reason>)." }
+    if (state.passes > 0) return { ok: false, text: "Bypass refused: a bypass is already pending; it lets the next blocked call run once." }
+    if (state.overridesUsed >= max) return { ok: false, text: `Error: Max overrides (${max}) reached. Cannot bypass.` }
+    state.overridesUsed++
+    state.passes = 1
+    confirm(state, Date.now())
+    log("info", `${TAG} bypass granted (${via}), override ${state.overridesUsed}/${max}: ${reason}`, { reason, sessionID })
+    return { ok: true, text: `Override ${state.overridesUsed}/${max} granted (${via}): the next blocked call in this session may run once, and the step counters are reset. Reason: ${reason}` }
+  }
+
+  const reload = async (): Promise<string> => {
+    install(await loadConfig(paths))
+    for (const state of sessions.values()) {
+      const kept = newState(state.role)
+      kept.agent = state.agent
+      kept.seen = state.seen
+      for (const text of kept.seen) for (const pattern of config.seenPatterns) if (pattern.test(text)) kept.seenHits.add(pattern)
+      Object.assign(state, kept)
+    }
+    reportProblems()
+    return `Reloaded: ${config.files.map((file) => `${file.label} (${file.status})`).join("; ")}; ${config.problems.length} problem(s). Counters and overrides reset; roles kept.`
+  }
+
+  const runAnchorCommand = async (sessionID: string, rawArguments: string): Promise<string> => {
+    const text = stripArgumentQuotes(rawArguments ?? "")
+    const [sub = "", ...rest] = text.split(/\s+/)
+    switch (sub.toLowerCase()) {
+      case "bypass":
+        return grantBypass(sessionID, stripArgumentQuotes(rest.join(" ")), "/anchor bypass by the user").text
+      case "status":
+      case "":
+        return statusText(sessionID)
+      case "reload":
+        return await reload()
+      default:
+        return `Unknown /anchor subcommand "${sub}". Use: /anchor status | /anchor bypass <reason> | /anchor reload`
+    }
+  }
+
+  // Startup: read and validate the files. No client call is awaited here.
+  try {
+    install(await loadConfig(paths))
+  } catch (error) {
+    failOpen("config load", error)
+  }
+  reportProblems()
+  log("info", `${TAG} loaded: ${config.files.map((file) => `${file.label} (${file.status})`).join("; ")}`)
+
+  const bypassArgs = { reason: { type: "string", description: "Why this blocked call should run anyway; shown to the human, who must approve." } }
+  const tools: Record<string, ToolDefinition> = {
+    anchor_status: plainTool({
+      description: "Show the semantic-anchors contracts in force for this session: role, active contracts, counters, overrides, config problems. Read-only.",
+      args: {},
+      execute: async (_args, ctx) => statusText(ctx.sessionID),
+    }),
+    anchor_bypass: plainTool({
+      description: "Ask the human to let the next blocked call run once. Needs a reason; the human must approve the permission prompt. You cannot grant it yourself.",
+      args: bypassArgs,
+      execute: async (args, ctx) => {
+        const reason = isMapping(args) && typeof args.reason === "string" ? args.reason.trim().slice(0, 500) : ""
+        if (!reason) return "anchor_bypass: a non-empty string `reason` is required."
+        const state = stateOf(rootOf(ctx.sessionID))
+        if (state.overridesUsed >= config.settings.maxOverrides) return `Error: Max overrides (${config.settings.maxOverrides}) reached. Cannot bypass.`
+        if (state.passes > 0) return "A bypass is already pending; retry the blocked call."
+        if (typeof ctx?.ask !== "function") return "Bypass refused: this host cannot ask the human."
+        try {
+          await ctx.ask({
+            permission: "anchor-bypass",
+            patterns: [state.lastBlocked ?? "*"],
+            always: [],
+            metadata: { reason, contract: state.lastBlocked, overridesLeft: config.settings.maxOverrides - state.overridesUsed },
+          })
+        } catch (error) {
+          log("info", `${TAG} anchor_bypass not approved: ${(error as Error)?.message ?? error}`)
+          return "Bypass refused: the human did not approve. Do not retry the blocked call; ask the user how to proceed."
+        }
+        return grantBypass(ctx.sessionID, reason, "anchor_bypass approved by the human").text
+      },
+    }),
+  }
+
+  const hooks: Hooks = {
+    tool: tools,
+
+    config: async (cfg) => {
+      try {
+        const target = cfg as unknown as Raw
+        const commands = isMapping(target.command) ? target.command : {}
+        target.command = {
+          ...commands,
+          anchor: {
+            template: "The user ran /anchor $ARGUMENTS (semantic-anchors). Report the result to the user in one or two sentences.",
+            description: "semantic-anchors: status | bypass <reason> | reload",
+          },
+        }
+        const permission = target.permission
+        if (typeof permission === "string") target.permission = { "*": permission, "anchor-bypass": "ask" }
+        else if (isMapping(permission)) {
+          permission["anchor-bypass"] ??= "ask"
+          if (permission["anchor-bypass"] === "allow") log("warn", `${TAG} permission "anchor-bypass" is "allow": the model can then grant itself bypasses`)
+        } else target.permission = { "anchor-bypass": "ask" }
+      } catch (error) {
+        failOpen("config hook", error)
+      }
+    },
+
+    event: async ({ event }) => {
+      try {
+        const e = event as unknown as { type?: string; properties?: { sessionID?: string; info?: { id?: string; parentID?: string } } }
+        const info = e.properties?.info
+        const id = info?.id ?? e.properties?.sessionID
+        if (!id) return
+        if (e.type === "session.created" || e.type === "session.updated") {
+          if (info?.parentID && info.parentID !== id) {
+            parents.set(id, info.parentID)
+            if (parents.size > MAX_PARENT_LINKS) parents.delete(parents.keys().next().value as string)
+          }
+        } else if (e.type === "session.deleted") {
+          sessions.delete(id)
+          parents.delete(id)
+        }
+      } catch (error) {
+        failOpen("event", error)
+      }
+    },
+
+    "chat.message": async (hookInput, output) => {
+      try {
+        const root = rootOf(hookInput.sessionID)
+        // A subagent's prompt is written by the model: it neither confirms nor changes the role.
+        if (root !== hookInput.sessionID) return
+        const state = stateOf(root)
+        const agent = (output?.message as { agent?: string } | undefined)?.agent ?? hookInput.agent
+        if (agent !== undefined) {
+          if (state.agent !== undefined && state.agent !== agent) {
+            state.steps.clear()
+            state.touchedDirs.clear()
+          }
+          state.agent = agent
+          state.role = roleForAgent(config, agent)
+        }
+        const text = ((output?.parts ?? []) as Part[])
+          .filter((part) => part?.type === "text" && !part.synthetic && !part.ignored && typeof part.text === "string")
+          .map((part) => part.text as string)
+          .join("\n")
+        if (!text.trim() || text.startsWith(ECHO_MARK)) return // our own /anchor result is not a user message
+        recordSeen(state, text, config.seenPatterns)
+        const { confirmPattern } = config.settings
+        if (!confirmPattern || confirmPattern.test(capText(text, MESSAGE_CAP))) confirm(state, Date.now())
+        for (const hit of evaluateMessage(active(state.role), text)) {
+          toast(tipText(hit), hit.contract.mode === "info" ? "info" : "warning")
+          log(hit.contract.mode === "info" ? "info" : "warn", `${TAG} ${hit.contract.mode} ${hit.contract.id}: ${tipText(hit)}`, { sessionID: hookInput.sessionID })
+        }
+      } catch (error) {
+        failOpen("chat.message", error)
+      }
+    },
+
+    "command.execute.before": async (hookInput, output) => {
+      if (hookInput?.command !== "anchor") return
+      try {
+        const result = await runAnchorCommand(hookInput.sessionID, hookInput.arguments)
+        const text = `${ECHO_MARK} ${stripArgumentQuotes(hookInput.arguments ?? "")}\n${result}\n(Report this to the user; do not call tools for it.)`
+        // Edit in place: opencode ignores a new array.
+        const parts = output.parts as Part[]
+        const first = parts.findIndex((part) => part?.type === "text")
+        if (first === -1) {
+          log("warn", `${TAG} /anchor: no text part to write the result into`)
+          return
+        }
+        parts[first].text = text
+        for (let i = parts.length - 1; i > first; i--) if (parts[i]?.type === "text") parts.splice(i, 1)
+      } catch (error) {
+        failOpen("command.execute.before", error)
+      }
+    },
+
+    "tool.execute.before": async (hookInput, output) => {
+      let blocked: string | undefined
+      try {
+        if (OWN_TOOLS.has(hookInput.tool)) return
+        const state = stateOf(rootOf(hookInput.sessionID))
+        const contracts = active(state.role)
+        const args = output?.args
+        const verdict = evaluateTool(contracts, hookInput.tool, args, state, env)
+        if (verdict.mode === "block") {
+          state.lastBlocked = verdict.hits[0]?.contract.id
+          if (state.passes > 0) {
+            state.passes--
+            log("info", `${TAG} bypass used for ${verdict.hits.map((hit) => hit.contract.id).join(", ")} (${hookInput.tool})`, { sessionID: hookInput.sessionID })
+          } else {
+            log("warn", `${TAG} blocked ${hookInput.tool}: ${verdict.hits.map((hit) => hit.contract.id).join(", ")}`, { sessionID: hookInput.sessionID })
+            blocked = blockMessage(verdict.hits, state, config.settings)
+          }
+        }
+        if (!blocked) {
+          recordAllowed(contracts, hookInput.tool, args, state, env)
+          const warns = verdict.hits.filter((hit) => hit.contract.mode === "warn")
+          if (warns.length) {
+            state.pendingNotes.set(hookInput.callID, warnNote(warns))
+            if (state.pendingNotes.size > MAX_PENDING_NOTES) state.pendingNotes.delete(state.pendingNotes.keys().next().value as string)
+            log("warn", warnNote(warns), { sessionID: hookInput.sessionID, tool: hookInput.tool })
+          }
+          for (const hit of verdict.hits.filter((hit) => hit.contract.mode === "info")) {
+            toast(tipText(hit), "info")
+            log("info", `${TAG} ${tipText(hit)}`, { sessionID: hookInput.sessionID, tool: hookInput.tool })
+          }
+        }
+      } catch (error) {
+        failOpen("tool.execute.before", error)
+        return
+      }
+      if (blocked) throw new Error(blocked)
+    },
+
+    "tool.execute.after": async (hookInput, output) => {
+      try {
+        if (OWN_TOOLS.has(hookInput.tool)) return
+        const state = stateOf(rootOf(hookInput.sessionID))
+        const original = typeof output?.output === "string" ? output.output : ""
+        const note = state.pendingNotes.get(hookInput.callID)
+        if (note !== undefined) {
+          state.pendingNotes.delete(hookInput.callID)
+          output.output = `${original}\n\n${note}`
+        }
+        // Our own note is not evidence (it mentions "Source:" itself).
+        const seen = [typeof output?.title === "string" ? output.title : "", original].filter(Boolean).join("\n")
+        recordSeen(state, seen, config.seenPatterns)
+      } catch (error) {
+        failOpen("tool.execute.after", error)
+      }
+    },
+  }
+  return hooks
+}
+
+/**
+ * A plugin tool as a plain object: opencode accepts `args` as JSON-Schema property objects (no zod at run time),
+ * passes them to the model as required properties and does not validate them, so `execute` checks its input.
+ */
+function plainTool(definition: {
+  description: string
+  args: Record<string, { type: string; description: string }>
+  execute(args: unknown, ctx: ToolContext): Promise<string>
+}): ToolDefinition {
+  return definition as unknown as ToolDefinition
+}
+
+export default { id: "semantic-anchors", server }
