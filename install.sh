@@ -248,6 +248,7 @@ manifest=$plugins_dir/$MANIFEST_NAME
 opencode_bin=""
 opencode_version=""
 
+# Sets opencode_bin and opencode_version. With the argument "sandboxed", --version runs inside the --check sandbox.
 find_opencode() {
   if [ -n "$opencode_arg" ]; then
     [ -x "$opencode_arg" ] && [ ! -d "$opencode_arg" ] ||
@@ -259,7 +260,9 @@ find_opencode() {
   fi
   [ -n "$opencode_bin" ] || return 0
   local out
-  if command -v timeout >/dev/null 2>&1; then
+  if [ "${1:-}" = sandboxed ]; then
+    out=$(cd "$sandbox/project" && sandboxed 60 "$opencode_bin" --version 2>/dev/null) || out=""
+  elif command -v timeout >/dev/null 2>&1; then
     out=$(timeout 60 "$opencode_bin" --version 2>/dev/null) || out=""
   else
     out=$("$opencode_bin" --version 2>/dev/null) || out=""
@@ -519,13 +522,14 @@ check_failed() { # check_failed WHAT REASON
 }
 
 sandbox=""
+keep_sandbox=0
 llm_pid=""
 cleanup_check() {
   if [ -n "$llm_pid" ]; then
     kill "$llm_pid" 2>/dev/null || true
     wait "$llm_pid" 2>/dev/null || true
   fi
-  if [ -n "$sandbox" ] && [ "$checks_failed" = 0 ]; then
+  if [ -n "$sandbox" ] && [ "$keep_sandbox" = 0 ]; then
     rm -rf "$sandbox"
   fi
 }
@@ -554,9 +558,13 @@ seed_config_dir() {
     "$opencode_version" >"$1/package-lock.json"
 }
 
-make_sandbox() { # make_sandbox FILES...: the installed files to copy in
-  sandbox=$(mktemp -d "${TMPDIR:-/tmp}/opencode-guards-check.XXXXXX") || return 1
-  mkdir -p "$sandbox"/{home,config/opencode/plugins,data,state,cache,tmp,project/.opencode} || return 1
+create_sandbox() {
+  sandbox=$(mktemp -d "${TMPDIR:-/tmp}/opencode-guards-check.XXXXXX") &&
+    mkdir -p "$sandbox"/{home,config/opencode/plugins,data,state,cache,tmp,project/.opencode} ||
+    fail "$EXIT_ERROR" "could not create a sandbox under ${TMPDIR:-/tmp}; check free space and permissions"
+}
+
+fill_sandbox() { # fill_sandbox FILES...: the installed files to copy in
   local name
   for name in "$@"; do
     cp "$plugins_dir/$name" "$sandbox/config/opencode/plugins/$name" || return 1
@@ -663,12 +671,13 @@ run_check() {
   trap cleanup_check EXIT
   say "install.sh --check: doctor for the plugins in $plugins_dir"
 
-  # 1. opencode and its version.
-  find_opencode
+  # 1. opencode and its version (asked inside the sandbox: even --version creates opencode's data dirs).
+  create_sandbox
+  find_opencode sandboxed
   if [ -z "$opencode_bin" ]; then
     check_failed "opencode" "not found on PATH; install opencode $SUPPORTED_OPENCODE, or pass --opencode PATH"
   elif [ -z "$opencode_version" ]; then
-    check_failed "opencode" "$opencode_bin did not report a version; run '$opencode_bin --version' to see why"
+    check_failed "opencode" "$opencode_bin did not report a version in the sandbox (temporary HOME, only PATH kept); run '$opencode_bin --version' to see why; if it is a shim (volta, asdf), pass the real binary with --opencode PATH"
   else
     check_ok "opencode" "$opencode_bin, version $opencode_version"
     if version_supported "$opencode_version"; then
@@ -708,7 +717,7 @@ run_check() {
 
   # 3. Discovery: opencode debug config in the sandbox lists the copies as file:// plugins.
   # shellcheck disable=SC2086 # word splitting of the file list is intended
-  make_sandbox $installed || fail "$EXIT_ERROR" "could not create a sandbox under ${TMPDIR:-/tmp}; check free space and permissions"
+  fill_sandbox $installed || fail "$EXIT_ERROR" "could not copy the installed files into the sandbox $sandbox"
   local debug_out=$sandbox/debug-config.json missing=""
   if (cd "$sandbox/project" && sandboxed 120 "$opencode_bin" debug config >"$debug_out" 2>"$sandbox/debug-config.err"); then
     for name in $plugins; do
@@ -724,7 +733,7 @@ run_check() {
   fi
 
   # 4. Blocking, in a real run against the scripted model.
-  local want_loop=0 want_contract=0
+  local want_loop=0 want_contract=0 ran=0
   case " $plugins " in *" loop-guard.ts "*) want_loop=1 ;; esac
   case " $plugins " in *" semantic-anchors.ts "*) want_contract=1 ;; esac
   if ! command -v node >/dev/null 2>&1; then
@@ -742,6 +751,7 @@ run_check() {
       check_failed "blocking run" "the scripted model did not start: $(tr '\n' ' ' <"$sandbox/fake-llm.err" | cut -c1-300)"
     else
       local run_out=$sandbox/run.jsonl run_rc=0
+      ran=1
       (cd "$sandbox/project" && sandboxed 180 "$opencode_bin" run --format json --model fake/fake-model \
         "install.sh doctor run" >"$run_out" 2>"$sandbox/run.err") || run_rc=$?
       if [ "$run_rc" != 0 ]; then
@@ -767,8 +777,26 @@ run_check() {
     fi
   fi
 
+  # 5. opencode's log of that run: a plugin whose server() threw is skipped with "failed to load plugin".
+  local logs="" failures=""
+  [ "$ran" = 0 ] || logs=$(cat "$sandbox"/data/opencode/log/*.log 2>/dev/null || true)
+  for name in $plugins; do
+    line=$(printf '%s\n' "$logs" | grep -F 'failed to load plugin' | grep -F "/plugins/$name" | head -n1 || true)
+    [ -z "$line" ] || failures="$failures $name: $(printf '%s' "$line" | sed -n 's/.* error=//p' | cut -c1-200);"
+  done
+  if [ "$ran" = 0 ]; then
+    : # no run, no evidence either way: the blocking check above has already failed
+  elif [ -z "$logs" ]; then
+    check_failed "plugins loaded (opencode's log)" "opencode wrote no log under $sandbox/data/opencode/log"
+  elif [ -n "$failures" ]; then
+    check_failed "plugins loaded (opencode's log)" "opencode logged 'failed to load plugin' for${failures%;}"
+  else
+    check_ok "plugins loaded (opencode's log)" "no 'failed to load plugin' for ${plugins# }"
+  fi
+
   say "$checks_ok ok, $checks_failed failed"
   if [ "$checks_failed" != 0 ]; then
+    keep_sandbox=1
     say "the sandbox is kept for a look: $sandbox (opencode's log: $sandbox/data/opencode/log/; delete it when done)"
     exit "$EXIT_CHECK_FAILED"
   fi

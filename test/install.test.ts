@@ -632,6 +632,7 @@ describe("--check (doctor) on the real opencode of the dev toolchain", () => {
         'loop-guard blocks the 4th identical read: ok (reads 1-3 ran, the 4th was blocked and the model read: "loop-guard blocked this read call',
       )
       if (hasAnchors) expect(r.out).toContain("semantic-anchors blocks a contract: ok (the probe command was blocked")
+      expect(r.out).toContain(`plugins loaded (opencode's log): ok (no 'failed to load plugin' for loop-guard.ts`)
       expect(r.out).not.toContain("failed:")
       expect(r.out).toMatch(/^\d+ ok, 0 failed$/m)
       expect(r.code).toBe(0)
@@ -642,10 +643,11 @@ describe("--check (doctor) on the real opencode of the dev toolchain", () => {
   )
 
   test(
-    "plugins that load but never block: each blocking check fails with its reason, exit 5, sandbox kept",
+    "a plugin that never blocks and one that fails to load: each check fails with its reason, exit 5, sandbox kept",
     () => {
-      const inert = (id: string) => `export default { id: "${id}", server: async () => ({}) }\n`
-      const w = world({ "loop-guard.ts": inert("loop-guard"), "semantic-anchors.ts": inert("semantic-anchors") })
+      const inert = `export default { id: "semantic-anchors", server: async () => ({}) }\n`
+      const throwing = `export default { id: "loop-guard", server: async () => { throw new Error("boom at init") } }\n`
+      const w = world({ "loop-guard.ts": throwing, "semantic-anchors.ts": inert })
       expect(runInstaller(w, [], { env: withRealOpencode(w) }).code).toBe(0)
       const r = runInstaller(w, ["--check"], { env: withRealOpencode(w), timeoutMs: CHECK_TIMEOUT })
       expect(r.out).toContain("plugins discovered (opencode debug config): ok (loop-guard.ts semantic-anchors.ts)")
@@ -655,7 +657,8 @@ describe("--check (doctor) on the real opencode of the dev toolchain", () => {
       expect(r.out).toContain(
         "semantic-anchors blocks a contract: failed: the probe command ran (status completed): the contract did not block it",
       )
-      expect(r.out).toMatch(/^\d+ ok, 2 failed$/m)
+      expect(r.out).toContain(`plugins loaded (opencode's log): failed: opencode logged 'failed to load plugin' for loop-guard.ts: "boom at init"`)
+      expect(r.out).toMatch(/^\d+ ok, 3 failed$/m)
       expect(r.code).toBe(5)
       const kept = /the sandbox is kept for a look: (\S+)/.exec(r.out)?.[1]
       expect(kept?.startsWith(path.join(w.tmp, "opencode-guards-check."))).toBe(true)
@@ -687,5 +690,44 @@ describe("--check (doctor) on the real opencode of the dev toolchain", () => {
     const r = runInstaller(w, ["--check", "--opencode", stub])
     expect(r.out).toContain("opencode version supported: failed: 1.17.0 is not one of 1.18.33")
     expect(r.code).toBe(5)
+  })
+})
+
+// The YAML that install.sh writes must be what semantic-anchors accepts: checked with the plugin's own validator.
+describe.skipIf(!fs.existsSync(path.join(repo, "semantic-anchors.ts")))("YAML written by install.sh, through semantic-anchors' validator", () => {
+  const validate = async (text: string) => {
+    const anchors = await import(path.join(repo, "semantic-anchors.ts"))
+    const config = anchors.buildConfig([{ path: "/x/opencode-semantic-anchors.yaml", label: "example", layer: "global", text }])
+    return { problems: config.problems.map(anchors.formatProblem), contracts: [...config.contracts.keys()] as string[] }
+  }
+  const example = () => {
+    const w = world()
+    runInstaller(w, ["--example-config"])
+    return read(path.join(w.xdg, "opencode", "opencode-semantic-anchors.yaml"))
+  }
+
+  test("the example as written: valid, and it adds no contract", async () => {
+    const { problems, contracts } = await validate(example())
+    const builtins = (await validate("version: 1\n")).contracts
+    expect(problems).toEqual([])
+    expect(contracts).toEqual(builtins)
+  })
+
+  test("the example with every commented line switched on: valid, and it adds no-force-push", async () => {
+    const lines = example().split("\n")
+    const start = lines.indexOf("version: 1")
+    const uncommented = lines.map((l, i) => (i > start && l.startsWith("#") ? l.replace(/^# ?/, "") : l)).join("\n")
+    const { problems, contracts } = await validate(uncommented)
+    expect(problems).toEqual([])
+    expect(contracts).toContain("no-force-push")
+  })
+
+  test("the --check probe contract: valid", async () => {
+    const script = read(path.join(repo, "install.sh"))
+    const probe = /project\/\.opencode\/opencode-semantic-anchors\.yaml" <<'EOF'\n([\s\S]*?)\nEOF\n/.exec(script)?.[1]
+    expect(probe).toBeDefined()
+    const { problems, contracts } = await validate(probe!)
+    expect(problems).toEqual([])
+    expect(contracts).toContain("doctor-probe")
   })
 })
