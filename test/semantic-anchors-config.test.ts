@@ -1,0 +1,330 @@
+// semantic-anchors.ts, layer 1: files, merging, the validator over a malformed-config corpus, presets, and the
+// JSON Schema kept in step with the validator. Everything goes through server(input) and the hooks.
+import { describe, expect, test } from "bun:test"
+import { mkdirSync, readdirSync, readFileSync } from "node:fs"
+import { join } from "node:path"
+import { ANCHOR_IDS, BUILTIN_PRESETS, ROLES, SCHEMA_KEYS } from "../semantic-anchors"
+import { PROJECT_FILE, edit, start } from "./fixtures/semantic-anchors/harness"
+
+const S = "ses_cfg"
+const CORPUS = join(import.meta.dir, "fixtures/semantic-anchors/malformed")
+const corpus = readdirSync(CORPUS).filter((name) => name.endsWith(".yaml")).sort()
+
+/** A fixture's first line: `# error: <message>` or `# warning: <message>`. */
+function expectation(name: string): { severity: string; text: string; body: string } {
+  const body = readFileSync(join(CORPUS, name), "utf8")
+  const match = /^# (error|warning): (.*)\n/.exec(body)
+  if (!match) throw new Error(`${name}: first line must be "# error: ..." or "# warning: ..."`)
+  return { severity: match[1], text: match[2], body }
+}
+
+/** Contract ids in the status's "active contracts" list, in order. */
+function activeIds(status: string): string[] {
+  return [...status.matchAll(/^ {2}(?:block|warn|info) +([a-z0-9-]+)/gm)].map((m) => m[1])
+}
+
+describe("the malformed-config corpus", () => {
+  test("has at least 30 fixtures, each with an expected message", () => {
+    expect(corpus.length).toBeGreaterThanOrEqual(30)
+    for (const name of corpus) expect(expectation(name).text.length).toBeGreaterThan(10)
+  })
+
+  for (const name of corpus) {
+    test(`${name}: precise message, and the plugin keeps working`, async () => {
+      const { severity, text, body } = expectation(name)
+      const h = await start({ project: body })
+      const status = await h.status(S)
+      // the exact message, with file and key path, in the status, and in the log at its level
+      expect(status.split("\n")).toContain(`  ${severity}: ${PROJECT_FILE}: ${text}`)
+      expect(h.logs.some((l) => l.level === (severity === "error" ? "error" : "warn") && l.message === `[semantic-anchors] ${PROJECT_FILE}: ${text}`)).toBe(true)
+      // one toast for all problems
+      expect(h.toasts.filter((t) => t.message.includes("config problem")).length).toBe(1)
+      // and the session goes on under the built-ins: step-confirmation still counts and blocks
+      await h.user(S, "start")
+      for (let i = 1; i <= 3; i++) expect(await h.tool(S, "edit", edit(i))).toBeUndefined()
+      expect(await h.tool(S, "edit", edit(4))).toContain('Contract "step-confirmation"')
+      expect(await h.tool(S, "bash", { command: `rm ${PROJECT_FILE}` })).toContain("guard-integrity")
+    })
+  }
+})
+
+describe("files and merging", () => {
+  test("no file at all is the normal case: built-ins apply, no problems, no toast", async () => {
+    const h = await start()
+    const status = await h.status(S)
+    expect(status).toContain("problems: none")
+    expect(status).toContain("(not found)")
+    expect(h.toasts.length).toBe(0)
+    expect(activeIds(status)).toEqual(["guard-integrity", "step-confirmation", "source-anchor", "intent-anchor"])
+  })
+
+  test("paths come from the plugin input (directory, XDG_CONFIG_HOME), never process.cwd()", async () => {
+    const h = await start({ project: "version: 1\ncontracts:\n  - { id: from-project, description: p, mode: warn, trigger: { type: tool, tools: [probe] } }\n", global: "version: 1\ncontracts:\n  - { id: from-global, description: g, mode: warn, trigger: { type: tool, tools: [probe] } }\n" })
+    expect(process.cwd()).not.toBe(h.dirs.project)
+    expect(activeIds(await h.status(S))).toEqual(expect.arrayContaining(["from-project", "from-global"]))
+  })
+
+  test("merged by id: built-ins, then global, then project (field by field)", async () => {
+    const global = "version: 1\ncontracts:\n  - id: no-curl\n    description: No curl.\n    mode: warn\n    message: from global\n    trigger: { type: tool, tools: [bash], args: { command: { contains: curl } } }\n  - id: source-anchor\n    mode: block\n"
+    const project = "version: 1\ncontracts:\n  - id: no-curl\n    mode: block\n"
+    const h = await start({ global, project })
+    const blocked = await h.tool(S, "bash", { command: "curl x" })
+    expect(blocked).toContain('Contract "no-curl": No curl. from global')
+    expect(await h.tool(S, "write", { filePath: "a.ts" })).toContain('Contract "source-anchor"')
+  })
+
+  test("enabled: false switches a built-in off", async () => {
+    const h = await start({ project: "version: 1\ncontracts:\n  - id: step-confirmation\n    enabled: false\n" })
+    for (let i = 1; i <= 6; i++) expect(await h.tool(S, "edit", edit(i))).toBeUndefined()
+    expect(activeIds(await h.status(S))).not.toContain("step-confirmation")
+  })
+
+  test("OPENCODE_SEMANTIC_ANCHORS_CONFIG names one file that replaces the global one", async () => {
+    const g = "version: 1\ncontracts:\n  - { id: from-global, description: g, mode: warn, trigger: { type: tool, tools: [probe] } }\n"
+    const e = "version: 1\ncontracts:\n  - { id: from-env, description: e, mode: warn, trigger: { type: tool, tools: [probe] } }\n"
+    const h = await start({ global: g, envFile: e })
+    const ids = activeIds(await h.status(S))
+    expect(ids).toContain("from-env")
+    expect(ids).not.toContain("from-global")
+  })
+
+  test("a named OPENCODE_SEMANTIC_ANCHORS_CONFIG file that does not exist is reported", async () => {
+    const h = await start({ envPath: "/nonexistent/anchors.yaml" })
+    expect(await h.status(S)).toContain("error: /nonexistent/anchors.yaml: cannot read the file (ENOENT: OPENCODE_SEMANTIC_ANCHORS_CONFIG names a file that does not exist)")
+  })
+
+  test("an unparseable or unreadable file is ignored whole and the other file stays in force", async () => {
+    const global = "version: 1\ncontracts:\n  - { id: no-curl, description: No curl., mode: block, trigger: { type: tool, tools: [bash], args: { command: { contains: curl } } } }\n"
+    const broken = await start({ global, project: "version: 1\ncontracts:\n  - id: [unclosed\n" })
+    expect(await broken.status(S)).toContain(`error: ${PROJECT_FILE}: cannot parse YAML`)
+    expect(await broken.tool(S, "bash", { command: "curl x" })).toContain("no-curl")
+
+    const unreadable = await start({ global })
+    mkdirSync(unreadable.dirs.projectFile) // a directory where the file should be
+    await unreadable.command(S, "reload")
+    const status = await unreadable.status(S)
+    expect(status).toContain(`error: ${PROJECT_FILE}: cannot read the file (EISDIR`)
+    expect(status).toContain(`${PROJECT_FILE} (unreadable)`)
+    expect(await unreadable.tool(S, "bash", { command: "curl x" })).toContain("no-curl")
+  })
+
+  test("an invalid contract disables only itself", async () => {
+    const project = "version: 1\ncontracts:\n  - { id: good, description: ok, mode: block, trigger: { type: tool, tools: [bash], args: { command: { equals: make } } } }\n  - { id: bad, description: x, mode: block, trigger: { type: tool, tools: [bash], args: { command: { regex: '(' } } } }\n  - { id: source-anchor, mode: nope }\n"
+    const h = await start({ project })
+    const ids = activeIds(await h.status(S))
+    expect(ids).toContain("good")
+    expect(ids).not.toContain("bad")
+    expect(ids).toContain("source-anchor") // the broken change left the built-in as it was
+    expect(await h.tool(S, "bash", { command: "make" })).toContain("good")
+    expect((await h.run(S, "write", { filePath: "a.ts" })).output).toContain("WARN source-anchor")
+  })
+
+  test("warnings go to the log (each), to one toast, and to the status", async () => {
+    const project = "version: 1\nsetings: {}\ncontracts:\n  - { id: x, description: d, mode: warn, anchorRefs: [yagnii, arc-42], trigger: { type: tool, tools: [probe] } }\n"
+    const h = await start({ project })
+    const lines = [
+      `${PROJECT_FILE}: setings: unknown key "setings" (did you mean "settings"?); it is ignored`,
+      `${PROJECT_FILE}: contracts[0].anchorRefs[0]: unknown Semantic-Anchors id "yagnii" (closest: "yagni")`,
+      `${PROJECT_FILE}: contracts[0].anchorRefs[1]: unknown Semantic-Anchors id "arc-42" (closest: "arc42")`,
+    ]
+    for (const line of lines) expect(h.logs.some((l) => l.level === "warn" && l.message === `[semantic-anchors] ${line}`)).toBe(true)
+    expect(h.toasts).toEqual([{ message: "semantic-anchors: 3 config problems (0 errors); run /anchor status", variant: "warning" }])
+    const status = await h.status(S)
+    for (const line of lines) expect(status).toContain(`warning: ${line}`)
+    expect(activeIds(status)).toContain("x") // warnings do not disable
+  })
+})
+
+describe("locked contracts vs the project file", () => {
+  const global = "version: 1\ncontracts:\n  - id: no-force-push\n    description: Never rewrite shared history.\n    mode: block\n    locked: true\n    trigger: { type: tool, tools: [bash], args: { command: { regex: '\\bgit\\s+push\\b.*\\s(--force|-f)\\b' } } }\n  - id: step-confirmation\n    locked: true\n"
+
+  test("the project file cannot disable or change a locked contract", async () => {
+    const project = "version: 1\ncontracts:\n  - id: no-force-push\n    enabled: false\n  - id: step-confirmation\n    mode: info\n"
+    const h = await start({ global, project })
+    const status = await h.status(S)
+    expect(status).toContain(`error: ${PROJECT_FILE}: contracts[0]: contract "no-force-push" is locked by the global file; the project file can change or disable it. Remove this entry or change it in the global file`.replace("the project file can change", "the project file can change"))
+    expect(await h.tool(S, "bash", { command: "git push --force origin main" })).toContain("no-force-push")
+    for (let i = 1; i <= 3; i++) await h.tool(S, "edit", edit(i))
+    expect(await h.tool(S, "edit", edit(4))).toContain("step-confirmation")
+  })
+
+  test("the project's presets cannot drop a locked built-in from a role either", async () => {
+    const h = await start({ global, project: "version: 1\npresets:\n  software-developer: [intent-anchor]\n" })
+    const ids = activeIds(await h.status(S))
+    expect(ids).toContain("step-confirmation")
+    expect(ids).not.toContain("source-anchor") // unlocked ones follow the project's preset
+  })
+
+  test("locked in the project file is ignored with a warning; the global file can still change its own contracts", async () => {
+    const h = await start({ global: "version: 1\ncontracts:\n  - { id: a, description: d, mode: warn, trigger: { type: tool, tools: [probe] } }\n", project: "version: 1\ncontracts:\n  - { id: a, mode: block, locked: true }\n" })
+    expect(await h.status(S)).toContain(`warning: ${PROJECT_FILE}: contracts[0].locked: is honoured only in the global file; it is ignored here`)
+    expect(await h.tool(S, "probe", {})).toContain('Contract "a"')
+  })
+})
+
+describe("roles and presets", () => {
+  test("the 12 built-in presets cover the 12 roles and reference existing built-in contracts", () => {
+    expect(Object.keys(BUILTIN_PRESETS).sort()).toEqual([...ROLES].sort())
+    const builtins = new Set(["step-confirmation", "source-anchor", "intent-anchor", "boundary-anchor", "emergence-anchor", "guard-integrity"])
+    for (const preset of Object.values(BUILTIN_PRESETS)) {
+      expect(preset.contracts.length).toBeGreaterThan(0)
+      for (const id of preset.contracts) expect(builtins.has(id)).toBe(true)
+      expect(preset.why.length).toBeGreaterThan(20)
+    }
+    expect(BUILTIN_PRESETS["software-developer"].contracts).toEqual(["step-confirmation", "source-anchor", "intent-anchor"])
+    expect(BUILTIN_PRESETS["software-architect"].contracts).toEqual(["boundary-anchor", "emergence-anchor", "step-confirmation"])
+  })
+
+  for (const role of ROLES) {
+    test(`preset ${role} loads: guard-integrity + its contracts are active`, async () => {
+      const h = await start({ project: `version: 1\nroles:\n  agents: { worker: ${role} }\n` })
+      await h.user(S, "hello", "worker")
+      const status = await h.status(S)
+      expect(status).toContain(`role: ${role} (agent worker)`)
+      expect(activeIds(status)).toEqual(["guard-integrity", ...BUILTIN_PRESETS[role].contracts])
+      expect(status).toContain("problems: none")
+    })
+  }
+
+  test("a file preset replaces the role's built-in preset and may name file contracts", async () => {
+    const h = await start({ project: "version: 1\ncontracts:\n  - { id: ship, description: s, mode: info, roles: [nobody], trigger: { type: tool, tools: [probe] } }\npresets:\n  software-developer: [ship, source-anchor]\n" })
+    expect(activeIds(await h.status(S))).toEqual(["guard-integrity", "ship", "source-anchor"])
+  })
+
+  test("file contracts apply to every role when roles is absent or *, else only to the named roles", async () => {
+    const project = "version: 1\ncontracts:\n  - { id: all, description: d, mode: warn, trigger: { type: tool, tools: [probe] } }\n  - { id: star, description: d, mode: warn, roles: ['*'], trigger: { type: tool, tools: [probe] } }\n  - { id: qa, description: d, mode: warn, roles: [qa-engineer], trigger: { type: tool, tools: [probe] } }\n  - { id: boundary-anchor, roles: [qa-engineer] }\n"
+    const h = await start({ project })
+    await h.user("dev", "x", "build")
+    await h.user("qa", "x", "qa-engineer")
+    expect(activeIds(await h.status("dev"))).toEqual(["guard-integrity", "step-confirmation", "source-anchor", "intent-anchor", "all", "star"])
+    expect(activeIds(await h.status("qa"))).toEqual(["guard-integrity", "intent-anchor", "step-confirmation", "boundary-anchor", "all", "star", "qa"])
+  })
+
+  test("roles.default and roles.agents map opencode agents to roles", async () => {
+    const h = await start({ global: "version: 1\nroles:\n  default: consultant\n  agents: { build: devops-engineer, docs: technical-writer }\n" })
+    for (const [agent, role] of [["build", "devops-engineer"], ["docs", "technical-writer"], ["plan", "software-architect"], ["general", "consultant"]]) {
+      await h.user(`s-${agent}`, "x", agent)
+      expect(await h.status(`s-${agent}`)).toContain(`role: ${role} (agent ${agent})`)
+    }
+  })
+})
+
+describe("matchers (type: tool)", () => {
+  const contracts: [string, string][] = [
+    ["eq", "command: { equals: make }"],
+    ["eq-num", "n: { equals: 3 }"],
+    ["re", "command: { regex: '^git\\s+push' }"],
+    ["re-flags", "command: { regex: 'PUSH', flags: i }"],
+    ["re-not", "command: { regex: push, not: true }"],
+    ["glob", "filePath: { glob: 'src/**/*.ts' }"],
+    ["glob-q", "filePath: { glob: 'docs/?.md' }"],
+    ["glob-list", "filePath: { glob: ['a/*', 'b/*'] }"],
+    ["glob-not", "filePath: { glob: 'src/**', not: true }"],
+    ["contains", "command: { contains: force }"],
+    ["starts", "command: { startsWith: 'rm ' }"],
+    ["exists", "filePath: { exists: true }"],
+    ["absent", "filePath: { exists: false }"],
+    ["absent-not", "filePath: { exists: false, not: true }"],
+    ["nested", "edits.0.filePath: { glob: '**/*.json' }"],
+  ]
+  const yaml = `version: 1\ncontracts:\n${contracts.map(([id, arg]) => `  - { id: ${id}, description: d, mode: warn, trigger: { type: tool, tools: [probe], args: { ${arg} } } }`).join("\n")}\n  - { id: tool-q, description: d, mode: warn, trigger: { type: tool, tools: ['pr?be'] } }\n  - { id: tool-star, description: d, mode: warn, trigger: { type: tool, tools: ['mcp_*'] } }\n`
+  const cases: [string, string, unknown, string[]][] = [
+    ["equals", "probe", { command: "make" }, ["eq", "re-not", "absent"]],
+    ["equals, number as text", "probe", { n: "3" }, ["eq-num", "absent"]],
+    ["equals, number", "probe", { n: 3 }, ["eq-num", "absent"]],
+    ["equals, no match", "probe", { n: 4 }, ["absent"]],
+    ["regex and contains", "probe", { command: "git push --force" }, ["re", "re-flags", "contains", "absent"]],
+    ["regex flags", "probe", { command: "GIT PUSH" }, ["re-flags", "re-not", "absent"]],
+    ["startsWith", "probe", { command: "rm -rf x" }, ["re-not", "starts", "absent"]],
+    ["glob **", "probe", { filePath: "src/a/b/c.ts" }, ["glob", "exists", "absent-not"]],
+    ["glob ** matches zero dirs", "probe", { filePath: "src/c.ts" }, ["glob", "exists", "absent-not"]],
+    ["glob absolute path inside the project", "probe", { filePath: "PROJECT/src/c.ts" }, ["glob", "exists", "absent-not"]],
+    ["glob ?", "probe", { filePath: "docs/a.md" }, ["glob-q", "glob-not", "exists", "absent-not"]],
+    ["glob ? is one character", "probe", { filePath: "docs/ab.md" }, ["glob-not", "exists", "absent-not"]],
+    ["glob list", "probe", { filePath: "b/x" }, ["glob-list", "glob-not", "exists", "absent-not"]],
+    ["glob * stays in its segment", "probe", { filePath: "a/x/y" }, ["glob-not", "exists", "absent-not"]],
+    ["nested dot path", "probe", { edits: [{ filePath: "cfg/x.json" }] }, ["absent", "nested"]],
+    ["missing arguments make matchers false (not included), except exists: false", "probe", {}, ["absent"]],
+    ["a non-matching tool fires nothing", "other", { command: "make" }, []],
+    ["tool glob *", "mcp_github_push", {}, ["tool-star"]],
+  ]
+  for (const [name, tool, args, expected] of cases) {
+    test(`${name}: ${expected.join(", ") || "none"}`, async () => {
+      const h = await start({ project: yaml })
+      expect(await h.status(S)).toContain("problems: none")
+      const fixed = JSON.parse(JSON.stringify(args).replace("PROJECT", h.dirs.project))
+      const { output } = await h.run(S, tool, fixed, "ok")
+      const fired = [...(output ?? "").matchAll(/WARN ([a-z0-9-]+):/g)].map((m) => m[1])
+      const withToolQ = tool === "probe" ? [...expected, "tool-q"] : expected
+      expect(fired.sort()).toEqual(withToolQ.sort())
+    })
+  }
+
+  test("unlessSeen on a user tool contract", async () => {
+    const h = await start({ project: "version: 1\ncontracts:\n  - { id: ticket, description: Name the ticket., mode: block, trigger: { type: tool, tools: [bash], args: { command: { startsWith: 'git commit' } }, unlessSeen: 'JIRA-\\d+' } }\n" })
+    expect(await h.tool(S, "bash", { command: "git commit -m x" })).toContain('Contract "ticket"')
+    await h.user(S, "this is for JIRA-42")
+    expect(await h.tool(S, "bash", { command: "git commit -m x" })).toBeUndefined()
+  })
+
+  test("a regex runs on at most 10000 characters of input", async () => {
+    const h = await start({ project: "version: 1\ncontracts:\n  - { id: tail, description: d, mode: block, trigger: { type: tool, tools: [probe], args: { text: { regex: 'MIDDLE' } } } }\n" })
+    const long = `${"x".repeat(20_000)}MIDDLE${"x".repeat(20_000)}`
+    expect(await h.tool(S, "probe", { text: long })).toBeUndefined() // beyond the cap: not seen
+    expect(await h.tool(S, "probe", { text: `${"x".repeat(100)}MIDDLE` })).toContain("tail")
+  })
+})
+
+describe("message and state triggers", () => {
+  test("message: pattern, unless and minLength; warn and info toast the user; block becomes warn", async () => {
+    const project = "version: 1\npresets: { software-developer: [] }\ncontracts:\n  - { id: deploy, description: Deploys need a ticket., mode: block, trigger: { type: message, pattern: '\\bdeploy\\b', unless: 'TICKET-\\d+', flags: i } }\n  - { id: long, description: Keep it short., mode: info, trigger: { type: message, unless: '^$', minLength: 60 } }\n"
+    const h = await start({ project })
+    await h.user(S, "Deploy to prod now")
+    await h.user(S, "deploy TICKET-7 to prod")
+    await h.user(S, "x".repeat(61))
+    expect(await h.status(S)).toContain("contracts[0].trigger.type: a user message cannot be blocked")
+    expect(h.toasts.filter((t) => t.message.startsWith("Tip")).map((t) => [t.message, t.variant])).toEqual([
+      ["Tip (deploy): Deploys need a ticket.", "warning"],
+      ["Tip (long): Keep it short.", "info"],
+    ])
+  })
+
+  test("state: every N matching calls pass, the next one fires until the human confirms", async () => {
+    const h = await start({ project: "version: 1\npresets: { software-developer: [] }\ncontracts:\n  - { id: ask-often, description: Ask every 2 commands., mode: warn, trigger: { type: state, every: 2, tools: [bash] } }\n" })
+    const outputs: string[] = []
+    for (let i = 0; i < 4; i++) outputs.push((await h.run(S, "bash", { command: "ls" }, "ok")).output!)
+    expect(outputs.map((o) => o.includes("WARN ask-often"))).toEqual([false, false, true, true])
+    expect((await h.run(S, "edit", edit(1), "ok")).output).toBe("ok") // not a counted tool
+    await h.user(S, "fine")
+    expect((await h.run(S, "bash", { command: "ls" }, "ok")).output).toBe("ok")
+  })
+})
+
+describe("the JSON Schema is in step with the validator", () => {
+  const schema = JSON.parse(readFileSync(join(import.meta.dir, "../opencode-semantic-anchors.schema.json"), "utf8"))
+  const keys = (node: any) => Object.keys(node.properties).sort()
+  const sorted = (list: readonly string[]) => [...list].sort()
+
+  test("the same keys at every level, and no others", () => {
+    expect(keys(schema)).toEqual(sorted(SCHEMA_KEYS.top))
+    expect(keys(schema.properties.settings)).toEqual(sorted(SCHEMA_KEYS.settings))
+    expect(keys(schema.properties.roles)).toEqual(sorted(SCHEMA_KEYS.roles))
+    expect(keys(schema.definitions.contract)).toEqual(sorted(SCHEMA_KEYS.contract))
+    expect(keys(schema.definitions.trigger)).toEqual(sorted(SCHEMA_KEYS.trigger))
+    expect(keys(schema.definitions.matcher)).toEqual(sorted(SCHEMA_KEYS.matcher))
+    for (const node of [schema, schema.properties.settings, schema.properties.roles, schema.definitions.contract, schema.definitions.trigger, schema.definitions.matcher]) {
+      expect(node.additionalProperties).toBe(false)
+    }
+  })
+
+  test("the same enums, matcher kinds, id pattern and anchor ids", () => {
+    expect(schema.definitions.contract.properties.mode.enum).toEqual([...SCHEMA_KEYS.modes])
+    expect(schema.definitions.trigger.properties.type.enum).toEqual([...SCHEMA_KEYS.triggerTypes])
+    expect(schema.definitions.matcher.oneOf.map((alt: any) => alt.required[0])).toEqual([...SCHEMA_KEYS.matcherKinds])
+    expect(schema.definitions.contract.properties.id.pattern).toBe("^[a-z0-9-]+$")
+    expect(sorted(schema.definitions.contract.properties.anchorRefs.items.enum)).toEqual(sorted([...ANCHOR_IDS]))
+    expect(ANCHOR_IDS.size).toBe(188)
+    const catalog = JSON.parse(readFileSync(join(import.meta.dir, "fixtures/semantic-anchors/catalog-ids.json"), "utf8"))
+    expect(sorted([...ANCHOR_IDS])).toEqual(sorted(catalog))
+  })
+})
