@@ -12,6 +12,8 @@
 # versions separated by spaces. Add one only after the suite passed against it (pin it in package.json, npm test).
 #
 # Options and exit codes: ./install.sh --help. Bash and coreutils only; node and opencode are used when present.
+#
+# shellcheck disable=SC2015,SC2317 # `a && b || fail` is meant (fail exits); functions run via act and trap
 set -euo pipefail
 
 SUPPORTED_OPENCODE="1.18.33"
@@ -655,10 +657,10 @@ EOF
 }
 
 start_fake_llm() { # start_fake_llm SCRIPT LOG: sets fake_llm_url, or returns 1
-  local out=$sandbox/fake-llm.out i
+  local out=$sandbox/fake-llm.out
   node "$here/test/e2e/fake-llm.mjs" "$1" "$2" >"$out" 2>"$sandbox/fake-llm.err" &
   llm_pid=$!
-  for i in $(seq 1 100); do
+  for _ in $(seq 1 100); do
     fake_llm_url=$(sed -n 's/^FAKE_LLM_BASE_URL=//p' "$out" 2>/dev/null | head -n1)
     [ -n "$fake_llm_url" ] && return 0
     kill -0 "$llm_pid" 2>/dev/null || break
