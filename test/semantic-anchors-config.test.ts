@@ -328,3 +328,133 @@ describe("the JSON Schema is in step with the validator", () => {
     expect(sorted([...ANCHOR_IDS])).toEqual(sorted(catalog))
   })
 })
+
+// ---------------------------------------------------------------------------------------------------------------
+// The README section: every sample and table in it is produced or checked here.
+// ---------------------------------------------------------------------------------------------------------------
+
+const readme = readFileSync(join(import.meta.dir, "../README.md"), "utf8")
+const section = readme.slice(readme.indexOf("<!-- semantic-anchors:begin -->"), readme.indexOf("<!-- semantic-anchors:end -->"))
+const exampleYaml = /```yaml\n(# yaml-language-server[\s\S]*?)```/.exec(section)?.[1] ?? ""
+const schemaJson = JSON.parse(readFileSync(join(import.meta.dir, "../opencode-semantic-anchors.schema.json"), "utf8"))
+
+/** Enough of JSON Schema draft-07 for our schema: returns the paths that fail. */
+function schemaErrors(value: unknown, node: any, path = "", root = node): string[] {
+  if (node.$ref) return schemaErrors(value, node.$ref.split("/").slice(1).reduce((n: any, k: string) => n[k], root), path, root)
+  const errors: string[] = []
+  const type = Array.isArray(value) ? "array" : value === null ? "null" : Number.isInteger(value) ? "integer" : typeof value
+  const types = node.type === undefined ? undefined : [node.type].flat()
+  if (types && !types.some((t: string) => t === type || (t === "number" && type === "integer"))) return [`${path}: type ${type}`]
+  if ("const" in node && value !== node.const) errors.push(`${path}: const`)
+  if (node.enum && !node.enum.includes(value)) errors.push(`${path}: enum`)
+  if (typeof value === "string") {
+    if (node.minLength !== undefined && value.length < node.minLength) errors.push(`${path}: minLength`)
+    if (node.pattern && !new RegExp(node.pattern).test(value)) errors.push(`${path}: pattern`)
+  }
+  if (typeof value === "number") {
+    if (node.minimum !== undefined && value < node.minimum) errors.push(`${path}: minimum`)
+    if (node.maximum !== undefined && value > node.maximum) errors.push(`${path}: maximum`)
+  }
+  if (Array.isArray(value)) {
+    if (node.minItems !== undefined && value.length < node.minItems) errors.push(`${path}: minItems`)
+    if (node.items) value.forEach((item, i) => errors.push(...schemaErrors(item, node.items, `${path}[${i}]`, root)))
+  }
+  if (type === "object") {
+    const object = value as Record<string, unknown>
+    for (const key of node.required ?? []) if (!(key in object)) errors.push(`${path}.${key}: required`)
+    for (const [key, item] of Object.entries(object)) {
+      if (node.properties?.[key]) errors.push(...schemaErrors(item, node.properties[key], `${path}.${key}`, root))
+      else if (node.additionalProperties === false) errors.push(`${path}.${key}: additional`)
+      else if (typeof node.additionalProperties === "object") errors.push(...schemaErrors(item, node.additionalProperties, `${path}.${key}`, root))
+    }
+  }
+  if (node.oneOf && node.oneOf.filter((alt: any) => schemaErrors(value, alt, path, root).length === 0).length !== 1) errors.push(`${path}: oneOf`)
+  if (node.anyOf && !node.anyOf.some((alt: any) => schemaErrors(value, alt, path, root).length === 0)) errors.push(`${path}: anyOf`)
+  for (const alt of node.allOf ?? []) {
+    if (alt.if && schemaErrors(value, alt.if, path, root).length === 0) errors.push(...schemaErrors(value, alt.then, path, root))
+    else if (!alt.if) errors.push(...schemaErrors(value, alt, path, root))
+  }
+  return errors
+}
+
+describe("the README section is true", () => {
+  test("the complete example loads (as the global file) without a single problem, and matches the JSON Schema", async () => {
+    expect(exampleYaml).toContain("version: 1")
+    const h = await start({ global: exampleYaml })
+    expect(await h.status(S)).toContain("problems: none")
+    expect(schemaErrors(Bun.YAML.parse(exampleYaml), schemaJson)).toEqual([])
+  })
+
+  test("the schema rejects what the validator calls a type or key error (a sample of the corpus)", () => {
+    for (const name of ["02-top-level-list", "04-version-2", "06-unknown-top-key", "07-contracts-not-list", "10-id-bad-characters", "13-mode-typo", "15-trigger-type-typo", "17-regex-flag-g", "18-matcher-two-kinds", "19-matcher-no-kind", "21-exists-not-boolean", "23-state-every-zero", "24-message-no-pattern", "26-tools-not-list", "27-contract-key-typo", "28-anchor-ref-unknown", "30-max-overrides-negative", "32-agent-role-not-string", "44-roles-empty", "46-equals-object", "48-matcher-key-typo", "51-json-wrong-type"]) {
+      const parsed = Bun.YAML.parse(readFileSync(join(CORPUS, `${name}.yaml`), "utf8"))
+      expect({ name, rejected: schemaErrors(parsed, schemaJson).length > 0 }).toEqual({ name, rejected: true })
+    }
+  })
+
+  test("the example's contracts behave as its comments say", async () => {
+    const h = await start({ global: exampleYaml })
+    await h.user("dev", "start working on the parser, please", "build")
+    await h.user("ops", "start", "devops-engineer")
+    await h.user("arch", "start", "plan")
+    // no-force-push: every role
+    for (const s of ["dev", "ops", "arch"]) expect(await h.tool(s, "bash", { command: "git push -f origin main" })).toContain('Contract "no-force-push"')
+    // ticket-in-commit warns until a ticket id was seen
+    expect((await h.run("dev", "bash", { command: "git commit -m x" })).output).toContain("WARN ticket-in-commit")
+    await h.user("dev", "this is ABC-12")
+    expect((await h.run("dev", "bash", { command: "git commit -m x" })).output).not.toContain("ticket-in-commit")
+    // no-secrets-dir, for patch tools too
+    expect(await h.tool("ops", "read", { filePath: "secrets/prod.env" })).toContain("no-secrets-dir")
+    expect(await h.tool("ops", "write", { filePath: "deploy/key.pem" })).toContain("no-secrets-dir")
+    // deploy-needs-ticket: a tip
+    await h.user("ops", "please deploy the service now")
+    expect(h.toasts.map((t) => t.message)).toContain("Tip (deploy-needs-ticket): Name the ticket of a deploy.")
+    // ask-every-5-commands: team-lead only
+    await h.user("lead", "start", "team-lead")
+    for (let i = 0; i < 5; i++) expect(await h.tool("lead", "bash", { command: "ls" })).toBeUndefined()
+    expect(await h.tool("lead", "bash", { command: "ls" })).toContain("ask-every-5-commands")
+    expect(activeIds(await h.status("ops"))).not.toContain("ask-every-5-commands")
+    // source-anchor now blocks; emergence-anchor is off
+    await h.user("dev", "next")
+    expect(await h.tool("dev", "write", { filePath: "src/a.ts" })).toContain('Contract "source-anchor"')
+    expect(activeIds(await h.status("arch"))).toEqual(["guard-integrity", "boundary-anchor", "step-confirmation", "no-force-push", "ticket-in-commit", "no-secrets-dir", "deploy-needs-ticket"])
+  })
+
+  test("the presets table is BUILTIN_PRESETS", () => {
+    const rows = [...section.matchAll(/^\| ([a-z-]+) \| ([a-z-, ]+) \| (.+) \|$/gm)].filter((m) => (ROLES as readonly string[]).includes(m[1]))
+    expect(rows.map((m) => m[1])).toEqual([...ROLES])
+    for (const [, role, contracts, why] of rows) {
+      const preset = BUILTIN_PRESETS[role as (typeof ROLES)[number]]
+      expect(contracts.split(", ")).toEqual(preset.contracts)
+      expect(why).toBe(preset.why)
+    }
+  })
+
+  test("the built-in table lists the six built-ins with their modes", async () => {
+    const rows = [...section.matchAll(/^\| `([a-z-]+)` \| (block|warn|info)\b/gm)].map((m) => `${m[2]} ${m[1]}`)
+    const h = await start({ project: "version: 1\npresets:\n  software-developer: [step-confirmation, source-anchor, intent-anchor, boundary-anchor, emergence-anchor]\n" })
+    const status = await h.status(S)
+    const listed = [...status.matchAll(/^ {2}(block|warn|info) +([a-z-]+)/gm)].map((m) => `${m[1]} ${m[2]}`)
+    expect(rows).toEqual(listed)
+  })
+
+  test("the block, warn, tip and bypass samples are what the plugin produces", async () => {
+    const h = await start()
+    for (let i = 1; i <= 3; i++) await h.tool(S, "edit", edit(i))
+    const block = (await h.tool(S, "edit", edit(4)))!
+    await h.user(S, "ok")
+    const warn = (await h.run(S, "write", { filePath: "src/a.ts", content: "" }, "Wrote file successfully.")).output!
+    await h.user(S, "refactor the whole module and rename every function in it please")
+    const tip = h.toasts.find((t) => t.message.startsWith("Tip"))!.message
+    const bypass = await h.command(S, "bypass continuing intentional edit")
+    for (const sample of [block, warn, tip, bypass]) expect(section).toContain("```\n" + sample + "\n```")
+  })
+
+  test("the problem samples and the corpus size are real", () => {
+    const samples = [...section.matchAll(/^(error|warning): \.opencode\/opencode-semantic-anchors\.yaml: (.+)$/gm)]
+    expect(samples.length).toBe(2)
+    const expectations = corpus.map((name) => expectation(name))
+    for (const [, severity, text] of samples) expect(expectations.some((e) => e.severity === severity && e.text === text)).toBe(true)
+    expect(section).toContain(`holds ${corpus.length} broken files`)
+  })
+})
