@@ -36,7 +36,88 @@ import type { Hooks, Plugin, PluginInput } from "@opencode-ai/plugin"
  * a cycle in the object graph is written as a marker instead of recursing forever.
  */
 export function canonicalize(value: unknown): string {
-  return write(value, [])
+  const sorted = sortedPlainJSON(value, 0)
+  return sorted === NOT_PLAIN ? write(value, []) : JSON.stringify(sorted)
+}
+
+/**
+ * The fast path, for the plain JSON the host passes (objects, arrays, strings, finite numbers, booleans, null):
+ * the same value with every object's keys in sorted order, so the engine's native JSON.stringify writes exactly
+ * the text `write` would, at close to the cost of one JSON.stringify. Subtrees already in order are reused, not
+ * copied. Anything else (a Date, undefined, NaN, a `__proto__` or integer-like key, which objects reorder or treat
+ * specially, or nesting deeper than FAST_DEPTH, e.g. a cycle) returns NOT_PLAIN and takes the general writer.
+ */
+const NOT_PLAIN = Symbol("not plain JSON")
+const FAST_DEPTH = 2000
+
+function sortedPlainJSON(value: unknown, depth: number): unknown {
+  switch (typeof value) {
+    case "string":
+    case "boolean":
+      return value
+    case "number":
+      return Number.isFinite(value) ? value : NOT_PLAIN
+    case "object":
+      if (value === null) return value
+      if (depth > FAST_DEPTH) return NOT_PLAIN
+      if (Array.isArray(value)) return sortedArray(value, depth)
+      if (Object.getPrototypeOf(value) !== Object.prototype) return NOT_PLAIN
+      return sortedObject(value as Record<string, unknown>, depth)
+    default:
+      return NOT_PLAIN
+  }
+}
+
+function sortedArray(items: unknown[], depth: number): unknown {
+  let copy: unknown[] | null = null
+  for (let i = 0; i < items.length; i++) {
+    const item = items[i]
+    if (item === undefined) return NOT_PLAIN // also a hole: JSON writes null, `write` writes #undefined
+    const sorted = sortedPlainJSON(item, depth + 1)
+    if (sorted === NOT_PLAIN) return NOT_PLAIN
+    if (sorted !== item) (copy ??= items.slice())[i] = sorted
+  }
+  return copy ?? items
+}
+
+function sortedObject(object: Record<string, unknown>, depth: number): unknown {
+  const keys = Object.keys(object)
+  let inOrder = true
+  for (let i = 0; i < keys.length; i++) {
+    const key = keys[i]
+    const first = key.charCodeAt(0)
+    if (first >= 48 && first <= 57) return NOT_PLAIN // digits first: an integer-like key would not stay in place
+    if (key === "__proto__") return NOT_PLAIN
+    if (i > 0 && keys[i - 1] > key) inOrder = false
+  }
+  if (!inOrder) sortKeys(keys)
+  let copy: Record<string, unknown> | null = inOrder ? null : {}
+  for (let i = 0; i < keys.length; i++) {
+    const key = keys[i]
+    const value = object[key]
+    const sorted = sortedPlainJSON(value, depth + 1)
+    if (sorted === NOT_PLAIN) return NOT_PLAIN
+    if (copy === null && sorted !== value) {
+      copy = {} // keys already in order, a child changed: copy the keys before this one as they are
+      for (let j = 0; j < i; j++) copy[keys[j]] = object[keys[j]]
+    }
+    if (copy !== null) copy[key] = sorted
+  }
+  return copy ?? object
+}
+
+/** Sorts in place by UTF-16 code units, like Array.prototype.sort; insertion sort for the few keys args have. */
+function sortKeys(keys: string[]): void {
+  if (keys.length > 16) {
+    keys.sort()
+    return
+  }
+  for (let i = 1; i < keys.length; i++) {
+    const key = keys[i]
+    let j = i - 1
+    for (; j >= 0 && keys[j] > key; j--) keys[j + 1] = keys[j]
+    keys[j + 1] = key
+  }
 }
 
 function write(value: unknown, ancestors: object[]): string {
@@ -124,14 +205,31 @@ export type CallRecord = { signature: string; tool: string }
 
 /** The signature of a call: tool name + digest of its canonical arguments. Arguments are never stored. */
 export function signature(tool: string, args: unknown): CallRecord {
-  return { signature: digest(JSON.stringify(tool) + ":" + canonicalize(args)), tool: toolLabel(tool) }
+  return { signature: toolKey(tool) + digest(canonicalize(args)), tool: toolLabel(tool) }
 }
+
+/**
+ * The digest of a tool name, cached (a process sees few tool names; the cache is bounded all the same). The name
+ * is hashed apart from the arguments: prefixing it to a 1 MB argument text would copy that text once more.
+ */
+function toolKey(tool: string): string {
+  let key = toolKeys.get(tool)
+  if (key === undefined) {
+    if (toolKeys.size >= 1000) toolKeys.clear()
+    key = digest(JSON.stringify(tool)) + "/"
+    toolKeys.set(tool, key)
+  }
+  return key
+}
+const toolKeys = new Map<string, string>()
 
 /** Tool names reach the message and the log; keep them short and printable (they are not argument values). */
 function toolLabel(tool: unknown): string {
   const text = typeof tool === "string" ? tool : String(tool)
+  if (PRINTABLE_LABEL.test(text)) return text // the usual case, without building a new string
   return text.replace(/[^\x20-\x7e]/g, "?").slice(0, 64)
 }
+const PRINTABLE_LABEL = /^[\x20-\x7e]{0,64}$/
 
 // ---------------------------------------------------------------------------------------------------------------
 // Pure core: the cycle check
@@ -173,18 +271,24 @@ export function findCycle(
   for (let k = 1; k <= MAX_CYCLE; k++) {
     const calls = windowSize(k, repetitions)
     if (history.length + 1 < calls) break // longer cycles need even more calls
-    const window = [...history.slice(history.length - (calls - 1)), current]
-    if (!isPeriodic(window, k)) continue
-    const tools = window.slice(calls - k).map((call) => call.tool)
+    if (!isPeriodic(history, current, calls, k)) continue
+    const tools = history.slice(history.length - (k - 1)).map((call) => call.tool)
+    tools.push(current.tool)
     if (tools.every(isExempt)) continue
     return { k, calls, repetitions: calls / k, tools }
   }
   return null
 }
 
-function isPeriodic(window: readonly CallRecord[], k: number): boolean {
-  for (let i = k; i < window.length; i++) {
-    if (window[i].signature !== window[i - k].signature) return false
+/**
+ * Whether the window (the last calls - 1 records, then the current call) has period k. Indexed in place: this
+ * runs on every call, and copying the window for each k cost more than the comparisons.
+ */
+function isPeriodic(history: readonly CallRecord[], current: CallRecord, calls: number, k: number): boolean {
+  const start = history.length - (calls - 1) // index in history of the window's first call
+  if (current.signature !== history[start + calls - 1 - k].signature) return false
+  for (let i = k; i < calls - 1; i++) {
+    if (history[start + i].signature !== history[start + i - k].signature) return false
   }
   return true
 }
@@ -289,15 +393,21 @@ export type SessionState = { history: CallRecord[]; blocks: number; errorLogged:
 /** Per-session histories in a Map whose insertion order doubles as the LRU order. */
 export class Sessions {
   private readonly map = new Map<string, SessionState>()
+  /** The most recently used session: consecutive calls of one session skip the Map reordering. */
+  private lastID: string | null = null
+  private last: SessionState | null = null
   constructor(readonly capacity = MAX_SESSIONS) {}
 
   /** The session's state, created when new, and marked most recently used. */
   get(sessionID: string): SessionState {
+    if (sessionID === this.lastID && this.last) return this.last // already the most recent: nothing to reorder
     let state = this.map.get(sessionID)
     if (state) this.map.delete(sessionID)
     else state = { history: [], blocks: 0, errorLogged: false }
     this.map.set(sessionID, state)
     if (this.map.size > this.capacity) this.map.delete(this.map.keys().next().value as string)
+    this.lastID = sessionID
+    this.last = state
     return state
   }
 
@@ -307,6 +417,7 @@ export class Sessions {
 
   reset(sessionID: string): void {
     this.map.delete(sessionID)
+    if (sessionID === this.lastID) this.last = this.lastID = null
   }
 
   get size(): number {
