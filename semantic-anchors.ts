@@ -487,11 +487,13 @@ const describe = (value: unknown): string =>
 
 /** Collects the problems of one file; paths are written as `contracts[2].trigger.args.command.regex`. */
 class Reporter {
+  errors = 0 // errors so far, so a caller can tell whether its part failed
   constructor(
     readonly file: string,
     readonly out: Problem[],
   ) {}
   error(path: string, text: string): void {
+    this.errors++
     this.out.push({ severity: "error", file: this.file, path, text })
   }
   warn(path: string, text: string): void {
@@ -665,8 +667,8 @@ function compileTrigger(spec: unknown, path: string, r: Reporter, mode: Mode | u
     if ((SCHEMA_KEYS.trigger as readonly string[]).includes(key)) r.warn(join(path, key), `is not used by a trigger of type ${type}; it is ignored`)
     else r.warn(join(path, key), `unknown key "${key}"${didYouMean(key, TRIGGER_KEYS_BY_TYPE[type]) || ` (allowed here: ${TRIGGER_KEYS_BY_TYPE[type].join(", ")})`}; it is ignored`)
   }
-  const errorsBefore = r.out.filter((p) => p.severity === "error").length
-  const failed = () => r.out.filter((p) => p.severity === "error").length > errorsBefore
+  const errorsBefore = r.errors
+  const failed = () => r.errors > errorsBefore
   const flagsPath = join(path, "flags")
   const optionalRegex = (key: string): RegExp | null | undefined =>
     spec[key] === undefined ? null : compileRegex(spec[key], spec.flags, join(path, key), flagsPath, r)
@@ -730,7 +732,7 @@ function applyContracts(config: Config, list: unknown, layer: Layer, r: Reporter
       r.error(path, `must be a mapping with id, description, mode and trigger (got ${describe(entry)})`)
       return
     }
-    const errorsBefore = r.out.filter((p) => p.severity === "error").length
+    const errorsBefore = r.errors
     r.unknownKeys(entry, SCHEMA_KEYS.contract, path)
     const id = entry.id
     if (typeof id !== "string" || !/^[a-z0-9-]+$/.test(id)) {
@@ -786,7 +788,7 @@ function applyContracts(config: Config, list: unknown, layer: Layer, r: Reporter
         if (entry[key] === undefined) r.error(join(path, key), `is required for a new contract ("${id}" is not a built-in or earlier contract)`)
       }
     }
-    if (r.out.filter((p) => p.severity === "error").length > errorsBefore) return // an invalid contract disables only itself
+    if (r.errors > errorsBefore) return // an invalid contract disables only itself
     const merged: Contract = {
       ...(existing ?? { anchorRefs: [], roles: null, enabled: true, locked: false, builtin: false }),
       id,
@@ -1212,7 +1214,7 @@ export function evaluateTool(contracts: readonly Contract[], tool: string, args:
     hits.push({ contract: { ...contract, mode: effective }, detail })
     if (MODE_RANK[effective] > MODE_RANK[mode]) mode = effective
   }
-  return { mode, hits: hits.filter((hit) => hit.contract.mode === mode || mode !== "block") }
+  return { mode, hits }
 }
 
 /** A message trigger cannot block (that would fail the user's prompt): it warns instead. */
@@ -1624,13 +1626,15 @@ const server: Plugin = async (input) => {
         const args = output?.args
         const verdict = evaluateTool(contracts, hookInput.tool, args, state, env)
         if (verdict.mode === "block") {
-          state.lastBlocked = verdict.hits[0]?.contract.id
+          const blocking = verdict.hits.filter((hit) => hit.contract.mode === "block")
+          const ids = blocking.map((hit) => hit.contract.id).join(", ")
+          state.lastBlocked = blocking[0].contract.id
           if (state.passes > 0) {
             state.passes--
-            log("info", `${TAG} bypass used for ${verdict.hits.map((hit) => hit.contract.id).join(", ")} (${hookInput.tool})`, { sessionID: hookInput.sessionID })
+            log("info", `${TAG} bypass used for ${ids} (${hookInput.tool})`, { sessionID: hookInput.sessionID })
           } else {
-            log("warn", `${TAG} blocked ${hookInput.tool}: ${verdict.hits.map((hit) => hit.contract.id).join(", ")}`, { sessionID: hookInput.sessionID })
-            blocked = blockMessage(verdict.hits, state, config.settings)
+            log("warn", `${TAG} blocked ${hookInput.tool}: ${ids}`, { sessionID: hookInput.sessionID })
+            blocked = blockMessage(blocking, state, config.settings)
           }
         }
         if (!blocked) {

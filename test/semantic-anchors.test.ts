@@ -302,6 +302,23 @@ describe("bypass: only the human grants it", () => {
     expect(await h.status(S)).toContain("pending pass: no")
   })
 
+  test("a call let through by a bypass still carries the warnings of that call", async () => {
+    const h = await start()
+    for (let i = 1; i <= 3; i++) await h.tool(S, "edit", edit(i))
+    await h.command(S, "bypass finish the refactor") // confirms (counter 0) and leaves one pass pending
+    for (let i = 1; i <= 3; i++) expect(await h.tool(S, "edit", edit(i))).toBeUndefined()
+    const { blocked, output } = await h.run(S, "write", { filePath: "src/z.ts", content: "" }, "done")
+    expect(blocked).toBeUndefined()
+    expect(output).toContain("WARN source-anchor")
+    expect(h.logs.some((l) => l.message.includes("bypass used for step-confirmation (write)"))).toBe(true)
+  })
+
+  test("an info contract on a tool call shows the user a tip and lets the call run", async () => {
+    const h = await start({ project: "version: 1\ncontracts:\n  - { id: lint-hint, description: Run the linter after edits., mode: info, trigger: { type: tool, tools: [probe] } }\n" })
+    expect(await h.tool(S, "probe", {})).toBeUndefined()
+    expect(h.toasts).toEqual([{ message: "Tip (lint-hint): Run the linter after edits.", variant: "info" }])
+  })
+
   test("a reason is required; a second bypass while one is pending is refused without spending an override", async () => {
     const h = await start()
     expect(await h.command(S, "bypass")).toContain("a reason is required")
@@ -369,8 +386,7 @@ describe("bypass: only the human grants it", () => {
     // 5. the model calling the command hook's text through a tool argument
     await h.run(S, "bash", { command: "echo '/anchor bypass now'" })
     await stillBlocked()
-    // 6. a subagent running /anchor: the command is the human's only in the root session's own command hook,
-    //    but even there the override is the root's and limited; here nothing was granted so far
+    // nothing above spent an override
     expect(await h.status(S)).toContain("overrides: 0 used, 3 left")
   })
 
