@@ -1,5 +1,6 @@
 // semantic-anchors.ts through the interface opencode uses: server(input), then the hooks.
 import { describe, expect, test } from "bun:test"
+import { MAX_SESSIONS } from "../semantic-anchors"
 import { edit, start } from "./fixtures/semantic-anchors/harness"
 
 const S = "ses_root"
@@ -260,6 +261,14 @@ describe("sessions and roles", () => {
     expect(await h.tool(S, "edit", edit(4))).toBeDefined()
     await h.deleted(S)
     expect(await h.tool(S, "edit", edit(4))).toBeUndefined()
+  })
+
+  test("the number of sessions kept is bounded: the oldest root session's state is dropped", async () => {
+    const h = await start()
+    for (let i = 1; i <= 3; i++) await h.tool("ses_old", "edit", edit(i))
+    expect(await h.tool("ses_old", "edit", edit(4))).toBeDefined()
+    for (let n = 0; n < MAX_SESSIONS; n++) await h.tool(`ses_${n}`, "read", {})
+    expect(await h.tool("ses_old", "edit", edit(4))).toBeUndefined() // a fresh state: its counter starts again
   })
 
   test("deterministic: the same config and events give the same verdicts", async () => {
