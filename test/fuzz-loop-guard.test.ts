@@ -1,0 +1,340 @@
+// Fuzz and property tests for loop-guard, through `server(input)` and its hooks as opencode calls them.
+// Random tool names and argument trees (nesting, huge strings, unicode, prototype-named keys, numbers vs strings,
+// empty and undefined values, Dates, typed arrays, cycles, throwing getters) and random event streams.
+//
+// Properties:
+//   1. a hook never throws anything but a block (an Error whose message is loop-guard's block message);
+//   2. a stream in which no call repeats is never blocked;
+//   3. on random streams over a small alphabet (so cycles happen by chance), every decision equals a reference
+//      model of the rule written here independently of the plugin: block exactly when the last max(r*k, r+1)
+//      recorded calls plus the current one repeat a cycle of length k <= 4, with "same call" = same tool and
+//      deep-equal arguments, object key order ignored, types strict;
+//   4. a planted cycle of length k (members possibly key-shuffled clones) is blocked at exactly call max(r*k, r+1).
+//
+// Size: BENCH_FUZZ calls in all (default 1e5, a few seconds); `BENCH_FUZZ=1e6 bun test test/fuzz-loop-guard.test.ts`
+// or `npm run bench -- --fuzz` runs 10^6. The seed is BENCH_FUZZ_SEED (default fixed) and is printed on a failure.
+import { describe, expect, test } from "bun:test"
+import plugin from "../loop-guard.ts"
+
+const TOTAL = Math.max(1000, Math.round(Number(process.env.BENCH_FUZZ ?? 1e5)))
+const SEED = Number(process.env.BENCH_FUZZ_SEED ?? 20261130) >>> 0
+const TIMEOUT = 600_000
+
+/** mulberry32: a small seeded PRNG, so a failure can be replayed. */
+function prng(seed: number) {
+  let a = seed >>> 0
+  const next = () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+  const int = (n: number) => Math.floor(next() * n)
+  const pick = <T>(items: readonly T[]): T => items[int(items.length)]
+  return { next, int, pick, chance: (p: number) => next() < p }
+}
+type Rng = ReturnType<typeof prng>
+
+const KEYS = ["filePath", "command", "a", "b", "B", "", " ", "10", "9", "01", "__proto__", "constructor", "toString",
+  "hasOwnProperty", "valueOf", "toJSON", "caf\u00e9", "cafe\u0301", "\u{1F600}", "\u0000", "a.b", 'k"q', "\\", "length"]
+const STRINGS = ["", " ", "a", "A", "1", "true", "null", "undefined", "NaN", "caf\u00e9", "cafe\u0301", "\u{1F600}",
+  "\ud800", "line\nbreak", "tab\t", '"quoted"', "back\\slash", "\u2028", "<script>", "../../etc/passwd", "x".repeat(300)]
+
+function randomString(rng: Rng): string {
+  if (rng.chance(0.6)) return rng.pick(STRINGS)
+  let text = ""
+  const n = rng.int(20)
+  for (let i = 0; i < n; i++) text += String.fromCharCode(rng.chance(0.8) ? 32 + rng.int(95) : rng.int(0x10000))
+  return text
+}
+
+function randomNumber(rng: Rng): number {
+  return rng.pick([0, -0, 1, -1, 1.5, 1e21, -1e-7, Number.MAX_SAFE_INTEGER, 2 ** 53 + 2, rng.int(1000), rng.next()])
+}
+
+/** A plain JSON tree as the host passes it (what properties 2-4 use), keys chosen to collide often. */
+function jsonTree(rng: Rng, depth = 0): unknown {
+  const r = rng.next()
+  if (depth > 4 || r < 0.45) {
+    const p = rng.next()
+    if (p < 0.45) return randomString(rng)
+    if (p < 0.75) return randomNumber(rng)
+    if (p < 0.9) return rng.chance(0.5)
+    return null
+  }
+  if (r < 0.7) return Array.from({ length: rng.int(4) }, () => jsonTree(rng, depth + 1))
+  const object: Record<string, unknown> = {}
+  const n = rng.int(5)
+  for (let i = 0; i < n; i++) define(object, rng.pick(KEYS), jsonTree(rng, depth + 1))
+  return object
+}
+
+/** Sets an own enumerable key, also `__proto__` (as JSON.parse does), without touching the prototype. */
+function define(object: object, key: string, value: unknown) {
+  Object.defineProperty(object, key, { value, enumerable: true, writable: true, configurable: true })
+}
+
+/** The same value with object keys inserted in a random order at every level (a new object graph). */
+function shuffledClone(rng: Rng, value: unknown): unknown {
+  if (Array.isArray(value)) return value.map((item) => shuffledClone(rng, item))
+  if (typeof value !== "object" || value === null) return value
+  const keys = Object.keys(value)
+  for (let i = keys.length - 1; i > 0; i--) {
+    const j = rng.int(i + 1)
+    ;[keys[i], keys[j]] = [keys[j], keys[i]]
+  }
+  const copy = {}
+  for (const key of keys) define(copy, key, shuffledClone(rng, (value as Record<string, unknown>)[key]))
+  return copy
+}
+
+/** Anything at all: what property 1 throws at the hooks (non-plain values, cycles, getters that throw, huge text). */
+function hostileValue(rng: Rng, depth = 0): unknown {
+  const r = rng.next()
+  if (depth > 5 || r < 0.35) {
+    return rng.pick<() => unknown>([
+      () => randomString(rng),
+      () => randomNumber(rng),
+      () => rng.pick([NaN, Infinity, -Infinity, undefined, null, true, false, 10n, Symbol("s"), () => 1]),
+      () => new Date(rng.int(2 ** 40)),
+      () => new Date(NaN),
+      () => new Uint8Array(rng.int(8)).map(() => rng.int(256)),
+      () => new Float64Array([NaN, -0]),
+      () => new Map([[1, 2]]),
+      () => new Set([1]),
+      () => /re/g,
+      () => new Error("e"),
+      () => Object.create(null),
+      () => new (class Thing {})(),
+      () => ({ toJSON: () => { throw new Error("toJSON") } }),
+      () => ({ get boom() { throw new Error("getter") } }),
+      () => new Proxy({}, { ownKeys: () => { throw new Error("proxy") } }),
+      () => "\u{1F600}".repeat(rng.chance(0.02) ? 200_000 : 10),
+    ])()
+  }
+  if (r < 0.5) {
+    const items = Array.from({ length: rng.int(4) }, () => hostileValue(rng, depth + 1))
+    if (rng.chance(0.1)) items.length += 3 // holes
+    return items
+  }
+  if (r < 0.505) return deepChain(rng.pick([100, 1500, 2500, 20_000])) // rare: a stack overflow takes ~20 ms to unwind
+  if (r < 0.55) {
+    const cyclic: Record<string, unknown> = { a: 1 }
+    cyclic.self = rng.chance(0.5) ? cyclic : [cyclic]
+    return cyclic
+  }
+  const object: Record<string, unknown> = {}
+  for (let i = rng.int(5); i > 0; i--) define(object, rng.pick(KEYS), hostileValue(rng, depth + 1))
+  if (rng.chance(0.05)) Object.defineProperty(object, Symbol("k"), { value: 1, enumerable: true })
+  return object
+}
+
+function deepChain(levels: number): unknown {
+  let node: unknown = { leaf: true }
+  for (let i = 0; i < levels; i++) node = i % 2 ? { n: node } : [node]
+  return node
+}
+
+async function start(env: Record<string, string> = {}) {
+  const keys = ["OPENCODE_LOOP_GUARD", "OPENCODE_LOOP_GUARD_REPETITIONS", "OPENCODE_LOOP_GUARD_EXEMPT"]
+  const saved = keys.map((key) => [key, process.env[key]] as const)
+  for (const key of keys) delete process.env[key]
+  Object.assign(process.env, env)
+  try {
+    const client = { app: { log: async () => true } }
+    return (await plugin.server({ client, directory: "/tmp/p", worktree: "/tmp/p" } as any, {})) as any
+  } finally {
+    for (const [key, value] of saved) value === undefined ? delete process.env[key] : (process.env[key] = value)
+  }
+}
+
+const BLOCK = /^loop-guard blocked this .* call: it was not run\./
+
+/** "." when the call may run, "X" when blocked; anything else thrown fails the test with the seed and the input. */
+async function call(hooks: any, sessionID: unknown, tool: unknown, args: unknown, context: () => string): Promise<"." | "X"> {
+  try {
+    await hooks["tool.execute.before"]({ tool, sessionID, callID: "c" }, { args })
+    return "."
+  } catch (error) {
+    if (error instanceof Error && BLOCK.test(error.message)) return "X"
+    throw new Error(`seed ${SEED}: the hook threw something other than a block: ${String(error)} (${context()})`)
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The reference model (independent of loop-guard.ts)
+
+/** Deep value identity for plain JSON (+ the odd scalars), key order ignored, types strict. */
+function refKey(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(refKey).join(",")}]`
+  if (value === null) return "null"
+  switch (typeof value) {
+    case "string":
+      return `s${JSON.stringify(value)}`
+    case "number":
+      return `n${Object.is(value, -0) ? 0 : value}` // -0 and 0 are one number in JSON
+    case "boolean":
+    case "bigint":
+    case "undefined":
+      return `${typeof value}:${String(value)}`
+    case "object": {
+      const keys = Object.keys(value as object).sort()
+      return `{${keys.map((key) => `${JSON.stringify(key)}:${refKey((value as Record<string, unknown>)[key])}`).join(",")}}`
+    }
+  }
+  throw new Error(`refKey: unexpected ${typeof value}`)
+}
+
+class ReferenceRule {
+  private histories = new Map<string, string[]>()
+  constructor(readonly r: number) {}
+  call(sessionID: string, key: string): "." | "X" {
+    const history = this.histories.get(sessionID) ?? []
+    this.histories.set(sessionID, history)
+    for (let k = 1; k <= 4; k++) {
+      const n = Math.max(this.r * k, this.r + 1)
+      if (history.length + 1 < n) break
+      const window = [...history.slice(history.length - (n - 1)), key]
+      if (window.every((item, i) => i < k || item === window[i - k])) return "X"
+    }
+    history.push(key)
+    return "."
+  }
+  reset(sessionID: string) {
+    this.histories.delete(sessionID)
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+
+describe(`loop-guard fuzz (${TOTAL.toLocaleString("en")} calls, seed ${SEED})`, () => {
+  test("1: hostile tool names, arguments and events never make a hook throw anything but a block", async () => {
+    const rng = prng(SEED ^ 1)
+    const hooks = await start()
+    const calls = Math.round(TOTAL * 0.2)
+    const sessions = ["s1", "s2", "", "\u0000", "x".repeat(1000)]
+    const tools = ["read", "bash", "", "\u{1F600}", "a\nb", "x".repeat(5000), "mcp__server__tool", "__proto__"]
+    let blocks = 0
+    for (let i = 0; i < calls; i++) {
+      const sessionID = rng.chance(0.95) ? rng.pick(sessions) : rng.pick([undefined, null, 42, {}])
+      const tool = rng.chance(0.95) ? rng.pick(tools) : rng.pick([undefined, null, 7, Symbol("t")])
+      const args = rng.chance(0.3) ? rng.pick([undefined, null, "", 0, []]) : hostileValue(rng)
+      // Repeat some calls verbatim so blocks happen too (a block is the one allowed throw).
+      const times = rng.chance(0.1) ? 5 : 1
+      for (let t = 0; t < times; t++) if ((await call(hooks, sessionID, tool, args, () => `call ${i}`)) === "X") blocks++
+      if (rng.chance(0.05)) {
+        const event = rng.pick<unknown>([
+          undefined, null, {}, { type: "session.idle" }, { type: "session.idle", properties: null },
+          { type: "session.status", properties: { sessionID: rng.pick(sessions), status: null } },
+          { type: "session.deleted", properties: { info: null } }, { type: "session.deleted", properties: { info: { id: 5 } } },
+          { type: rng.pick(["session.idle", "session.compacted", "x"]), properties: { sessionID: rng.pick(sessions) } },
+        ])
+        await hooks.event({ event })
+      }
+    }
+    expect(blocks).toBeGreaterThan(0)
+  }, TIMEOUT)
+
+  test("2: a stream in which no call repeats is never blocked", async () => {
+    const rng = prng(SEED ^ 2)
+    const hooks = await start()
+    const calls = Math.round(TOTAL * 0.2)
+    const seen = new Set<string>()
+    let blocks = 0
+    let ran = 0
+    for (let i = 0; i < calls; i++) {
+      const tool = rng.pick(["read", "bash", "edit"])
+      const args = jsonTree(rng)
+      const key = `${tool}:${refKey(args)}`
+      if (seen.has(key)) continue // a repeat: not part of this stream
+      seen.add(key)
+      ran++
+      if ((await call(hooks, "s1", tool, args, () => `call ${i}`)) === "X") blocks++
+    }
+    expect(ran).toBeGreaterThan(calls / 10)
+    expect(blocks).toBe(0)
+  }, TIMEOUT)
+
+  test("3: on random streams every decision equals the reference model of the rule (r = 2, 3, 4)", async () => {
+    const rng = prng(SEED ^ 3)
+    let budget = Math.round(TOTAL * 0.45)
+    let blocks = 0
+    let streams = 0
+    while (budget > 0) {
+      const r = rng.pick([2, 3, 3, 4])
+      const hooks = await start({ OPENCODE_LOOP_GUARD_REPETITIONS: String(r) })
+      const model = new ReferenceRule(r)
+      // A small alphabet of calls makes repeats and cycles likely; clones with shuffled keys are the same call.
+      const alphabet = Array.from({ length: 1 + rng.int(5) }, () => ({ tool: rng.pick(["read", "bash"]), args: jsonTree(rng) }))
+      const length = 1 + rng.int(60)
+      const trace: string[] = []
+      streams++
+      for (let i = 0; i < length; i++, budget--) {
+        const sessionID = rng.pick(["s1", "s1", "s1", "s2"])
+        if (rng.chance(0.02)) {
+          await hooks.event({ event: { type: "session.idle", properties: { sessionID } } })
+          model.reset(sessionID)
+          trace.push(`idle ${sessionID}`)
+          continue
+        }
+        const member = rng.pick(alphabet)
+        const args = rng.chance(0.3) ? shuffledClone(rng, member.args) : member.args
+        const expected = model.call(sessionID, `${member.tool}:${refKey(args)}`)
+        const got = await call(hooks, sessionID, member.tool, args, () => `stream ${streams}`)
+        trace.push(`${sessionID} #${alphabet.indexOf(member)} ${got}`)
+        if (got !== expected) {
+          throw new Error(`seed ${SEED}, stream ${streams}, r=${r}: call ${i} expected ${expected}, got ${got}\ntrace: ${trace.join(" | ")}`)
+        }
+        if (got === "X") blocks++
+      }
+    }
+    expect(blocks).toBeGreaterThan(0)
+  }, TIMEOUT)
+
+  test("4: a planted cycle (k = 1..4, key-shuffled clones) is blocked exactly at call max(r*k, r+1)", async () => {
+    const rng = prng(SEED ^ 4)
+    let budget = Math.round(TOTAL * 0.15)
+    let planted = 0
+    while (budget > 0) {
+      const r = rng.pick([2, 3, 4, 5])
+      const k = 1 + rng.int(4)
+      const hooks = await start({ OPENCODE_LOOP_GUARD_REPETITIONS: String(r) })
+      // Distinct members (a nonce each), so the cycle has no shorter period; a prefix of other distinct calls.
+      const members = Array.from({ length: k }, (_, m) => ({ tool: rng.pick(["read", "edit", "bash"]), args: { tree: jsonTree(rng), member: m } }))
+      const prefix = rng.int(12)
+      for (let p = 0; p < prefix; p++, budget--) {
+        expect(await call(hooks, "s", "read", { prefix: p, tree: jsonTree(rng) }, () => "prefix")).toBe(".")
+      }
+      const blockAt = Math.max(r * k, r + 1) // 1-based, counted from the cycle's first call
+      for (let i = 1; i <= blockAt; i++, budget--) {
+        const member = members[(i - 1) % k]
+        const got = await call(hooks, "s", member.tool, shuffledClone(rng, member.args), () => `planted k=${k} r=${r}`)
+        if (got !== (i === blockAt ? "X" : ".")) throw new Error(`seed ${SEED}: k=${k} r=${r} prefix=${prefix}: call ${i} gave ${got}, the block belongs at call ${blockAt}`)
+      }
+      // A near miss: the same cycle with one member changed in one value is not a repeat.
+      planted++
+    }
+    expect(planted).toBeGreaterThan(10)
+  }, TIMEOUT)
+
+  test("4b: near misses (one value changed: a character, number vs string, null vs absent) never complete a cycle", async () => {
+    const rng = prng(SEED ^ 5)
+    const rounds = Math.max(50, Math.round(TOTAL * 0.02 / 4))
+    const mutations: ((args: Record<string, unknown>) => Record<string, unknown>)[] = [
+      (a) => ({ ...a, value: `${a.value}x` }),
+      (a) => ({ ...a, value: String(a.value) === a.value ? Number.NaN : String(a.value) }),
+      (a) => ({ ...a, extra: null }),
+      (a) => ({ ...a, value: typeof a.value === "string" ? (a.value as string).toUpperCase() + "\u0301" : [a.value] }),
+    ]
+    for (let i = 0; i < rounds; i++) {
+      const hooks = await start()
+      const base = { filePath: randomString(rng), value: rng.chance(0.5) ? rng.int(100) : randomString(rng) }
+      const mutated = rng.pick(mutations)(base)
+      expect(refKey(mutated)).not.toBe(refKey(base))
+      let outcome = ""
+      for (const args of [base, base, base, mutated]) outcome += await call(hooks, "s", "read", args, () => "near miss")
+      expect(outcome).toBe("....")
+    }
+  }, TIMEOUT)
+})
