@@ -186,6 +186,32 @@ describe("e2e semantic-anchors in opencode serve", () => {
     }
   });
 
+  test("8 (counterpart): anchor_bypass asks the human; only when the human approves does one blocked call run", async () => {
+    const sb = sandbox({ files: { [PROJECT_CONFIG]: projectConfig() } });
+    const serve = await startServe(sb, {
+      script: [forcePush, { tool: "anchor_bypass", args: { reason: "hotfix, please approve" } }, forcePush, forcePush, { text: "done" }],
+    });
+    try {
+      const id = await serve.createSession();
+      const prompt = serve.prompt(id, "push");
+      // The question reaches the human (an event a UI shows), with the model's reason; the human approves once.
+      const asked = await serve.waitForEvent((e) => e.type === "permission.asked" && e.properties?.permission === "anchor-bypass");
+      expect(asked.properties.sessionID).toBe(id);
+      expect(JSON.stringify(asked.properties)).toContain("hotfix, please approve");
+      expect(pushRuns(sb)).toBe(0);
+      const reply = await serve.api("POST", `/permission/${asked.properties.id}/reply`, { reply: "once" });
+      expect(reply.status).toBe(200);
+      await prompt;
+
+      expect(resultSeenFor(serve.llm, 1)).toContain("Override 1/3 granted (anchor_bypass approved by the human)");
+      expect(resultSeenFor(serve.llm, 2)).not.toContain("BLOCKED");
+      expectBlocked(resultSeenFor(serve.llm, 3), "no-force-push");
+      expect(pushRuns(sb)).toBe(1);
+    } finally {
+      await serve.close();
+    }
+  });
+
   test("6: `/anchor bypass <reason>` lets exactly one blocked call through, the limit holds, `/anchor status` shows the count", async () => {
     const sb = sandbox({ files: { [PROJECT_CONFIG]: projectConfig("", "settings:\n  maxOverrides: 1\n") } });
     const serve = await startServe(sb, {
