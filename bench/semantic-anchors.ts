@@ -1,0 +1,194 @@
+// semantic-anchors benchmarks: cost per tool check with 0, 10 and 100 user contracts (regex and glob matchers, on
+// top of the built-ins), config load + validation of 100 contracts, heap per session and after 100,000 sessions.
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import plugin, { MAX_SESSIONS, loadConfig, resolvePaths } from "../semantic-anchors.ts"
+import { heapUsed, now, summarize, type Row } from "./lib.ts"
+
+/** N user contracts for every role: even ones a regex on `command`, odd ones a glob on `filePath`; none fires. */
+export function contractsYaml(n: number): string {
+  const lines = ["version: 1", "contracts:"]
+  for (let i = 0; i < n; i++) {
+    lines.push(`  - id: bench-${i}`, `    description: Bench contract ${i}.`, `    mode: ${["block", "warn", "info"][i % 3]}`, "    trigger:", "      type: tool")
+    if (i % 2 === 0) lines.push('      tools: ["bash", "*shell*"]', "      args:", `        command: { regex: '\\bdeploy-${i}\\s+--(prod|force)\\b', flags: i }`)
+    else lines.push('      tools: ["edit", "write", "read"]', "      args:", `        filePath: { glob: ["secrets-${i}/**", "**/*.key${i}"] }`)
+  }
+  if (n === 0) lines.splice(1, 1)
+  return `${lines.join("\n")}\n`
+}
+
+type Sandbox = { root: string; project: string; home: string; xdg: string; cleanup(): void }
+
+function sandbox(projectYaml: string | null): Sandbox {
+  const root = mkdtempSync(join(tmpdir(), "sa-bench-"))
+  const project = join(root, "project")
+  const home = join(root, "home")
+  const xdg = join(root, "xdg")
+  for (const dir of [join(project, ".opencode"), home, xdg]) mkdirSync(dir, { recursive: true })
+  if (projectYaml !== null) writeFileSync(join(project, ".opencode", "opencode-semantic-anchors.yaml"), projectYaml)
+  return { root, project, home, xdg, cleanup: () => rmSync(root, { recursive: true, force: true }) }
+}
+
+async function start(sb: Sandbox): Promise<any> {
+  const saved = { HOME: process.env.HOME, XDG_CONFIG_HOME: process.env.XDG_CONFIG_HOME, CFG: process.env.OPENCODE_SEMANTIC_ANCHORS_CONFIG }
+  process.env.HOME = sb.home
+  process.env.XDG_CONFIG_HOME = sb.xdg
+  delete process.env.OPENCODE_SEMANTIC_ANCHORS_CONFIG
+  try {
+    const client = { app: { log: async () => true }, tui: { showToast: async () => true } }
+    return await plugin.server({ client, directory: sb.project, worktree: sb.project } as any, {})
+  } finally {
+    for (const [key, value] of [["HOME", saved.HOME], ["XDG_CONFIG_HOME", saved.XDG_CONFIG_HOME], ["OPENCODE_SEMANTIC_ANCHORS_CONFIG", saved.CFG]] as const) {
+      if (value === undefined) delete process.env[key]
+      else process.env[key] = value
+    }
+  }
+}
+
+async function userMessage(hooks: any, sessionID: string, text: string) {
+  await hooks["chat.message"]({ sessionID }, { message: { agent: "build" }, parts: [{ type: "text", text }] })
+}
+
+/** The calls a session makes, in turn: a read, a bash command, an edit (all inside the project, none blocked). */
+function callsFor(project: string) {
+  return [
+    { tool: "read", args: { filePath: `${project}/src/server/handlers/user.ts`, offset: 40, limit: 120 } },
+    { tool: "bash", args: { command: "npm test -- --grep 'user handler' && git diff --stat", description: "Run the tests" } },
+    { tool: "edit", args: { filePath: `${project}/src/server/handlers/user.ts`, oldString: "return null", newString: "return user ?? null" } },
+  ]
+}
+
+/** Per-call cost of tool.execute.before with n user contracts; a user message after each 3 calls (not timed). */
+export async function checkCost(opts: { samples: number }): Promise<{ rows: Row[]; json: Record<string, unknown> }> {
+  const rows: Row[] = []
+  const json: Record<string, unknown> = {}
+  for (const n of [0, 10, 100]) {
+    const sb = sandbox(contractsYaml(n))
+    try {
+      const hooks = await start(sb)
+      const status = await hooks.tool.anchor_status.execute({}, { sessionID: "bench" })
+      const active = (status.match(/^ {2}(block|warn|info) /gm) ?? []).length
+      const calls = callsFor(sb.project)
+      const before = hooks["tool.execute.before"]
+      const times: number[] = []
+      let blocked = 0
+      await userMessage(hooks, "bench", "Add a null check to the user handler so that the tests pass.")
+      for (let i = 0; i < opts.samples + 2000; i++) {
+        const c = calls[i % calls.length]
+        const t = now()
+        try {
+          await before({ tool: c.tool, sessionID: "bench", callID: `c${i}` }, { args: c.args })
+        } catch {
+          blocked++
+        }
+        const dt = now() - t
+        if (i >= 2000) times.push(dt) // the first 2,000 warm the JIT
+        if (i % 3 === 2) await userMessage(hooks, "bench", "ok, go on")
+      }
+      if (blocked) throw new Error(`bench: ${blocked} calls blocked with ${n} contracts; the bench calls must all be allowed`)
+      const s = summarize(times)
+      rows.push({
+        group: "semantic-anchors",
+        figure: `tool check, ${n} user contracts (+ built-ins; ${active} active)`,
+        value: s.median,
+        unit: "ns",
+        spread: `p99 ${(s.p99 / 1000).toFixed(2)} us, p10-p90 ${(s.p10 / 1000).toFixed(2)}-${(s.p90 / 1000).toFixed(2)} us, n=${s.n}`,
+        target: n === 100 ? { text: "<= 20 us median", met: s.median <= 20_000 } : undefined,
+      })
+      json[`check_${n}`] = { contracts: n, activeContracts: active, ns: s }
+    } finally {
+      sb.cleanup()
+    }
+  }
+  return { rows, json }
+}
+
+/** Reading, parsing and validating a project file of 100 contracts (loadConfig: the I/O included). */
+export async function loadCost(opts: { runs: number }): Promise<{ rows: Row[]; json: Record<string, unknown> }> {
+  const sb = sandbox(contractsYaml(100))
+  try {
+    const paths = resolvePaths({ directory: sb.project, worktree: sb.project }, { HOME: sb.home, XDG_CONFIG_HOME: sb.xdg })
+    const first = await loadConfig(paths)
+    const userContracts = [...first.contracts.keys()].filter((id) => id.startsWith("bench-")).length
+    const errors = first.problems.filter((p: any) => p.severity === "error")
+    if (userContracts !== 100 || errors.length) throw new Error(`bench: expected 100 valid contracts, got ${userContracts}; ${errors.length} errors`)
+    const times: number[] = []
+    for (let i = 0; i < opts.runs + 5; i++) {
+      const t = now()
+      await loadConfig(paths)
+      if (i >= 5) times.push(now() - t)
+    }
+    const s = summarize(times)
+    return {
+      rows: [
+        {
+          group: "semantic-anchors",
+          figure: "config load + validation, 100 contracts",
+          value: s.median,
+          unit: "ns",
+          spread: `p99 ${(s.p99 / 1e6).toFixed(2)} ms, min-max ${(s.min / 1e6).toFixed(2)}-${(s.max / 1e6).toFixed(2)} ms, n=${s.n}, ${contractsYaml(100).length} B of YAML`,
+          target: { text: "<= 5 ms median", met: s.median <= 5e6 },
+        },
+      ],
+      json: { load100: { ns: s, bytes: contractsYaml(100).length } },
+    }
+  } finally {
+    sb.cleanup()
+  }
+}
+
+/**
+ * Runs in a child process of its own (bench/memory-child.ts). Heap per live root session at the session bound,
+ * typical (a few messages, calls and results) or worst case (every per-session bound full: 16 seen texts of 8 KiB
+ * kept from large results and messages, 256 warn notes whose tool.execute.after never came); with `checkpoints`,
+ * the heap after that many sessions came and went (half deleted, half dropped by the bound; every 4th with a
+ * subagent session linked to it).
+ */
+export async function memoryScenario(kind: "typical" | "worst", checkpoints: number[]): Promise<Record<string, number>> {
+  const sb = sandbox(contractsYaml(10))
+  try {
+    const out: Record<string, number> = {}
+    const bigResult = "lorem ipsum dolor sit amet, ".repeat(2000) // 56 KB; the plugin keeps 8 KiB of it
+    const base = heapUsed()
+    const hooks = await start(sb)
+    out.plugin = heapUsed() - base
+    const calls = callsFor(sb.project)
+    const session = async (sessionID: string, rounds: number, worst: boolean) => {
+      await userMessage(hooks, sessionID, `Session ${sessionID}: fix the handler so that the tests pass.`)
+      for (let i = 0; i < rounds * 3; i++) {
+        const c = calls[i % 3]
+        const callID = `${sessionID}-${i}`
+        try {
+          await hooks["tool.execute.before"]({ tool: c.tool, sessionID, callID }, { args: c.args })
+        } catch {}
+        if (!worst || c.tool !== "edit") {
+          const output = worst ? `${bigResult}${i}` : "ok"
+          await hooks["tool.execute.after"]({ tool: c.tool, sessionID, callID, args: c.args }, { title: c.tool, output, metadata: {} })
+        }
+        if (i % 3 === 2) await userMessage(hooks, sessionID, worst ? `${bigResult} ${i}` : "ok, go on")
+      }
+    }
+    for (let s = 0; s < MAX_SESSIONS; s++) await session(`live-${s}`, kind === "worst" ? 90 : 2, kind === "worst")
+    out.atCapacity = heapUsed() - base
+    out.perSession = (out.atCapacity - out.plugin) / MAX_SESSIONS
+    let done = 0
+    for (const checkpoint of checkpoints) {
+      for (let s = done; s < checkpoint; s++) {
+        const sessionID = `churn-${s}`
+        if (s % 4 === 0) {
+          const child = `${sessionID}-child`
+          await hooks.event({ event: { type: "session.created", properties: { sessionID: child, info: { id: child, parentID: sessionID } } } })
+        }
+        await session(sessionID, 2, false)
+        if (s % 2) await hooks.event({ event: { type: "session.deleted", properties: { sessionID, info: { id: sessionID } } } })
+      }
+      done = checkpoint
+      out[`after${checkpoint}`] = heapUsed() - base
+    }
+    ;(globalThis as { keep?: unknown }).keep = hooks
+    return out
+  } finally {
+    sb.cleanup()
+  }
+}
