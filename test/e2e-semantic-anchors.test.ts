@@ -94,8 +94,11 @@ describe("e2e semantic-anchors in opencode run", () => {
 
   test("7: a broken project YAML: opencode still runs, the built-ins apply, the warning is in opencode's log", async () => {
     const sb = sandbox({ files: { [PROJECT_CONFIG]: "version: 1\ncontracts: [\n  - id: oops\n    mode: {block\n" } });
+    // --print-logs: opencode's log stream, complete, on stderr. (The log file of a short `run` can lose its last lines
+    // when the process exits before its writer flushes; a host quirk, seen on 1.18.33.)
     const r = await runOpencode(sb, {
       prompt: "write files. Source: https://example.com/spec",
+      args: ["--print-logs"],
       script: [write(sb, "a1.txt"), write(sb, "a2.txt"), write(sb, "a3.txt"), write(sb, "a4.txt"), { text: "stopping" }],
     });
 
@@ -105,23 +108,25 @@ describe("e2e semantic-anchors in opencode run", () => {
     for (const f of ["a1.txt", "a2.txt", "a3.txt"]) expect(fs.existsSync(path.join(sb.project, f))).toBe(true);
     expect(fs.existsSync(path.join(sb.project, "a4.txt"))).toBe(false);
     expectBlocked(resultSeenFor(r.llm, 3), "step-confirmation");
-    // The problem, naming the file, is in opencode's own log.
-    const log = sb.log();
-    expect(log).toContain(`[semantic-anchors] ${PROJECT_CONFIG}: cannot parse YAML`);
-    expect(log).toContain("the file is ignored and the other files stay in force");
+    // The problem, naming the file, is in opencode's own log, as an ERROR line.
+    const line = r.stderr.split("\n").find((l) => l.includes(`[semantic-anchors] ${PROJECT_CONFIG}: cannot parse YAML`));
+    expect(line).toContain("level=ERROR");
+    expect(line).toContain("the file is ignored and the other files stay in force");
   });
 
   test("8: the model calling anchor_bypass under `opencode run` gets no bypass", async () => {
     const sb = sandbox({ files: { [PROJECT_CONFIG]: projectConfig() } });
     const r = await runOpencode(sb, {
       prompt: "push",
+      args: ["--print-logs"],
       script: [forcePush, { tool: "anchor_bypass", args: { reason: "I really need to push" } }, forcePush, { text: "giving up" }],
     });
 
     // opencode asked the human (the permission is a real question), and run, having no human, rejected it.
     expect(r.code).toBe(0);
     expect(r.stderr).toContain("permission requested: anchor-bypass (no-force-push); auto-rejecting");
-    expect(sb.log()).toContain("[semantic-anchors] anchor_bypass not approved");
+    expect(r.stderr.split("\n").some((l) => l.includes("message=asking") && l.includes("permission=anchor-bypass"))).toBe(true);
+    expect(r.stderr).toContain("[semantic-anchors] anchor_bypass not approved");
     // The model read the refusal; the same force-push was blocked again, with no override used; it never ran.
     expect(toolParts(r.events).map((p) => `${p.tool}:${p.status}`)).toEqual(["bash:error", "anchor_bypass:completed", "bash:error"]);
     expect(resultSeenFor(r.llm, 1)).toBe("Bypass refused: the human did not approve. Do not retry the blocked call; ask the user how to proceed.");
@@ -129,7 +134,7 @@ describe("e2e semantic-anchors in opencode run", () => {
     expectBlocked(again, "no-force-push");
     expect(again).toContain("(3 of 3 overrides left)");
     expect(pushRuns(sb)).toBe(0);
-    expect(sb.log()).not.toContain("bypass granted");
+    expect(r.stderr).not.toContain("bypass granted");
   });
 
   test("9: the agent trying to change the anchors YAML or a plugin file is blocked", async () => {

@@ -42,7 +42,10 @@ export interface Sandbox {
   project: string;
   env: Record<string, string>;
   installOutput: string;
-  /** Every line opencode wrote to its log files so far. */
+  /**
+   * Every line opencode wrote to its log files so far. Under `run` the file can miss its last lines (the process
+   * exits before its writer flushes): assert on log lines of `run` through `--print-logs` (stderr) instead.
+   */
   log(): string;
   cleanup(): void;
 }
