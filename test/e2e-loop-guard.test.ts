@@ -114,7 +114,7 @@ describe("e2e loop-guard in opencode run", () => {
 });
 
 describe("e2e loop-guard in opencode serve", () => {
-  test("3: two interleaved sessions keep their own counts; DELETE /session/:id emits session.deleted and the plugin drops it", async () => {
+  test("3: two interleaved sessions keep their own counts; DELETE /session/:id emits session.deleted in the shape loop-guard resets on", async () => {
     const sb = sandbox();
     const read = readNotes(sb);
 
