@@ -2,10 +2,11 @@
 // bench/results/latest.json (git-ignored). Not part of `npm test`: figures depend on the machine and its load.
 //
 // Flags:
-//   --only=loop-guard,semantic-anchors,memory,host   run some groups (default: all)
+//   --only=loop-guard,semantic-anchors,memory,host,fuzz   run some groups (default: all but fuzz)
 //   --quick                                          fewer rounds and host runs (a smoke run, figures rougher)
 //   --host-runs=N                                    opencode runs per side for the whole-host figure (default 5)
-//   --fuzz[=N]                                       then run the fuzz tests with BENCH_FUZZ=N calls (default 1e6)
+//   --fuzz[=N]                                       then run the fuzz tests with BENCH_FUZZ=N calls (default 1e6);
+//                                                    `--only=fuzz` runs only those
 import { spawnSync } from "node:child_process"
 import { existsSync, mkdirSync, writeFileSync } from "node:fs"
 import path from "node:path"
@@ -20,7 +21,7 @@ const flag = (name: string): string | undefined => {
 const known = ["only", "quick", "host-runs", "fuzz"]
 for (const a of argv) {
   if (!known.some((k) => a === `--${k}` || a.startsWith(`--${k}=`))) {
-    console.error(`unknown argument ${a}; flags: --only=loop-guard,semantic-anchors,memory,host --quick --host-runs=N --fuzz[=N]`)
+    console.error(`unknown argument ${a}; flags: --only=loop-guard,semantic-anchors,memory,host,fuzz --quick --host-runs=N --fuzz[=N]`)
     process.exit(2)
   }
 }
@@ -102,18 +103,20 @@ if (groups.includes("host")) {
   results.host = h.json
 }
 
-results.machineAfter = machine()
-results.rows = rows
-console.log(`\nmachine: ${JSON.stringify(results.machineBefore)} -> load after ${JSON.stringify((results.machineAfter as any).loadavg)}`)
-console.log("medians over interleaved rounds; spread as p10-p90 or min-max. On a loaded machine compare ratios, not times.\n")
-printTable(rows)
-mkdirSync(path.join(REPO, "bench/results"), { recursive: true })
-writeFileSync(path.join(REPO, "bench/results/latest.json"), JSON.stringify(results, null, 2))
-console.log(`\nwritten: bench/results/latest.json`)
-const missed = rows.filter((r) => r.target && !r.target.met)
-console.log(missed.length ? `${missed.length} target(s) not met: ${missed.map((r) => `${r.group} / ${r.figure}`).join("; ")}` : "every target met")
+if (!groups.every((g) => g === "fuzz")) {
+  results.machineAfter = machine()
+  results.rows = rows
+  console.log(`\nmachine: ${JSON.stringify(results.machineBefore)} -> load after ${JSON.stringify((results.machineAfter as any).loadavg)}`)
+  console.log("medians over interleaved rounds; spread as p10-p90 or min-max. On a loaded machine compare ratios, not times.\n")
+  printTable(rows)
+  mkdirSync(path.join(REPO, "bench/results"), { recursive: true })
+  writeFileSync(path.join(REPO, "bench/results/latest.json"), JSON.stringify(results, null, 2))
+  console.log(`\nwritten: bench/results/latest.json`)
+  const missed = rows.filter((r) => r.target && !r.target.met)
+  console.log(missed.length ? `${missed.length} target(s) not met: ${missed.map((r) => `${r.group} / ${r.figure}`).join("; ")}` : "every target met")
+}
 
-const fuzz = flag("fuzz")
+const fuzz = flag("fuzz") ?? (groups.includes("fuzz") ? "" : undefined)
 if (fuzz !== undefined) {
   const calls = fuzz || "1e6"
   console.log(`\nfuzz: BENCH_FUZZ=${calls} bun test test/fuzz-*.test.ts`)
