@@ -23,6 +23,8 @@
  * session state and verdicts; (3) the opencode adapter: hooks, the /anchor command and the two tools.
  */
 import type { Hooks, Plugin, PluginInput, ToolContext, ToolDefinition } from "@opencode-ai/plugin"
+// @ts-ignore -- no Node types in this zero-dependency project; node:fs is built into Bun, which runs the plugin.
+import { lstatSync, realpathSync } from "node:fs"
 
 // opencode runs plugins on Bun. These are the only host globals used, declared here so the file type-checks
 // without a runtime types package.
@@ -40,6 +42,7 @@ const SEEN_CAP = 8192 // characters of one seen text that are kept and matched (
 export const REGEX_INPUT_CAP = 10_000 // characters a user regex ever runs on
 const MESSAGE_CAP = 20_000 // characters of a user message that message contracts look at
 const MAX_PENDING_NOTES = 256 // warn notes waiting for their tool.execute.after
+const MAX_LOGGED_PROBLEMS = 50 // config problems logged per file; the rest are counted (status lists all)
 const DEFAULT_MAX_OVERRIDES = 3
 const SERVICE = "semantic-anchors"
 const TAG = "[semantic-anchors]"
@@ -122,22 +125,39 @@ function editDistance(a: string, b: string): number {
   return previous[b.length]
 }
 
-export function closest(word: string, candidates: Iterable<string>): string | undefined {
-  let best: string | undefined
-  let bestDistance = Infinity
+type Guess = { guess: string | undefined; distance: number }
+
+// closest() per distinct word, per fixed candidate list (the schema's key lists, the bundled anchor ids): a file
+// that repeats one typo 10,000 times computes its edit distances once. Bounded, since the lists live for ever.
+const guessCache = new WeakMap<object, Map<string, Guess>>()
+const GUESS_CACHE_SIZE = 1000
+
+function closestGuess(word: string, candidates: Iterable<string>): Guess {
+  const cacheable = Array.isArray(candidates) || candidates instanceof Set
+  let cache = cacheable ? guessCache.get(candidates) : undefined
+  const cached = cache?.get(word)
+  if (cached) return cached
+  let result: Guess = { guess: undefined, distance: Infinity }
   for (const candidate of candidates) {
     const distance = editDistance(word, candidate)
-    if (distance < bestDistance) [best, bestDistance] = [candidate, distance]
+    if (distance < result.distance) result = { guess: candidate, distance }
   }
-  return best
+  if (cacheable) {
+    if (!cache) guessCache.set(candidates, (cache = new Map()))
+    if (cache.size >= GUESS_CACHE_SIZE) cache.clear()
+    cache.set(word, result)
+  }
+  return result
+}
+
+export function closest(word: string, candidates: Iterable<string>): string | undefined {
+  return closestGuess(word, candidates).guess
 }
 
 /** "did you mean" only when the guess is plausibly a typo. */
 function didYouMean(word: string, candidates: Iterable<string>): string {
-  const guess = closest(word, candidates)
-  return guess !== undefined && editDistance(word, guess) <= Math.max(2, Math.floor(guess.length / 3))
-    ? ` (did you mean "${guess}"?)`
-    : ""
+  const { guess, distance } = closestGuess(word, candidates)
+  return guess !== undefined && distance <= Math.max(2, Math.floor(guess.length / 3)) ? ` (did you mean "${guess}"?)` : ""
 }
 
 /** POSIX path normalisation: collapses `//`, `.` and `..` (never above the root). */
@@ -211,36 +231,105 @@ function capText(text: string, cap: number): string {
   return text.length <= cap ? text : `${text.slice(0, cap / 2)}\n${text.slice(-cap / 2)}`
 }
 
-/**
- * Nested quantifiers such as `(a+)+` or `(\w*\s?)*` can backtrack exponentially. A heuristic scan: a group that
- * contains an unbounded quantifier and is itself repeated. Reported as a warning; inputs are capped regardless.
- */
-export function hasNestedQuantifier(source: string): boolean {
-  const stack: boolean[] = [] // per open group: does it contain an unbounded quantifier?
+/** A quantifier at `at` (`+ * ? {n} {n,} {n,m}`, with an optional lazy `?`), or undefined. */
+function quantifierAt(source: string, at: number): { min: number; max: number; text: string } | undefined {
+  const match = /^(?:([+*?])|\{(\d+)(,(\d*))?\})\??/.exec(source.slice(at, at + 24))
+  if (!match) return undefined
+  const text = match[0]
+  if (match[1]) return { min: match[1] === "+" ? 1 : 0, max: match[1] === "?" ? 1 : Infinity, text }
+  const min = Number(match[2])
+  return { min, max: match[3] === undefined ? min : match[4] ? Number(match[4]) : Infinity, text }
+}
+
+/** The top-level branches of a group body: `a|b(c|d)` -> ["a", "b(c|d)"]. */
+function topLevelBranches(body: string): string[] {
+  const branches: string[] = []
+  let depth = 0
   let inClass = false
-  for (let i = 0; i < source.length; i++) {
+  let start = 0
+  for (let i = 0; i < body.length; i++) {
+    const ch = body[i]
+    if (ch === "\\") i++
+    else if (inClass) inClass = ch !== "]"
+    else if (ch === "[") inClass = true
+    else if (ch === "(") depth++
+    else if (ch === ")") depth--
+    else if (ch === "|" && depth === 0) {
+      branches.push(body.slice(start, i))
+      start = i + 1
+    }
+  }
+  branches.push(body.slice(start))
+  return branches
+}
+
+/** Counted repeats of an optional item from this count up are reported: (a?){n} tries 2^n ways before failing. */
+const BOUNDED_OPTIONAL_LIMIT = 10
+
+/**
+ * Why a regex can backtrack exponentially, or undefined. Capping the input does not help against these: /(a+)+$/
+ * takes about a second on 26 characters and hours on 40. A simple static check of three shapes, each a repeated
+ * group that can match the same text in many ways:
+ * - nested quantifier: a group that contains `+`, `*` or `{n,}` and is itself repeated (`+ * {n,} {n,m}`), as in
+ *   `(a+)+` or `(\w+\s?)*`; a fixed count such as `(\d+\.){3}` is not reported;
+ * - overlapping alternation: a group repeated by `+ * {n,}` in which one branch is a prefix of another, as in
+ *   `(a|a)*` or `(a|aa)+` (compared as written: `(\w|\d)+` is not caught);
+ * - large bounded repeat of an optional item: a group that contains `?`, `*` or `{0,n}`, repeated
+ *   BOUNDED_OPTIONAL_LIMIT or more times by a counted quantifier, as in `(a?){25}`.
+ * A heuristic: it can miss a slow regex and flag a harmless one (`(a|ab)*`); the message says how to rewrite it.
+ */
+export function regexHazard(source: string): string | undefined {
+  type Group = { open: number; body: number; unbounded: boolean; optional: boolean }
+  const stack: Group[] = []
+  for (let i = 0; i < source.length; ) {
     const ch = source[i]
-    if (ch === "\\") {
+    if (ch === "(") {
+      const prefix = /^\((?:\?(?:[:=!]|<[=!]|<[^>]*>|[a-z-]*:))?/.exec(source.slice(i, i + 64))![0]
+      stack.push({ open: i, body: i + prefix.length, unbounded: false, optional: false })
+      i += prefix.length
+      continue
+    }
+    if (ch === "|") {
       i++
       continue
     }
-    if (inClass) {
-      if (ch === "]") inClass = false
-      continue
+    // One atom: an escape, a class, a closing group or a single character; then its quantifier, if any.
+    let end = i + 1
+    let group: Group | undefined
+    if (ch === "\\") end = /^\\[pPu]\{/.test(source.slice(i, i + 3)) ? source.indexOf("}", i) + 1 || source.length : i + 2
+    else if (ch === "[") {
+      for (end = i + 1; end < source.length && source[end] !== "]"; end++) if (source[end] === "\\") end++
+      end++
+    } else if (ch === ")") group = stack.pop()
+    const q = quantifierAt(source, end)
+    const top = stack[stack.length - 1]
+    if (group) {
+      const shown = `/${source.slice(group.open, end + (q?.text.length ?? 0))}/`
+      const repeated = q !== undefined && q.max > 1 && (q.max === Infinity || q.max > q.min)
+      if (group.unbounded && repeated) {
+        return `nested quantifier in ${shown} (a quantified group that itself contains a quantifier) can take exponential time; rewrite it without a quantified group that itself contains a quantifier, e.g. (a+)+ -> a+, (\\w+\\s?)* -> [\\w\\s]*`
+      }
+      if (q && q.max === Infinity) {
+        const branches = topLevelBranches(source.slice(group.body, i))
+        for (const [x, a] of branches.entries()) {
+          const b = branches.find((other, y) => y !== x && other.startsWith(a))
+          if (b !== undefined) return `overlapping alternation in ${shown} (the branches "${a}" and "${b}" can match the same text, and the group repeats) can take exponential time; make the branches exclusive or merge them, e.g. (a|aa)+ -> a+`
+        }
+      }
+      if (group.optional && q && q.max !== Infinity && q.max >= BOUNDED_OPTIONAL_LIMIT) {
+        return `large bounded repeat of an optional item in ${shown} (each of its ${q.max} repeats may match or not) can take exponential time; bound the item itself instead, e.g. (a?){25} -> a{0,25}`
+      }
+      if (top) {
+        top.unbounded ||= group.unbounded || q?.max === Infinity
+        top.optional ||= group.optional || q?.min === 0
+      }
+    } else if (q && top) {
+      top.unbounded ||= q.max === Infinity
+      top.optional ||= q.min === 0
     }
-    if (ch === "[") inClass = true
-    else if (ch === "(") stack.push(false)
-    else if (ch === ")") {
-      const repeatedInside = stack.pop() ?? false
-      const next = source[i + 1]
-      const repeatedOutside = next === "+" || next === "*" || (next === "{" && /^\{\d*,\d*\}/.test(source.slice(i + 1)))
-      if (repeatedInside && repeatedOutside) return true
-      if (repeatedInside && stack.length > 0) stack[stack.length - 1] = true
-    } else if ((ch === "+" || ch === "*" || (ch === "{" && /^\{\d*,\}/.test(source.slice(i)))) && stack.length > 0) {
-      stack[stack.length - 1] = true
-    }
+    i = end + (q?.text.length ?? 0)
   }
-  return false
+  return undefined
 }
 
 // =================================================================================================================
@@ -514,7 +603,7 @@ const join = (path: string, key: string | number): string =>
 
 const ALLOWED_FLAGS = /^[imsu]*$/ // g and y would make repeated tests stateful
 
-/** Compiles a user regex, or reports why not. Nested quantifiers compile but are reported. */
+/** Compiles a user regex, or reports why not. A regex that can backtrack exponentially (regexHazard) is refused. */
 function compileRegex(source: unknown, flags: unknown, path: string, flagsPath: string, r: Reporter): RegExp | null | undefined {
   if (typeof source !== "string" || source === "") {
     r.error(path, `must be a non-empty string holding a regular expression (got ${describe(source)})`)
@@ -530,8 +619,10 @@ function compileRegex(source: unknown, flags: unknown, path: string, flagsPath: 
   }
   try {
     const compiled = new RegExp(source, flagText)
-    if (hasNestedQuantifier(source)) {
-      r.warn(path, `nested quantifier in ${JSON.stringify(source)} can take exponential time; rewrite it without a repeated group of repeats (inputs are capped at ${REGEX_INPUT_CAP} characters)`)
+    const hazard = regexHazard(source)
+    if (hazard) {
+      r.error(path, `${hazard}. The regex is refused: capping its input at ${REGEX_INPUT_CAP} characters does not bound this`)
+      return undefined
     }
     return compiled
   } catch (error) {
@@ -572,8 +663,22 @@ function asText(value: unknown): string {
   return String(value)
 }
 
+// One-entry cache for pathForGlob: every glob contract of a call asks for the same argument's path, so with 100
+// glob contracts the path was normalised 100 times per call. The result depends only on (value, ctx).
+let lastGlobInput: string | undefined
+let lastGlobCtx: MatchContext | undefined
+let lastGlobPath = ""
+
 /** A path argument as globs see it: relative to the project when inside it, `./` dropped. */
 function pathForGlob(value: string, ctx: MatchContext): string {
+  if (value === lastGlobInput && ctx === lastGlobCtx) return lastGlobPath
+  lastGlobPath = pathForGlobUncached(value, ctx)
+  lastGlobInput = value
+  lastGlobCtx = ctx
+  return lastGlobPath
+}
+
+function pathForGlobUncached(value: string, ctx: MatchContext): string {
   if (value.startsWith("/")) {
     const abs = normalizePath(value)
     return relativeInside(ctx.directory, abs) ?? relativeInside(ctx.worktree, abs) ?? abs
@@ -904,7 +1009,11 @@ export function applyFile(config: Config, raw: unknown, file: string, layer: Lay
     return "ignored"
   }
   if (raw.version === undefined) r.warn("version", `is missing; add "version: 1" as the first line`)
-  else if (raw.version !== 1) {
+  else if (typeof raw.version === "string" && Number(raw.version) === 1) {
+    // YAML reads `version: "1"` as text; say so rather than call "1" an unsupported version.
+    r.error("version", `must be the number 1, not the string "${raw.version}"; write version: 1 without quotes. The file is ignored`)
+    return "ignored"
+  } else if (raw.version !== 1) {
     r.error("version", `unsupported version ${describe(raw.version)}; this plugin reads version 1. The file is ignored`)
     return "ignored"
   }
@@ -920,6 +1029,97 @@ export function applyFile(config: Config, raw: unknown, file: string, layer: Lay
   return `loaded${added ? `, ${added} new contract${added === 1 ? "" : "s"}` : ""}`
 }
 
+/** The change in flow-collection depth (`{ [` minus `} ]`) over a line, outside quotes and comments. */
+function flowDepthChange(text: string): number {
+  let depth = 0
+  let quote = ""
+  for (let i = 0; i < text.length; i++) {
+    const ch = text[i]
+    if (quote) {
+      if (ch === "\\" && quote === '"') i++
+      else if (ch === quote) quote = ""
+    } else if (ch === '"' || ch === "'") quote = ch
+    else if (ch === "#" && (i === 0 || /\s/.test(text[i - 1]))) break
+    else if (ch === "{" || ch === "[") depth++
+    else if (ch === "}" || ch === "]") depth--
+  }
+  return depth
+}
+
+export type DuplicateKey = { path: string; key: string; line: number; firstLine: number }
+
+/**
+ * Keys written twice in one mapping. Bun.YAML keeps the last value silently, so `mode: block` followed by
+ * `mode: info` would pass unseen. This is a line scan of the raw text, not a second YAML parser: it follows block
+ * style only (indentation, `- ` items, `key: value` lines), and skips block scalars (`|`, `>`), comments and flow
+ * collections (`{...}`, `[...]`), whose keys it does not check. Lines are numbered from 1.
+ */
+export function duplicateKeys(text: string): DuplicateKey[] {
+  type Scope = { indent: number; path: string; keys: Map<string, number>; lastKey?: string; items: Map<string, number> }
+  const found: DuplicateKey[] = []
+  const scope = (indent: number, path: string): Scope => ({ indent, path, keys: new Map(), items: new Map() })
+  let stack: Scope[] = []
+  let blockScalarIndent = -1 // inside a | or > scalar: lines indented deeper than this belong to it
+  let flowDepth = 0 // inside a flow collection that spans lines
+  const lines = text.split("\n")
+  for (let n = 0; n < lines.length; n++) {
+    const line = lines[n].replace(/\r$/, "")
+    const indent = /^ */.exec(line)![0].length
+    if (blockScalarIndent >= 0) {
+      if (line.trim() === "" || indent > blockScalarIndent) continue
+      blockScalarIndent = -1
+    }
+    if (flowDepth > 0) {
+      flowDepth += flowDepthChange(line)
+      continue
+    }
+    if (line.trim() === "" || line.trimStart().startsWith("#")) continue
+    if (/^(---|\.\.\.)(\s|$)/.test(line)) {
+      stack = []
+      continue
+    }
+    const item = /^( *)((?:- +)*)([^]*)$/.exec(line)!
+    const dashes = item[2]
+    const column = indent + dashes.length
+    const rest = item[3]
+    let current: Scope | undefined
+    while (stack.length && stack[stack.length - 1].indent > indent) stack.pop()
+    const top = stack[stack.length - 1]
+    if (dashes) {
+      // A new item of the sequence under the enclosing mapping's last key.
+      const seqKey = top?.lastKey ?? ""
+      const index = (top?.items.get(seqKey) ?? -1) + 1
+      top?.items.set(seqKey, index)
+      const base = top ? (seqKey ? (top.path ? `${top.path}.${seqKey}` : seqKey) : top.path) : ""
+      const path = `${base}[${index}]${"[0]".repeat(dashes.trim().split(/ +/).length - 1)}`
+      current = scope(column, path)
+      stack.push(current)
+    }
+    const key = /^("(?:[^"\\]|\\.)*"|'(?:[^']|'')*'|[^\s#'"{[\]}&*!|>%@`,?:-][^#]*?)\s*:(?:\s+|$)(.*)$/.exec(rest.slice(0, 1024))
+    if (!key) {
+      flowDepth = Math.max(0, flowDepthChange(rest))
+      continue
+    }
+    if (!current) {
+      if (top && top.indent === column) current = top
+      else {
+        current = scope(column, top ? (top.lastKey ? (top.path ? `${top.path}.${top.lastKey}` : top.lastKey) : top.path) : "")
+        stack.push(current)
+      }
+    }
+    const name = /^["']/.test(key[1]) ? key[1].slice(1, -1) : key[1]
+    const first = current.keys.get(name)
+    if (first !== undefined && name !== "<<") {
+      found.push({ path: current.path ? `${current.path}.${name}` : name, key: name, line: n + 1, firstLine: first })
+    } else current.keys.set(name, n + 1)
+    current.lastKey = name
+    const value = rest.slice(key[0].length - key[2].length)
+    if (/^[|>][-+0-9]*\s*(#.*)?$/.test(value)) blockScalarIndent = column
+    else flowDepth = Math.max(0, flowDepthChange(value))
+  }
+  return found
+}
+
 /** Parses YAML text (JSON is YAML too) and applies it; a parse error skips the file. */
 export function applyText(config: Config, text: string, file: string, layer: Layer): string {
   let raw: unknown
@@ -930,7 +1130,18 @@ export function applyText(config: Config, text: string, file: string, layer: Lay
     config.problems.push({ severity: "error", file, path: "", text: `cannot parse YAML (${reason}); the file is ignored and the other files stay in force` })
     return "ignored"
   }
-  return applyFile(config, raw, file, layer)
+  const status = applyFile(config, raw, file, layer)
+  if (status !== "ignored") {
+    for (const dup of duplicateKeys(text)) {
+      config.problems.push({
+        severity: "warning",
+        file,
+        path: dup.path,
+        text: `key "${dup.key}" is written twice in one mapping (lines ${dup.firstLine} and ${dup.line}); YAML keeps only the last one, so line ${dup.firstLine} has no effect. Delete one of them`,
+      })
+    }
+  }
+  return status
 }
 
 /** Collects the distinct `unlessSeen` patterns so each seen text is tested once per pattern, not once per call. */
@@ -1048,13 +1259,37 @@ function isReadOnly(normalized: string, segments: string[][]): boolean {
   })
 }
 
+/** "/a/b/c" -> ["/a/b/c", "/a/b", "/a"]: a glob that matches a parent directory takes the file with it. */
+function ancestorsAndSelf(abs: string): string[] {
+  const out = [abs]
+  for (let cut = abs.lastIndexOf("/"); cut > 0; cut = abs.lastIndexOf("/", cut - 1)) out.push(abs.slice(0, cut))
+  return out
+}
+
+/** Commands that write through a symbolic link to its target (rm and mv act on the link itself). */
+const WRITE_THROUGH_LINKS = new Set(["tee", "truncate", "shred", "chmod", "chown", "cp"])
+
+/** Resolves symbolic links of a path that exists (or of its parent); the identity where nothing is known. */
+export type RealPath = (abs: string) => string
+
+/** `git clean` deletes untracked files under its paths, the current directory when none is given; -n only lists. */
+function gitCleanArgs(words: string[]): string[] | undefined {
+  const rest = words.slice(2)
+  if (rest.some((w) => w === "--dry-run" || /^-[a-zA-Z]*n/.test(w))) return undefined
+  const args = rest.filter((w, i) => !w.startsWith("-") && rest[i - 1] !== "-e" && rest[i - 1] !== "--exclude")
+  return args.length ? args : ["."]
+}
+
 /**
  * Does a bash command change a guard file? A heuristic against accidents and casual evasion (quoting, `../`,
- * globs, deleting a parent directory), not a sandbox: a determined shell user can always hide a path.
+ * globs, deleting a parent directory, a link with an innocent name), not a sandbox: a determined shell user can
+ * always hide a path (a variable, `$(...)`, an encoded name).
  * It blocks when a guard file or directory is named and the command is not read-only, or when a changing command
- * (rm, mv, cp, sed, redirects, ...) has an argument that resolves or globs onto a guard file or one of its parents.
+ * (rm, mv, cp, sed, git clean, redirects, ...) has an argument that resolves or globs onto a guard file or one of
+ * its parents. Redirect targets and the arguments of commands that write through links are resolved with
+ * `realpath` (links that exist) before the check.
  */
-export function bashTouchesGuard(command: string, paths: Paths, guard: GuardFiles): string | undefined {
+export function bashTouchesGuard(command: string, paths: Paths, guard: GuardFiles, realpath: RealPath = (abs) => abs): string | undefined {
   const normalized = command.replace(/\\\n/g, " ").replace(/["'\\]/g, "")
   const segments = splitSegments(normalized)
   const readOnly = isReadOnly(normalized, segments)
@@ -1062,19 +1297,24 @@ export function bashTouchesGuard(command: string, paths: Paths, guard: GuardFile
     for (const mention of guard.mentions) if (mention && normalized.includes(mention)) return mention
   }
   const candidates = [...guard.exact, ...guard.roots]
+  let withParents: string[] | undefined // candidates and all their parent directories, built on the first glob
+  const hitsGuard = (abs: string): boolean =>
+    isGuardPath(abs, guard) || candidates.some((candidate) => candidate === abs || candidate.startsWith(abs.endsWith("/") ? abs : `${abs}/`))
   for (const segment of segments) {
     const words = commandWords(segment)
     const redirectTargets = normalized.includes(">") ? segment.filter((_, i) => i > 0 && /^\d?>>?$/.test(segment[i - 1])) : []
-    const changing = words.length > 0 && (CHANGING_COMMANDS.has(words[0]) || (words[0] === "git" && /^(rm|mv|clean)$/.test(words[1] ?? "")) || (words[0] === "find" && words.includes("-delete")))
-    const args = changing ? words.slice(1).filter((w) => !w.startsWith("-")) : []
-    for (const word of [...args, ...redirectTargets]) {
+    const git = words[0] === "git"
+    const changing = words.length > 0 && (CHANGING_COMMANDS.has(words[0]) || (git && /^(rm|mv)$/.test(words[1] ?? "")) || (words[0] === "find" && words.includes("-delete")))
+    const args = git && words[1] === "clean" ? gitCleanArgs(words) ?? [] : changing ? words.slice(git ? 2 : 1).filter((w) => !w.startsWith("-")) : []
+    const followsLinks = WRITE_THROUGH_LINKS.has(words[0] ?? "")
+    for (const [word, throughLink] of [...args.map((w) => [w, followsLinks] as const), ...redirectTargets.map((w) => [w, true] as const)]) {
       const expanded = word.replace(/^\$\{?HOME\}?(?=\/|$)/, "~")
       const abs = resolvePath(paths.directory, expanded, paths.home)
       if (/[*?]/.test(abs)) {
         const pattern = globToRegExp(abs, true)
-        const hit = candidates.find((candidate) => pattern.test(candidate))
-        if (hit) return word
-      } else if (isGuardPath(abs, guard) || candidates.some((candidate) => candidate === abs || candidate.startsWith(`${abs}/`))) {
+        withParents ??= [...new Set(candidates.flatMap(ancestorsAndSelf))]
+        if (withParents.some((path) => pattern.test(path))) return word
+      } else if (hitsGuard(abs) || (throughLink && hitsGuard(realpath(abs)))) {
         return word
       }
     }
@@ -1177,11 +1417,15 @@ function checkToolContract(contract: Contract, tool: string, args: unknown, stat
     }
     case "integrity": {
       if (anyMatch(EDIT_TOOL_RES, tool)) {
-        const hit = editTargets(args).find((target) => isGuardPath(resolvePath(env.paths.directory, target, env.paths.home), env.guard))
+        // A link with an innocent name writes to its target: check the path as named and as resolved.
+        const hit = editTargets(args).find((target) => {
+          const abs = resolvePath(env.paths.directory, target, env.paths.home)
+          return isGuardPath(abs, env.guard) || isGuardPath(env.realpath(abs), env.guard)
+        })
         return hit ? `${hit} is a guard file` : undefined
       }
       if (tool === "bash" && isMapping(args) && typeof args.command === "string") {
-        const hit = bashTouchesGuard(args.command, env.paths, env.guard)
+        const hit = bashTouchesGuard(args.command, env.paths, env.guard, env.realpath)
         return hit ? `the command touches ${hit}, a guard file or directory` : undefined
       }
       return undefined
@@ -1202,7 +1446,8 @@ function topDirs(args: unknown, env: EngineEnv): string[] {
   return dirs
 }
 
-type EngineEnv = { paths: Paths; guard: GuardFiles; match: MatchContext }
+/** What the engine needs from outside: paths, the guard's files, and a realpath (the only file-system access). */
+type EngineEnv = { paths: Paths; guard: GuardFiles; match: MatchContext; realpath: RealPath }
 
 export function evaluateTool(contracts: readonly Contract[], tool: string, args: unknown, state: SessionState, env: EngineEnv): Verdict {
   const hits: Hit[] = []
@@ -1329,6 +1574,30 @@ export async function loadConfig(paths: Paths): Promise<Config> {
   return buildConfig(reads)
 }
 
+/**
+ * The file system's view of a path for the integrity check: links resolved when the path exists, or when its parent
+ * directory does (a new file written into a linked directory). On any error, the path as given: the check by name
+ * still applies.
+ */
+function realpathOf(abs: string): string {
+  try {
+    if (lstatSync(abs, { throwIfNoEntry: false })) return realpathSync(abs) as string
+    const cut = abs.lastIndexOf("/")
+    if (cut > 0 && lstatSync(abs.slice(0, cut), { throwIfNoEntry: false })) return `${realpathSync(abs.slice(0, cut))}${abs.slice(cut)}`
+  } catch {
+    // a dangling link, a permission error: fall back to the name
+  }
+  return abs
+}
+
+/** Adds the resolved form of each guard path, so a project reached through a link (macOS /tmp) still matches. */
+function withResolvedLinks(guard: GuardFiles, realpath: RealPath): GuardFiles {
+  const exact = new Set(guard.exact)
+  for (const path of guard.exact) exact.add(realpath(path))
+  const roots = [...new Set([...guard.roots, ...guard.roots.map(realpath)])]
+  return { ...guard, exact, roots }
+}
+
 type Client = PluginInput["client"]
 type Level = "debug" | "info" | "warn" | "error"
 type Part = { type?: string; text?: string; synthetic?: boolean; ignored?: boolean }
@@ -1345,8 +1614,8 @@ export function stripArgumentQuotes(text: string): string {
 const server: Plugin = async (input) => {
   const client: Client | undefined = input?.client
   const paths = resolvePaths(input ?? {}, process.env)
-  const guard = guardFiles(paths)
-  const env: EngineEnv = { paths, guard, match: { directory: paths.directory, worktree: paths.worktree } }
+  const guard = withResolvedLinks(guardFiles(paths), realpathOf)
+  const env: EngineEnv = { paths, guard, match: { directory: paths.directory, worktree: paths.worktree }, realpath: realpathOf }
   let config = defaultConfig()
   let activeCache = new Map<string, Contract[]>()
   const sessions = new Map<string, SessionState>()
@@ -1378,8 +1647,17 @@ const server: Plugin = async (input) => {
     log("error", `${TAG} internal error, allowing (fail-open): ${text}`)
   }
 
+  /** Logs each file's first MAX_LOGGED_PROBLEMS problems, then one line with the rest's count; status lists all. */
   const reportProblems = () => {
-    for (const problem of config.problems) log(problem.severity === "error" ? "error" : "warn", `${TAG} ${formatProblem(problem)}`)
+    const perFile = new Map<string, number>()
+    for (const problem of config.problems) {
+      const count = (perFile.get(problem.file) ?? 0) + 1
+      perFile.set(problem.file, count)
+      if (count <= MAX_LOGGED_PROBLEMS) log(problem.severity === "error" ? "error" : "warn", `${TAG} ${formatProblem(problem)}`)
+    }
+    for (const [file, count] of perFile) {
+      if (count > MAX_LOGGED_PROBLEMS) log("warn", `${TAG} ${file}: ${count - MAX_LOGGED_PROBLEMS} more problems not logged (${count} in all); run /anchor status to see them all`)
+    }
     if (config.problems.length) {
       const errors = config.problems.filter((p) => p.severity === "error").length
       toast(`semantic-anchors: ${config.problems.length} config problem${config.problems.length === 1 ? "" : "s"} (${errors} error${errors === 1 ? "" : "s"}); run /anchor status`, errors ? "error" : "warning")

@@ -137,15 +137,20 @@ const CONFIG_CASES: ConfigCase[] = [
     },
   },
   {
+    // Every pattern that can backtrack exponentially is an error that disables its contract (capping the input does
+    // not bound exponential time); only safe-regex stays active, and safe inputs still run through it.
     file: "catastrophic-regexes.yaml",
-    status: "loaded, 9 new contracts",
-    active: [...BUILTINS, "nested-plus", "nested-star-words", "nested-braces", "message-nested", "seen-nested", "alternation-overlap", "alternation-prefix", "bounded-repeat", "safe-regex"],
+    status: "loaded, 1 new contract",
+    active: [...BUILTINS, "safe-regex"],
     problems: [
-      /^warning: .*: contracts\[0\]\.trigger\.args\.command\.regex: nested quantifier in "\(a\+\)\+\$" can take exponential time/,
-      /^warning: .*: contracts\[1\]\.trigger\.args\.command\.regex: nested quantifier/,
-      /^warning: .*: contracts\[2\]\.trigger\.args\.command\.regex: nested quantifier/,
-      /^warning: .*: contracts\[3\]\.trigger\.pattern: nested quantifier/,
-      /^warning: .*: contracts\[4\]\.trigger\.unlessSeen: nested quantifier/,
+      /^error: .*: contracts\[0\]\.trigger\.args\.command\.regex: nested quantifier in \/\(a\+\)\+\/ \(a quantified group that itself contains a quantifier\) can take exponential time; rewrite it without a quantified group that itself contains a quantifier/,
+      /^error: .*: contracts\[1\]\.trigger\.args\.command\.regex: nested quantifier/,
+      /^error: .*: contracts\[2\]\.trigger\.args\.command\.regex: nested quantifier/,
+      /^error: .*: contracts\[3\]\.trigger\.pattern: nested quantifier/,
+      /^error: .*: contracts\[4\]\.trigger\.unlessSeen: nested quantifier/,
+      /^error: .*: contracts\[5\]\.trigger\.args\.command\.regex: overlapping alternation in \/\(a\|a\)\*\/ \(the branches "a" and "a" can match the same text/,
+      /^error: .*: contracts\[6\]\.trigger\.args\.command\.regex: overlapping alternation in \/\(a\|aa\)\+\/ \(the branches "a" and "aa"/,
+      /^error: .*: contracts\[7\]\.trigger\.args\.command\.regex: large bounded repeat of an optional item in \/\(a\?\)\{25\}\/ \(each of its 25 repeats may match or not\)/,
     ],
     also: async (h) => {
       // Safe inputs run through every one of them without trouble, and the safe regex still matches.
@@ -158,8 +163,8 @@ const CONFIG_CASES: ConfigCase[] = [
     file: "duplicate-keys.yaml",
     status: "loaded, 1 new contract",
     active: [...BUILTINS, "twice"],
-    problems: [],
-    also: async (h) => expect(await h.status(fresh())).toMatch(/info\s+twice/), // Bun.YAML: the last key wins
+    problems: [/^warning: .*: contracts\[0\]\.mode: key "mode" is written twice in one mapping \(lines 6 and 7\); YAML keeps only the last one, so line 6 has no effect\. Delete one of them$/],
+    also: async (h) => expect(await h.status(fresh())).toMatch(/info\s+twice/), // Bun.YAML: the last key wins, now reported
   },
   { file: "bom-crlf.yaml", status: "loaded, 1 new contract", active: [...BUILTINS, "crlf-contract"], problems: [] },
   { file: "json-form.yaml", status: "loaded, 1 new contract", active: [...BUILTINS, "json-contract"], problems: [] },
@@ -178,7 +183,7 @@ const CONFIG_CASES: ConfigCase[] = [
   { file: "tab-indent.yaml", status: "ignored", active: BUILTINS, problems: [/^error: .*: cannot parse YAML \(Tab characters cannot be used as indentation\)/] },
   { file: "nul-byte.yaml", status: "ignored", active: BUILTINS, problems: [/^error: .*: cannot parse YAML \(Unexpected character\)/] },
   { file: "binary.yaml", status: "ignored", active: BUILTINS, problems: [/^error: .*: cannot parse YAML/] },
-  { file: "version-string.yaml", status: "ignored", active: BUILTINS, problems: [/^error: .*: version: unsupported version "1"; this plugin reads version 1\. The file is ignored$/] },
+  { file: "version-string.yaml", status: "ignored", active: BUILTINS, problems: [/^error: .*: version: must be the number 1, not the string "1"; write version: 1 without quotes\. The file is ignored$/] },
 ]
 
 describe("corpus: hostile config files (project file)", () => {
@@ -199,18 +204,20 @@ describe("corpus: hostile config files (project file)", () => {
     await c.also?.(h)
   })
 
-  test.todo("a nested-quantifier regex is refused (error, contract disabled), not only warned: capping input at 10,000 characters does not bound exponential backtracking (/(a+)+$/ takes ~1 s on 26 characters, hours on 40)", async () => {
+  test("a nested-quantifier regex is refused (error, contract disabled), not only warned: capping input at 10,000 characters does not bound exponential backtracking (/(a+)+$/ takes ~1 s on 26 characters, hours on 40)", async () => {
     const h = await start({ project: corpus("catastrophic-regexes.yaml") })
     expect(await activeIds(h)).not.toContain("nested-plus")
     expect((await problems(h)).some((line) => /^error: .*contracts\[0\]\.trigger\.args\.command\.regex: nested quantifier/.test(line))).toBe(true)
   })
 
-  test.todo("alternation and bounded-repeat patterns that backtrack exponentially ((a|a)*, (a|aa)+, (a?){25}a{25}) are reported like nested quantifiers", async () => {
-    const found = await problems(await start({ project: corpus("catastrophic-regexes.yaml") }))
-    for (const i of [5, 6, 7]) expect(found.some((line) => line.includes(`contracts[${i}]`))).toBe(true)
+  test("alternation and bounded-repeat patterns that backtrack exponentially ((a|a)*, (a|aa)+, (a?){25}a{25}) are reported like nested quantifiers", async () => {
+    const h = await start({ project: corpus("catastrophic-regexes.yaml") })
+    const found = await problems(h)
+    for (const i of [5, 6, 7]) expect(found.some((line) => line.startsWith("error: ") && line.includes(`contracts[${i}]`))).toBe(true)
+    for (const id of ["alternation-overlap", "alternation-prefix", "bounded-repeat"]) expect(await activeIds(h)).not.toContain(id)
   })
 
-  test.todo("a key written twice in one mapping is reported (Bun.YAML keeps the last silently, so `mode: block` then `mode: info` passes unseen)", async () => {
+  test("a key written twice in one mapping is reported (Bun.YAML keeps the last silently, so `mode: block` then `mode: info` passes unseen)", async () => {
     expect((await problems(await start({ project: corpus("duplicate-keys.yaml") }))).length).toBeGreaterThan(0)
   })
 })
@@ -248,9 +255,14 @@ describe("corpus: huge files (generated)", () => {
     await builtinsWork(h)
   })
 
-  test.todo("problems reported per file are capped in the log (e.g. the first 100, then a count): 20,000 unknown keys send 20,000 client.app.log calls to the host at startup", async () => {
+  test("problems are capped in the log per file (the first 50, then one line with the count); the status lists all", async () => {
     const h = await start({ project: `version: 1\n${Array.from({ length: 20_000 }, (_, i) => `key${i}: ${i}`).join("\n")}\n` })
     expect(h.logs.length).toBeLessThan(200)
+    const logged = h.logs.filter((l) => /unknown key "key\d+"/.test(l.message))
+    expect(logged.length).toBe(50)
+    expect(logged[49].message).toContain('unknown key "key49"')
+    expect(h.logs.some((l) => /opencode-semantic-anchors\.yaml: 19950 more problems not logged \(20000 in all\); run \/anchor status/.test(l.message))).toBe(true)
+    expect((await problems(h)).length).toBe(20_000)
   })
 })
 
@@ -328,13 +340,19 @@ describe("corpus: symlinks onto the guard's files", () => {
     expect(await h.tool(fresh(), "bash", { command: "rm src/settings.yaml" })).toBeUndefined()
   })
 
-  test.todo("writing through a link whose own name is innocent is blocked (edit/write: resolve the target with realpath before the check)", async () => {
+  test("writing through a link whose own name is innocent is blocked (edit/write: the target is resolved with realpath before the check)", async () => {
     const h = await withLinks()
     expect(await h.tool(fresh(), "write", { filePath: "src/settings.yaml", content: "version: 1\n" })).toContain('Contract "guard-integrity"')
+    expect(await h.tool(fresh(), "edit", { filePath: `${h.dirs.project}/src/settings.yaml`, oldString: "a", newString: "b" })).toContain('Contract "guard-integrity"')
+    // a new file in a linked directory: its parent is resolved
+    expect(await h.tool(fresh(), "write", { filePath: "src/dotdir/opencode.json", content: "{}" })).toContain('Contract "guard-integrity"')
+    expect(await h.tool(fresh(), "write", { filePath: "src/dotdir/notes.md", content: "x" })).toBeUndefined()
   })
 
-  test.todo("a redirect through a link whose own name is innocent is blocked (bash: resolve redirect targets that exist)", async () => {
+  test("a redirect through a link whose own name is innocent is blocked (bash: redirect targets that exist are resolved)", async () => {
     const h = await withLinks()
     expect(await h.tool(fresh(), "bash", { command: "echo 'version: 1' > src/settings.yaml" })).toContain('Contract "guard-integrity"')
+    expect(await h.tool(fresh(), "bash", { command: "printf x | tee -a src/settings.yaml" })).toContain('Contract "guard-integrity"')
+    expect(await h.tool(fresh(), "bash", { command: "echo x > src/other.txt" })).toBeUndefined()
   })
 })

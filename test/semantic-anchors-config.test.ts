@@ -275,6 +275,94 @@ describe("matchers (type: tool)", () => {
   })
 })
 
+describe("regexes that can backtrack exponentially are refused", () => {
+  // [regex, the kind reported or null for accepted]. The check is static and simple (see regexHazard): these rows
+  // are what it promises, including the harmless shapes it must leave alone.
+  const cases: [string, string | null][] = [
+    ["(a+)+$", "nested quantifier in /(a+)+/"],
+    ["^(\\w+\\s?)*$", "nested quantifier in /(\\w+\\s?)*/"],
+    ["(?:x*y)+", "nested quantifier in /(?:x*y)+/"],
+    ["(a+){2,5}", "nested quantifier in /(a+){2,5}/"],
+    ["((ab)+c)+", "nested quantifier in /((ab)+c)+/"],
+    ["^(a|a)*$", "overlapping alternation in /(a|a)*/"],
+    ["^(a|aa)+$", "overlapping alternation in /(a|aa)+/"],
+    ["(x|)+", "overlapping alternation in /(x|)+/"],
+    ["^(a?){25}a{25}$", "large bounded repeat of an optional item in /(a?){25}/"],
+    ["(b*c){12}", "large bounded repeat of an optional item in /(b*c){12}/"],
+    ["\\bgit\\s+push\\b.*\\s(--force|-f)\\b", null],
+    ["(\\d+\\.){3}\\d+", null], // a fixed count of a group with a quantifier: polynomial, and common
+    ["(https?|ftp)://\\S+", null],
+    ["(?:foo|bar)+", null],
+    ["(a?){9}", null], // below the bounded-repeat limit
+    ["[(a+)]+", null], // a class, not a group
+    ["\\(a+\\)+", null], // escaped parentheses
+  ]
+  for (const [regex, kind] of cases) {
+    test(`${kind ? "refused" : "accepted"}: /${regex}/`, async () => {
+      const h = await start({ project: `version: 1\ncontracts:\n  - { id: r, description: d, mode: block, trigger: { type: tool, tools: [probe], args: { text: { regex: ${JSON.stringify(regex)} } } } }\n` })
+      const status = await h.status(S)
+      if (kind) {
+        expect(status).toContain(`error: ${PROJECT_FILE}: contracts[0].trigger.args.text.regex: ${kind} (`)
+        expect(status).toContain("The regex is refused: capping its input at 10000 characters does not bound this")
+        expect(activeIds(status)).not.toContain("r")
+      } else {
+        expect(status).toContain("problems: none")
+        expect(activeIds(status)).toContain("r")
+      }
+    })
+  }
+
+  test("the same check covers pattern, unless, unlessSeen and settings.confirmPattern", async () => {
+    const project = [
+      "version: 1",
+      "settings: { confirmPattern: '^(ok|okay)+$' }",
+      "contracts:",
+      "  - { id: p, description: d, mode: info, trigger: { type: message, pattern: '(a+)+b' } }",
+      "  - { id: u, description: d, mode: info, trigger: { type: message, unless: '(a|aa)*c' } }",
+      "  - { id: s, description: d, mode: warn, trigger: { type: tool, tools: [write], unlessSeen: '(x?){30}' } }",
+      "",
+    ].join("\n")
+    const h = await start({ project })
+    const status = await h.status(S)
+    for (const line of [
+      "contracts[0].trigger.pattern: nested quantifier",
+      "contracts[1].trigger.unless: overlapping alternation",
+      "contracts[2].trigger.unlessSeen: large bounded repeat",
+      "settings.confirmPattern: overlapping alternation",
+    ]) expect(status).toContain(`error: ${PROJECT_FILE}: ${line}`)
+    for (const id of ["p", "u", "s"]) expect(activeIds(status)).not.toContain(id)
+    // the refused confirmPattern is not installed: any user message still confirms
+    for (let i = 1; i <= 3; i++) await h.tool(S, "edit", edit(i))
+    await h.user(S, "go on")
+    expect(await h.tool(S, "edit", edit(4))).toBeUndefined()
+  })
+})
+
+describe("keys written twice in one mapping", () => {
+  // [what, YAML, expected warnings as "path: line a and b"]
+  const cases: [string, string, string[]][] = [
+    ["top level", "version: 1\nsettings: { maxOverrides: 2 }\nsettings: { maxOverrides: 5 }\n", ["settings: 2 and 3"]],
+    ["in a contract", "version: 1\ncontracts:\n  - id: a\n    description: d\n    mode: block\n    trigger: { type: tool, tools: [probe] }\n    mode: info\n", ["contracts[0].mode: 5 and 7"]],
+    ["in the second contract, compact list", "version: 1\ncontracts:\n- id: a\n  description: d\n  mode: warn\n  trigger: { type: tool, tools: [probe] }\n- id: b\n  description: d\n  description: e\n  mode: warn\n  trigger: { type: tool, tools: [probe] }\n", ["contracts[1].description: 8 and 9"]],
+    ["nested mapping", "version: 1\nroles:\n  agents:\n    build: qa-engineer\n    plan: software-architect\n    build: educator\n", ["roles.agents.build: 4 and 6"]],
+    ["same key in sibling mappings is fine", "version: 1\ncontracts:\n  - id: a\n    description: d\n    mode: warn\n    trigger: { type: tool, tools: [probe] }\n  - id: b\n    description: d\n    mode: warn\n    trigger: { type: tool, tools: [probe] }\n", []],
+    ["block scalar lines are text", "version: 1\ncontracts:\n  - id: a\n    description: |\n      mode: x\n      mode: y\n    mode: warn\n    trigger: { type: tool, tools: [probe] }\n", []],
+    ["quoted and plain spelling are one key", "version: 1\n\"version\": 1\n", ["version: 1 and 2"]],
+  ]
+  for (const [what, yaml, expected] of cases) {
+    test(what, async () => {
+      const h = await start({ project: yaml })
+      const found = (await h.status(S)).split("\n").filter((line) => line.includes("is written twice"))
+      expect(found.length).toBe(expected.length)
+      for (const want of expected) {
+        const [path, lines] = want.split(": ")
+        const [a, b] = lines.split(" and ")
+        expect(found).toContain(`  warning: ${PROJECT_FILE}: ${path}: key "${path.split(".").pop()!.replace(/\[\d+\]$/, "")}" is written twice in one mapping (lines ${a} and ${b}); YAML keeps only the last one, so line ${a} has no effect. Delete one of them`)
+      }
+    })
+  }
+})
+
 describe("message and state triggers", () => {
   test("message: pattern, unless and minLength; warn and info toast the user; block becomes warn", async () => {
     const project = "version: 1\npresets: { software-developer: [] }\ncontracts:\n  - { id: deploy, description: Deploys need a ticket., mode: block, trigger: { type: message, pattern: '\\bdeploy\\b', unless: 'TICKET-\\d+', flags: i } }\n  - { id: long, description: Keep it short., mode: info, trigger: { type: message, unless: '^$', minLength: 60 } }\n"
