@@ -1032,21 +1032,29 @@ export function applyFile(config: Config, raw: unknown, file: string, layer: Lay
 /** The change in flow-collection depth (`{ [` minus `} ]`) over a line, outside quotes and comments. */
 function flowDepthChange(text: string): number {
   let depth = 0
-  let quote = ""
+  let quote = 0 // the char code of the open quote, or 0
   for (let i = 0; i < text.length; i++) {
-    const ch = text[i]
+    const ch = text.charCodeAt(i)
     if (quote) {
-      if (ch === "\\" && quote === '"') i++
-      else if (ch === quote) quote = ""
-    } else if (ch === '"' || ch === "'") quote = ch
-    else if (ch === "#" && (i === 0 || /\s/.test(text[i - 1]))) break
-    else if (ch === "{" || ch === "[") depth++
-    else if (ch === "}" || ch === "]") depth--
+      if (ch === 92 /* \ */ && quote === 34) i++
+      else if (ch === quote) quote = 0
+    } else if (ch === 34 /* " */ || ch === 39 /* ' */) quote = ch
+    else if (ch === 35 /* # */ && (i === 0 || text.charCodeAt(i - 1) === 32 || text.charCodeAt(i - 1) === 9)) break
+    else if (ch === 123 /* { */ || ch === 91 /* [ */) depth++
+    else if (ch === 125 /* } */ || ch === 93 /* ] */) depth--
   }
   return depth
 }
 
+/** How deep a line leaves an open flow collection (0 when it opens none, the common case). */
+function flowOpened(text: string): number {
+  return text.includes("{") || text.includes("[") ? Math.max(0, flowDepthChange(text)) : 0
+}
+
 export type DuplicateKey = { path: string; key: string; line: number; firstLine: number }
+
+const KEY_LINE = /^("(?:[^"\\]|\\.)*"|'(?:[^']|'')*'|[^\s#'"{[\]}&*!|>%@`,?:-][^#]*?)\s*:(?=\s|$)/
+const BLOCK_SCALAR = /^\s*[|>][-+0-9]*\s*(#.*)?$/
 
 /**
  * Keys written twice in one mapping. Bun.YAML keeps the last value silently, so `mode: block` followed by
@@ -1058,30 +1066,40 @@ export function duplicateKeys(text: string): DuplicateKey[] {
   type Scope = { indent: number; path: string; keys: Map<string, number>; lastKey?: string; items: Map<string, number> }
   const found: DuplicateKey[] = []
   const scope = (indent: number, path: string): Scope => ({ indent, path, keys: new Map(), items: new Map() })
+  const childPath = (parent: Scope | undefined): string =>
+    !parent ? "" : !parent.lastKey ? parent.path : parent.path ? `${parent.path}.${parent.lastKey}` : parent.lastKey
   let stack: Scope[] = []
   let blockScalarIndent = -1 // inside a | or > scalar: lines indented deeper than this belong to it
   let flowDepth = 0 // inside a flow collection that spans lines
   const lines = text.split("\n")
   for (let n = 0; n < lines.length; n++) {
-    const line = lines[n].replace(/\r$/, "")
-    const indent = /^ */.exec(line)![0].length
+    let line = lines[n]
+    if (line.endsWith("\r")) line = line.slice(0, -1)
+    let indent = 0
+    while (line.charCodeAt(indent) === 32) indent++
+    const blank = indent === line.length || /^\s*$/.test(line)
     if (blockScalarIndent >= 0) {
-      if (line.trim() === "" || indent > blockScalarIndent) continue
+      if (blank || indent > blockScalarIndent) continue
       blockScalarIndent = -1
     }
     if (flowDepth > 0) {
-      flowDepth += flowDepthChange(line)
+      flowDepth = Math.max(0, flowDepth + flowDepthChange(line))
       continue
     }
-    if (line.trim() === "" || line.trimStart().startsWith("#")) continue
-    if (/^(---|\.\.\.)(\s|$)/.test(line)) {
+    if (blank || line[indent] === "#") continue
+    if (indent === 0 && /^(---|\.\.\.)(\s|$)/.test(line)) {
       stack = []
       continue
     }
-    const item = /^( *)((?:- +)*)([^]*)$/.exec(line)!
-    const dashes = item[2]
-    const column = indent + dashes.length
-    const rest = item[3]
+    // `- - key: value`: count the sequence dashes; the content starts at `column`.
+    let column = indent
+    let dashes = 0
+    while (line[column] === "-" && (line[column + 1] === " " || column + 1 === line.length)) {
+      dashes++
+      column++
+      while (line[column] === " ") column++
+    }
+    const rest = line.slice(column)
     let current: Scope | undefined
     while (stack.length && stack[stack.length - 1].indent > indent) stack.pop()
     const top = stack[stack.length - 1]
@@ -1090,32 +1108,27 @@ export function duplicateKeys(text: string): DuplicateKey[] {
       const seqKey = top?.lastKey ?? ""
       const index = (top?.items.get(seqKey) ?? -1) + 1
       top?.items.set(seqKey, index)
-      const base = top ? (seqKey ? (top.path ? `${top.path}.${seqKey}` : seqKey) : top.path) : ""
-      const path = `${base}[${index}]${"[0]".repeat(dashes.trim().split(/ +/).length - 1)}`
-      current = scope(column, path)
+      current = scope(column, `${childPath(top)}[${index}]${"[0]".repeat(dashes - 1)}`)
       stack.push(current)
     }
-    const key = /^("(?:[^"\\]|\\.)*"|'(?:[^']|'')*'|[^\s#'"{[\]}&*!|>%@`,?:-][^#]*?)\s*:(?:\s+|$)(.*)$/.exec(rest.slice(0, 1024))
+    const key = rest.includes(":") ? KEY_LINE.exec(rest.length > 1024 ? rest.slice(0, 1024) : rest) : null
     if (!key) {
-      flowDepth = Math.max(0, flowDepthChange(rest))
+      flowDepth = flowOpened(rest)
       continue
     }
     if (!current) {
       if (top && top.indent === column) current = top
-      else {
-        current = scope(column, top ? (top.lastKey ? (top.path ? `${top.path}.${top.lastKey}` : top.lastKey) : top.path) : "")
-        stack.push(current)
-      }
+      else stack.push((current = scope(column, childPath(top))))
     }
-    const name = /^["']/.test(key[1]) ? key[1].slice(1, -1) : key[1]
+    const name = key[1][0] === '"' || key[1][0] === "'" ? key[1].slice(1, -1) : key[1]
     const first = current.keys.get(name)
     if (first !== undefined && name !== "<<") {
       found.push({ path: current.path ? `${current.path}.${name}` : name, key: name, line: n + 1, firstLine: first })
     } else current.keys.set(name, n + 1)
     current.lastKey = name
-    const value = rest.slice(key[0].length - key[2].length)
-    if (/^[|>][-+0-9]*\s*(#.*)?$/.test(value)) blockScalarIndent = column
-    else flowDepth = Math.max(0, flowDepthChange(value))
+    const value = rest.slice(key[0].length)
+    if (BLOCK_SCALAR.test(value)) blockScalarIndent = column
+    else flowDepth = flowOpened(value)
   }
   return found
 }
