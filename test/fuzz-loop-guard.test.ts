@@ -13,6 +13,7 @@
 //
 // Size: BENCH_FUZZ calls in all (default 1e5, a few seconds); `BENCH_FUZZ=1e6 bun test test/fuzz-loop-guard.test.ts`
 // or `npm run bench -- --fuzz` runs 10^6. The seed is BENCH_FUZZ_SEED (default fixed) and is printed on a failure.
+import { prng, type Rng } from "./lib/prng"
 import { describe, expect, test } from "bun:test"
 import plugin from "../loop-guard.ts"
 
@@ -20,21 +21,6 @@ const TOTAL = Math.max(1000, Math.round(Number(process.env.BENCH_FUZZ ?? 1e5)))
 const SEED = Number(process.env.BENCH_FUZZ_SEED ?? 20261130) >>> 0
 const TIMEOUT = 600_000
 
-/** mulberry32: a small seeded PRNG, so a failure can be replayed. */
-function prng(seed: number) {
-  let a = seed >>> 0
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-  const int = (n: number) => Math.floor(next() * n)
-  const pick = <T>(items: readonly T[]): T => items[int(items.length)]
-  return { next, int, pick, chance: (p: number) => next() < p }
-}
-type Rng = ReturnType<typeof prng>
 
 const KEYS = ["filePath", "command", "a", "b", "B", "", " ", "10", "9", "01", "__proto__", "constructor", "toString",
   "hasOwnProperty", "valueOf", "toJSON", "caf\u00e9", "cafe\u0301", "\u{1F600}", "\u0000", "a.b", 'k"q', "\\", "length"]

@@ -11,6 +11,7 @@
 //   3. hostile shapes of hook input (missing fields, wrong types, odd parts) never throw out of a hook.
 // Size: BENCH_FUZZ calls in all (default 1e5); seed BENCH_FUZZ_SEED. Catastrophic regexes are left to the corpus
 // (test/corpus-semantic-anchors.test.ts): a fuzzer that found one would hang, not fail.
+import { prng, type Rng } from "./lib/prng"
 import { describe, expect, test } from "bun:test"
 import { MAX_SESSIONS, SCHEMA_KEYS } from "../semantic-anchors"
 import { start } from "./fixtures/semantic-anchors/harness"
@@ -18,21 +19,6 @@ import { start } from "./fixtures/semantic-anchors/harness"
 const TOTAL = Math.max(2000, Math.round(Number(process.env.BENCH_FUZZ ?? 1e5)))
 const SEED = Number(process.env.BENCH_FUZZ_SEED ?? 20261130) >>> 0
 const TIMEOUT = 1_800_000
-
-function prng(seed: number) {
-  let a = seed >>> 0
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-  const int = (n: number) => Math.floor(next() * n)
-  const pick = <T>(items: readonly T[]): T => items[int(items.length)]
-  return { next, int, pick, chance: (p: number) => next() < p }
-}
-type Rng = ReturnType<typeof prng>
 
 const BLOCK = /^\[semantic-anchors\] BLOCKED: this call did not run\./
 
