@@ -141,7 +141,9 @@ function write(value: unknown, ancestors: object[]): string {
   const object = value as object
   if (ancestors.includes(object)) return "#circular"
   ancestors.push(object)
-  const text = Array.isArray(object) ? writeArray(object, ancestors) : writeObject(object as Record<string, unknown>, ancestors)
+  const text = Array.isArray(object)
+    ? writeArray(object, ancestors)
+    : writeObject(object as Record<string, unknown>, ancestors)
   ancestors.pop()
   return text
 }
@@ -157,7 +159,8 @@ function writeObject(object: Record<string, unknown>, ancestors: object[]): stri
   // its string form keep two different ones apart without special-casing every class.
   const keys = Object.keys(object).sort()
   const proto = Object.getPrototypeOf(object)
-  const tag = proto === Object.prototype || proto === null ? "" : `#${proto?.constructor?.name ?? "?"}(${safeString(object)})`
+  const tag =
+    proto === Object.prototype || proto === null ? "" : `#${proto?.constructor?.name ?? "?"}(${safeString(object)})`
   let text = tag + "{"
   for (let i = 0; i < keys.length; i++) {
     text += (i ? "," : "") + JSON.stringify(keys[i]) + ":" + write(object[keys[i]], ancestors)
@@ -350,19 +353,26 @@ export function readSettings(env: Record<string, string | undefined>): { setting
 
   const mode = env.OPENCODE_LOOP_GUARD?.trim().toLowerCase()
   if (mode === "block" || mode === "warn" || mode === "off") settings.mode = mode
-  else if (mode) problems.push(`OPENCODE_LOOP_GUARD=${quote(env.OPENCODE_LOOP_GUARD)} is not block, warn or off; using block`)
+  else if (mode)
+    problems.push(`OPENCODE_LOOP_GUARD=${quote(env.OPENCODE_LOOP_GUARD)} is not block, warn or off; using block`)
 
   const reps = env.OPENCODE_LOOP_GUARD_REPETITIONS?.trim()
   if (reps) {
     const r = /^\d+$/.test(reps) ? Number(reps) : NaN
     if (r >= 2 && r <= MAX_REPETITIONS) settings.repetitions = r
-    else problems.push(`OPENCODE_LOOP_GUARD_REPETITIONS=${quote(reps)} is not a whole number from 2 to ${MAX_REPETITIONS}; using 3`)
+    else
+      problems.push(
+        `OPENCODE_LOOP_GUARD_REPETITIONS=${quote(reps)} is not a whole number from 2 to ${MAX_REPETITIONS}; using 3`,
+      )
   }
 
   for (const glob of (env.OPENCODE_LOOP_GUARD_EXEMPT ?? "").split(",").map((g) => g.trim())) {
     if (!glob) continue
     if (/^[\w.*?:/-]+$/.test(glob)) settings.exempt.push(glob)
-    else problems.push(`OPENCODE_LOOP_GUARD_EXEMPT: ${quote(glob)} is not a tool-name glob (letters, digits, _ . : / - * ?); ignored`)
+    else
+      problems.push(
+        `OPENCODE_LOOP_GUARD_EXEMPT: ${quote(glob)} is not a tool-name glob (letters, digits, _ . : / - * ?); ignored`,
+      )
   }
   return { settings, problems }
 }
@@ -375,7 +385,12 @@ function quote(text: string | undefined): string {
 export function globMatcher(globs: readonly string[]): (tool: string) => boolean {
   if (globs.length === 0) return () => false
   const source = globs
-    .map((glob) => glob.replace(/[.+^${}()|[\]\\/-]/g, "\\$&").replace(/\*/g, ".*").replace(/\?/g, "."))
+    .map((glob) =>
+      glob
+        .replace(/[.+^${}()|[\]\\/-]/g, "\\$&")
+        .replace(/\*/g, ".*")
+        .replace(/\?/g, "."),
+    )
     .join("|")
   const regex = new RegExp(`^(?:${source})$`)
   return (tool) => regex.test(tool)

@@ -157,7 +157,9 @@ export function closest(word: string, candidates: Iterable<string>): string | un
 /** "did you mean" only when the guess is plausibly a typo. */
 function didYouMean(word: string, candidates: Iterable<string>): string {
   const { guess, distance } = closestGuess(word, candidates)
-  return guess !== undefined && distance <= Math.max(2, Math.floor(guess.length / 3)) ? ` (did you mean "${guess}"?)` : ""
+  return guess !== undefined && distance <= Math.max(2, Math.floor(guess.length / 3))
+    ? ` (did you mean "${guess}"?)`
+    : ""
 }
 
 /** POSIX path normalisation: collapses `//`, `.` and `..` (never above the root). */
@@ -281,7 +283,7 @@ const BOUNDED_OPTIONAL_LIMIT = 10
 export function regexHazard(source: string): string | undefined {
   type Group = { open: number; body: number; unbounded: boolean; optional: boolean }
   const stack: Group[] = []
-  for (let i = 0; i < source.length; ) {
+  for (let i = 0; i < source.length;) {
     const ch = source[i]
     if (ch === "(") {
       const prefix = /^\((?:\?(?:[:=!]|<[=!]|<[^>]*>|[a-z-]*:))?/.exec(source.slice(i, i + 64))![0]
@@ -296,7 +298,8 @@ export function regexHazard(source: string): string | undefined {
     // One atom: an escape, a class, a closing group or a single character; then its quantifier, if any.
     let end = i + 1
     let group: Group | undefined
-    if (ch === "\\") end = /^\\[pPu]\{/.test(source.slice(i, i + 3)) ? source.indexOf("}", i) + 1 || source.length : i + 2
+    if (ch === "\\")
+      end = /^\\[pPu]\{/.test(source.slice(i, i + 3)) ? source.indexOf("}", i) + 1 || source.length : i + 2
     else if (ch === "[") {
       for (end = i + 1; end < source.length && source[end] !== "]"; end++) if (source[end] === "\\") end++
       end++
@@ -313,7 +316,8 @@ export function regexHazard(source: string): string | undefined {
         const branches = topLevelBranches(source.slice(group.body, i))
         for (const [x, a] of branches.entries()) {
           const b = branches.find((other, y) => y !== x && other.startsWith(a))
-          if (b !== undefined) return `overlapping alternation in ${shown} (the branches "${a}" and "${b}" can match the same text, and the group repeats) can take exponential time; make the branches exclusive or merge them, e.g. (a|aa)+ -> a+`
+          if (b !== undefined)
+            return `overlapping alternation in ${shown} (the branches "${a}" and "${b}" can match the same text, and the group repeats) can take exponential time; make the branches exclusive or merge them, e.g. (a|aa)+ -> a+`
         }
       }
       if (group.optional && q && q.max !== Infinity && q.max >= BOUNDED_OPTIONAL_LIMIT) {
@@ -387,7 +391,14 @@ const INTENT_WORDS =
   "abnahme|fertig wenn|erfolg|nachweis)"
 
 export function builtinContracts(): Contract[] {
-  const base = { anchorRefs: [] as string[], roles: null, enabled: true, locked: false, origin: "built-in", builtin: true }
+  const base = {
+    anchorRefs: [] as string[],
+    roles: null,
+    enabled: true,
+    locked: false,
+    origin: "built-in",
+    builtin: true,
+  }
   return [
     {
       ...base,
@@ -434,7 +445,8 @@ export function builtinContracts(): Contract[] {
       ...base,
       id: "boundary-anchor",
       description: "In this role the agent writes documentation only.",
-      message: "Write the decision down in docs/, adr/ or a .md/.adoc file, and leave the code change to a developer role.",
+      message:
+        "Write the decision down in docs/, adr/ or a .md/.adoc file, and leave the code change to a developer role.",
       mode: "block",
       anchorRefs: ["separation-of-concerns"],
       trigger: { type: "boundary", globs: BOUNDARY_GLOBS, allowed: BOUNDARY_GLOBS.map((glob) => globToRegExp(glob)) },
@@ -572,7 +584,13 @@ export function defaultConfig(): Config {
 type Raw = Record<string, unknown>
 const isMapping = (value: unknown): value is Raw => typeof value === "object" && value !== null && !Array.isArray(value)
 const describe = (value: unknown): string =>
-  value === null ? "null" : Array.isArray(value) ? "a list" : typeof value === "object" ? "a mapping" : JSON.stringify(value)
+  value === null
+    ? "null"
+    : Array.isArray(value)
+      ? "a list"
+      : typeof value === "object"
+        ? "a mapping"
+        : JSON.stringify(value)
 
 /** Collects the problems of one file; paths are written as `contracts[2].trigger.args.command.regex`. */
 class Reporter {
@@ -593,7 +611,10 @@ class Reporter {
     for (const key of Object.keys(value)) {
       if (allowed.includes(key)) continue
       const hint = didYouMean(key, allowed)
-      this.warn(join(path, key), `unknown key "${key}"${hint || ` (allowed here: ${allowed.join(", ")})`}; it is ignored`)
+      this.warn(
+        join(path, key),
+        `unknown key "${key}"${hint || ` (allowed here: ${allowed.join(", ")})`}; it is ignored`,
+      )
     }
   }
 }
@@ -604,7 +625,13 @@ const join = (path: string, key: string | number): string =>
 const ALLOWED_FLAGS = /^[imsu]*$/ // g and y would make repeated tests stateful
 
 /** Compiles a user regex, or reports why not. A regex that can backtrack exponentially (regexHazard) is refused. */
-function compileRegex(source: unknown, flags: unknown, path: string, flagsPath: string, r: Reporter): RegExp | null | undefined {
+function compileRegex(
+  source: unknown,
+  flags: unknown,
+  path: string,
+  flagsPath: string,
+  r: Reporter,
+): RegExp | null | undefined {
   if (typeof source !== "string" || source === "") {
     r.error(path, `must be a non-empty string holding a regular expression (got ${describe(source)})`)
     return undefined
@@ -612,7 +639,10 @@ function compileRegex(source: unknown, flags: unknown, path: string, flagsPath: 
   let flagText = ""
   if (flags !== undefined) {
     if (typeof flags !== "string" || !ALLOWED_FLAGS.test(flags)) {
-      r.error(flagsPath, `must be a string of regex flags from "imsu" (got ${describe(flags)}); g and y make repeated tests stateful`)
+      r.error(
+        flagsPath,
+        `must be a string of regex flags from "imsu" (got ${describe(flags)}); g and y make repeated tests stateful`,
+      )
       return undefined
     }
     flagText = flags
@@ -621,12 +651,18 @@ function compileRegex(source: unknown, flags: unknown, path: string, flagsPath: 
     const compiled = new RegExp(source, flagText)
     const hazard = regexHazard(source)
     if (hazard) {
-      r.error(path, `${hazard}. The regex is refused: capping its input at ${REGEX_INPUT_CAP} characters does not bound this`)
+      r.error(
+        path,
+        `${hazard}. The regex is refused: capping its input at ${REGEX_INPUT_CAP} characters does not bound this`,
+      )
       return undefined
     }
     return compiled
   } catch (error) {
-    const reason = String((error as Error).message ?? error).replace(/^Invalid regular expression:\s*(\/.*\/[a-z]*:\s*)?/, "")
+    const reason = String((error as Error).message ?? error).replace(
+      /^Invalid regular expression:\s*(\/.*\/[a-z]*:\s*)?/,
+      "",
+    )
     r.error(path, `invalid regular expression (${reason})`)
     return undefined
   }
@@ -645,7 +681,8 @@ function stringList(value: unknown, path: string, r: Reporter, what: string): st
 function valueAt(args: unknown, path: readonly string[]): unknown {
   let value = args
   for (const key of path) {
-    if (typeof value !== "object" || value === null || !Object.prototype.hasOwnProperty.call(value, key)) return undefined
+    if (typeof value !== "object" || value === null || !Object.prototype.hasOwnProperty.call(value, key))
+      return undefined
     value = (value as Raw)[key]
   }
   return value
@@ -694,9 +731,12 @@ function compileMatcher(key: string, spec: unknown, path: string, r: Reporter): 
   r.unknownKeys(spec, SCHEMA_KEYS.matcher, path)
   const kinds = SCHEMA_KEYS.matcherKinds.filter((kind) => spec[kind] !== undefined)
   if (kinds.length !== 1) {
-    r.error(path, kinds.length === 0
-      ? `needs one of ${SCHEMA_KEYS.matcherKinds.join(", ")}`
-      : `has ${kinds.join(" and ")}; use one matcher per argument (split the rule into two contracts)`)
+    r.error(
+      path,
+      kinds.length === 0
+        ? `needs one of ${SCHEMA_KEYS.matcherKinds.join(", ")}`
+        : `has ${kinds.join(" and ")}; use one matcher per argument (split the rule into two contracts)`,
+    )
     return undefined
   }
   if (spec.not !== undefined && typeof spec.not !== "boolean") {
@@ -704,7 +744,8 @@ function compileMatcher(key: string, spec: unknown, path: string, r: Reporter): 
     return undefined
   }
   const negate = spec.not === true
-  if (spec.flags !== undefined && kinds[0] !== "regex") r.warn(join(path, "flags"), "is used only with regex; it is ignored")
+  if (spec.flags !== undefined && kinds[0] !== "regex")
+    r.warn(join(path, "flags"), "is used only with regex; it is ignored")
   const kind = kinds[0]
   const value = spec[kind]
   const argPath = key.split(".")
@@ -716,7 +757,7 @@ function compileMatcher(key: string, spec: unknown, path: string, r: Reporter): 
         return undefined
       }
       // The one matcher a missing argument can satisfy.
-      return { path: argPath, test: (present) => (present !== undefined) === value !== negate }
+      return { path: argPath, test: (present) => ((present !== undefined) === value) !== negate }
     case "equals":
       if (typeof value !== "string" && typeof value !== "number" && typeof value !== "boolean") {
         r.error(join(path, kind), `must be a string, number or boolean (got ${describe(value)})`)
@@ -743,7 +784,10 @@ function compileMatcher(key: string, spec: unknown, path: string, r: Reporter): 
         r.error(join(path, kind), `must be a string (got ${describe(value)})`)
         return undefined
       }
-      test = kind === "contains" ? (present) => asText(present).includes(value) : (present) => asText(present).startsWith(value)
+      test =
+        kind === "contains"
+          ? (present) => asText(present).includes(value)
+          : (present) => asText(present).startsWith(value)
       break
   }
   const check = test!
@@ -764,13 +808,21 @@ function compileTrigger(spec: unknown, path: string, r: Reporter, mode: Mode | u
   }
   const type = spec.type
   if (typeof type !== "string" || !(SCHEMA_KEYS.triggerTypes as readonly string[]).includes(type)) {
-    r.error(join(path, "type"), `must be one of tool, message, state (got ${describe(type)})${typeof type === "string" ? didYouMean(type, SCHEMA_KEYS.triggerTypes) : ""}`)
+    r.error(
+      join(path, "type"),
+      `must be one of tool, message, state (got ${describe(type)})${typeof type === "string" ? didYouMean(type, SCHEMA_KEYS.triggerTypes) : ""}`,
+    )
     return undefined
   }
   for (const key of Object.keys(spec)) {
     if ((TRIGGER_KEYS_BY_TYPE[type] ?? []).includes(key)) continue
-    if ((SCHEMA_KEYS.trigger as readonly string[]).includes(key)) r.warn(join(path, key), `is not used by a trigger of type ${type}; it is ignored`)
-    else r.warn(join(path, key), `unknown key "${key}"${didYouMean(key, TRIGGER_KEYS_BY_TYPE[type]) || ` (allowed here: ${TRIGGER_KEYS_BY_TYPE[type].join(", ")})`}; it is ignored`)
+    if ((SCHEMA_KEYS.trigger as readonly string[]).includes(key))
+      r.warn(join(path, key), `is not used by a trigger of type ${type}; it is ignored`)
+    else
+      r.warn(
+        join(path, key),
+        `unknown key "${key}"${didYouMean(key, TRIGGER_KEYS_BY_TYPE[type]) || ` (allowed here: ${TRIGGER_KEYS_BY_TYPE[type].join(", ")})`}; it is ignored`,
+      )
   }
   const errorsBefore = r.errors
   const failed = () => r.errors > errorsBefore
@@ -782,7 +834,8 @@ function compileTrigger(spec: unknown, path: string, r: Reporter, mode: Mode | u
     const tools = toolGlobs(spec.tools, join(path, "tools"), r)
     const args: ArgMatcher[] = []
     if (spec.args !== undefined) {
-      if (!isMapping(spec.args)) r.error(join(path, "args"), `must be a mapping of argument name to matcher (got ${describe(spec.args)})`)
+      if (!isMapping(spec.args))
+        r.error(join(path, "args"), `must be a mapping of argument name to matcher (got ${describe(spec.args)})`)
       else {
         for (const [key, matcher] of Object.entries(spec.args)) {
           const compiled = compileMatcher(key, matcher, join(join(path, "args"), key), r)
@@ -804,10 +857,16 @@ function compileTrigger(spec: unknown, path: string, r: Reporter, mode: Mode | u
       } else minLength = spec.minLength as number
     }
     if (spec.pattern === undefined && spec.unless === undefined) {
-      r.error(path, "a message trigger needs pattern (fires when the user's text matches) or unless (fires when it does not)")
+      r.error(
+        path,
+        "a message trigger needs pattern (fires when the user's text matches) or unless (fires when it does not)",
+      )
     }
     if (mode === "block") {
-      r.warn(join(path, "type"), "a user message cannot be blocked (that would fail the user's prompt); this contract warns instead")
+      r.warn(
+        join(path, "type"),
+        "a user message cannot be blocked (that would fail the user's prompt); this contract warns instead",
+      )
     }
     if (failed() || pattern === undefined || unless === undefined) return undefined
     return { type, pattern, unless, minLength }
@@ -815,7 +874,10 @@ function compileTrigger(spec: unknown, path: string, r: Reporter, mode: Mode | u
   // state
   const tools = toolGlobs(spec.tools, join(path, "tools"), r)
   if (!Number.isInteger(spec.every) || (spec.every as number) < 1) {
-    r.error(join(path, "every"), `must be a whole number >= 1: how many matching calls pass before the human must confirm (got ${describe(spec.every)})`)
+    r.error(
+      join(path, "every"),
+      `must be a whole number >= 1: how many matching calls pass before the human must confirm (got ${describe(spec.every)})`,
+    )
     return undefined
   }
   if (failed() || !tools) return undefined
@@ -841,10 +903,19 @@ function applyContracts(config: Config, list: unknown, layer: Layer, r: Reporter
     r.unknownKeys(entry, SCHEMA_KEYS.contract, path)
     const id = entry.id
     if (typeof id !== "string" || !/^[a-z0-9-]+$/.test(id)) {
-      const suggestion = typeof id === "string" ? id.toLowerCase().replace(/[^a-z0-9-]+/g, "-").replace(/^-+|-+$/g, "") : ""
-      r.error(join(path, "id"), id === undefined
-        ? `is required: a name of a-z, 0-9 and "-", unique in the file`
-        : `must use only a-z, 0-9 and "-" (got ${describe(id)})${suggestion ? `; try "${suggestion}"` : ""}`)
+      const suggestion =
+        typeof id === "string"
+          ? id
+              .toLowerCase()
+              .replace(/[^a-z0-9-]+/g, "-")
+              .replace(/^-+|-+$/g, "")
+          : ""
+      r.error(
+        join(path, "id"),
+        id === undefined
+          ? `is required: a name of a-z, 0-9 and "-", unique in the file`
+          : `must use only a-z, 0-9 and "-" (got ${describe(id)})${suggestion ? `; try "${suggestion}"` : ""}`,
+      )
       return
     }
     if (seen.has(id)) {
@@ -854,22 +925,31 @@ function applyContracts(config: Config, list: unknown, layer: Layer, r: Reporter
     seen.set(id, index)
     const existing = config.contracts.get(id)
     if (existing?.locked && (existing.builtin || layer === "project")) {
-      r.error(path, `contract "${id}" is locked by ${existing.builtin ? "the plugin" : "the global file"}; ${existing.builtin ? "no file" : "the project file"} can change or disable it. Remove this entry${existing.builtin ? "" : " or change it in the global file"}`)
+      r.error(
+        path,
+        `contract "${id}" is locked by ${existing.builtin ? "the plugin" : "the global file"}; ${existing.builtin ? "no file" : "the project file"} can change or disable it. Remove this entry${existing.builtin ? "" : " or change it in the global file"}`,
+      )
       return
     }
     const mode = entry.mode
     if (mode !== undefined && (typeof mode !== "string" || !(MODES as readonly string[]).includes(mode))) {
-      r.error(join(path, "mode"), `must be one of block, warn, info (got ${describe(mode)})${typeof mode === "string" ? didYouMean(mode, MODES) : ""}`)
+      r.error(
+        join(path, "mode"),
+        `must be one of block, warn, info (got ${describe(mode)})${typeof mode === "string" ? didYouMean(mode, MODES) : ""}`,
+      )
     }
     const validMode = (MODES as readonly unknown[]).includes(mode) ? (mode as Mode) : undefined
     for (const key of ["description", "message"] as const) {
       const value = entry[key]
-      if (value !== undefined && (typeof value !== "string" || value.trim() === "")) r.error(join(path, key), `must be a non-empty string (got ${describe(value)})`)
+      if (value !== undefined && (typeof value !== "string" || value.trim() === ""))
+        r.error(join(path, key), `must be a non-empty string (got ${describe(value)})`)
     }
     for (const key of ["enabled", "locked"] as const) {
-      if (entry[key] !== undefined && typeof entry[key] !== "boolean") r.error(join(path, key), `must be true or false (got ${describe(entry[key])})`)
+      if (entry[key] !== undefined && typeof entry[key] !== "boolean")
+        r.error(join(path, key), `must be true or false (got ${describe(entry[key])})`)
     }
-    if (entry.locked !== undefined && layer === "project") r.warn(join(path, "locked"), "is honoured only in the global file; it is ignored here")
+    if (entry.locked !== undefined && layer === "project")
+      r.warn(join(path, "locked"), "is honoured only in the global file; it is ignored here")
     let anchorRefs: string[] | undefined
     if (entry.anchorRefs !== undefined) {
       if (!Array.isArray(entry.anchorRefs) || entry.anchorRefs.some((ref) => typeof ref !== "string")) {
@@ -877,20 +957,35 @@ function applyContracts(config: Config, list: unknown, layer: Layer, r: Reporter
       } else {
         anchorRefs = entry.anchorRefs as string[]
         anchorRefs.forEach((ref, i) => {
-          if (!ANCHOR_IDS.has(ref)) r.warn(join(join(path, "anchorRefs"), i), `unknown Semantic-Anchors id "${ref}" (closest: "${closest(ref, ANCHOR_IDS)}")`)
+          if (!ANCHOR_IDS.has(ref))
+            r.warn(
+              join(join(path, "anchorRefs"), i),
+              `unknown Semantic-Anchors id "${ref}" (closest: "${closest(ref, ANCHOR_IDS)}")`,
+            )
         })
       }
     }
     let roles: string[] | undefined
     if (entry.roles !== undefined) {
-      if (!Array.isArray(entry.roles) || entry.roles.length === 0 || entry.roles.some((role) => typeof role !== "string" || role === "")) {
-        r.error(join(path, "roles"), `must be a non-empty list of role names or ["*"] (got ${describe(entry.roles)}); leave it out for every role`)
+      if (
+        !Array.isArray(entry.roles) ||
+        entry.roles.length === 0 ||
+        entry.roles.some((role) => typeof role !== "string" || role === "")
+      ) {
+        r.error(
+          join(path, "roles"),
+          `must be a non-empty list of role names or ["*"] (got ${describe(entry.roles)}); leave it out for every role`,
+        )
       } else roles = entry.roles as string[]
     }
-    const trigger = entry.trigger === undefined ? undefined : compileTrigger(entry.trigger, join(path, "trigger"), r, validMode ?? existing?.mode)
+    const trigger =
+      entry.trigger === undefined
+        ? undefined
+        : compileTrigger(entry.trigger, join(path, "trigger"), r, validMode ?? existing?.mode)
     if (!existing) {
       for (const key of ["description", "mode", "trigger"] as const) {
-        if (entry[key] === undefined) r.error(join(path, key), `is required for a new contract ("${id}" is not a built-in or earlier contract)`)
+        if (entry[key] === undefined)
+          r.error(join(path, key), `is required for a new contract ("${id}" is not a built-in or earlier contract)`)
       }
     }
     if (r.errors > errorsBefore) return // an invalid contract disables only itself
@@ -929,7 +1024,11 @@ function applyPresets(config: Config, presets: unknown, r: Reporter): void {
     const kept: string[] = []
     ;(ids as string[]).forEach((id, i) => {
       if (config.contracts.has(id)) kept.push(id)
-      else r.warn(join(path, i), `unknown contract id "${id}" (closest: "${closest(id, config.contracts.keys())}"); it is left out`)
+      else
+        r.warn(
+          join(path, i),
+          `unknown contract id "${id}" (closest: "${closest(id, config.contracts.keys())}"); it is left out`,
+        )
     })
     if (!(ROLES as readonly string[]).includes(role)) {
       const hint = didYouMean(role, ROLES)
@@ -942,7 +1041,10 @@ function applyPresets(config: Config, presets: unknown, r: Reporter): void {
 
 function checkRoleName(config: Config, role: string, path: string, r: Reporter): void {
   if (!knownRoles(config).has(role)) {
-    r.warn(path, `unknown role "${role}" (closest: "${closest(role, knownRoles(config))}"); with no preset it gets only contracts for every role`)
+    r.warn(
+      path,
+      `unknown role "${role}" (closest: "${closest(role, knownRoles(config))}"); with no preset it gets only contracts for every role`,
+    )
   }
 }
 
@@ -953,7 +1055,8 @@ function applyRoles(config: Config, roles: unknown, r: Reporter): void {
   }
   r.unknownKeys(roles, SCHEMA_KEYS.roles, "roles")
   if (roles.default !== undefined) {
-    if (typeof roles.default !== "string" || roles.default === "") r.error("roles.default", `must be a role name (got ${describe(roles.default)})`)
+    if (typeof roles.default !== "string" || roles.default === "")
+      r.error("roles.default", `must be a role name (got ${describe(roles.default)})`)
     else {
       checkRoleName(config, roles.default, "roles.default", r)
       config.defaultRole = roles.default
@@ -985,7 +1088,10 @@ function applySettings(config: Config, settings: unknown, r: Reporter): void {
   if (settings.maxOverrides !== undefined) {
     const value = settings.maxOverrides
     if (!Number.isInteger(value) || (value as number) < 0 || (value as number) > 1000) {
-      r.error("settings.maxOverrides", `must be a whole number from 0 to 1000 (got ${describe(value)}); keeping ${config.settings.maxOverrides}`)
+      r.error(
+        "settings.maxOverrides",
+        `must be a whole number from 0 to 1000 (got ${describe(value)}); keeping ${config.settings.maxOverrides}`,
+      )
     } else config.settings = { ...config.settings, maxOverrides: value as number }
   }
   if (settings.confirmPattern !== undefined) {
@@ -1005,13 +1111,19 @@ export function applyFile(config: Config, raw: unknown, file: string, layer: Lay
   const r = new Reporter(file, config.problems)
   if (raw === null || raw === undefined) return "empty"
   if (!isMapping(raw)) {
-    r.error("", `the top level must be a mapping starting with "version: 1" (got ${describe(raw)}); the file is ignored`)
+    r.error(
+      "",
+      `the top level must be a mapping starting with "version: 1" (got ${describe(raw)}); the file is ignored`,
+    )
     return "ignored"
   }
   if (raw.version === undefined) r.warn("version", `is missing; add "version: 1" as the first line`)
   else if (typeof raw.version === "string" && Number(raw.version) === 1) {
     // YAML reads `version: "1"` as text; say so rather than call "1" an unsupported version.
-    r.error("version", `must be the number 1, not the string "${raw.version}"; write version: 1 without quotes. The file is ignored`)
+    r.error(
+      "version",
+      `must be the number 1, not the string "${raw.version}"; write version: 1 without quotes. The file is ignored`,
+    )
     return "ignored"
   } else if (raw.version !== 1) {
     r.error("version", `unsupported version ${describe(raw.version)}; this plugin reads version 1. The file is ignored`)
@@ -1140,7 +1252,12 @@ export function applyText(config: Config, text: string, file: string, layer: Lay
     raw = Bun.YAML.parse(text)
   } catch (error) {
     const reason = String((error as Error).message ?? error).replace(/^YAML Parse error:\s*/, "")
-    config.problems.push({ severity: "error", file, path: "", text: `cannot parse YAML (${reason}); the file is ignored and the other files stay in force` })
+    config.problems.push({
+      severity: "error",
+      file,
+      path: "",
+      text: `cannot parse YAML (${reason}); the file is ignored and the other files stay in force`,
+    })
     return "ignored"
   }
   const status = applyFile(config, raw, file, layer)
@@ -1181,7 +1298,12 @@ export function buildConfig(reads: FileRead[]): Config {
     } else if (read.error === "ENOENT") {
       config.files.push({ label: read.label, status: "not found" })
     } else {
-      config.problems.push({ severity: "error", file: read.label, path: "", text: `cannot read the file (${read.error}); it is ignored and the other files stay in force` })
+      config.problems.push({
+        severity: "error",
+        file: read.label,
+        path: "",
+        text: `cannot read the file (${read.error}); it is ignored and the other files stay in force`,
+      })
       config.files.push({ label: read.label, status: "unreadable" })
     }
   }
@@ -1196,12 +1318,15 @@ export function buildConfig(reads: FileRead[]): Config {
 export function editTargets(args: unknown): string[] {
   if (!isMapping(args)) return []
   const targets: string[] = []
-  for (const key of ["filePath", "file_path", "path"]) if (typeof args[key] === "string") targets.push(args[key] as string)
+  for (const key of ["filePath", "file_path", "path"])
+    if (typeof args[key] === "string") targets.push(args[key] as string)
   for (const key of ["patchText", "patch", "input"]) {
     const text = args[key]
     if (typeof text !== "string") continue
-    for (const match of text.matchAll(/^\*\*\* (?:(?:Add|Update|Delete) File|Move to): (.+)$/gm)) targets.push(match[1].trim())
-    for (const match of text.matchAll(/^(?:\+\+\+|---) (?:[ab]\/)?(.+)$/gm)) if (match[1].trim() !== "/dev/null") targets.push(match[1].trim())
+    for (const match of text.matchAll(/^\*\*\* (?:(?:Add|Update|Delete) File|Move to): (.+)$/gm))
+      targets.push(match[1].trim())
+    for (const match of text.matchAll(/^(?:\+\+\+|---) (?:[ab]\/)?(.+)$/gm))
+      if (match[1].trim() !== "/dev/null") targets.push(match[1].trim())
   }
   return targets
 }
@@ -1217,11 +1342,30 @@ export function guardFiles(paths: Paths): GuardFiles {
     `${paths.globalDir}/opencode-semantic-anchors.yml`,
     paths.projectFile,
     `${projectDir}/opencode-semantic-anchors.yml`,
-    ...[paths.directory, projectDir, paths.globalDir].flatMap((dir) => [`${dir}/opencode.json`, `${dir}/opencode.jsonc`]),
+    ...[paths.directory, projectDir, paths.globalDir].flatMap((dir) => [
+      `${dir}/opencode.json`,
+      `${dir}/opencode.jsonc`,
+    ]),
   ])
   // Directories whose removal or move takes guard files with them.
-  const roots = [projectDir, paths.globalDir, `${projectDir}/plugin`, `${projectDir}/plugins`, `${paths.globalDir}/plugin`, `${paths.globalDir}/plugins`]
-  const mentions = [".opencode", "opencode/plugin", "opencode-semantic-anchors", ".config/opencode", "XDG_CONFIG_HOME", "opencode.json", "semantic-anchors.ts", paths.globalDir]
+  const roots = [
+    projectDir,
+    paths.globalDir,
+    `${projectDir}/plugin`,
+    `${projectDir}/plugins`,
+    `${paths.globalDir}/plugin`,
+    `${paths.globalDir}/plugins`,
+  ]
+  const mentions = [
+    ".opencode",
+    "opencode/plugin",
+    "opencode-semantic-anchors",
+    ".config/opencode",
+    "XDG_CONFIG_HOME",
+    "opencode.json",
+    "semantic-anchors.ts",
+    paths.globalDir,
+  ]
   if (paths.globalFromEnv) {
     mentions.push(paths.globalFile)
     const base = paths.globalFile.split("/").pop()
@@ -1239,12 +1383,53 @@ export function isGuardPath(abs: string, guard: GuardFiles): boolean {
 
 /** First words of commands that only read: a guard file named in them is read, not changed. */
 const READ_ONLY_COMMANDS = new Set([
-  "cat", "less", "more", "head", "tail", "grep", "egrep", "fgrep", "rg", "ls", "wc", "diff", "stat", "file", "echo",
-  "bat", "jq", "realpath", "readlink", "du", "tree", "sha256sum", "md5sum", "test", "[", "pwd", "true",
+  "cat",
+  "less",
+  "more",
+  "head",
+  "tail",
+  "grep",
+  "egrep",
+  "fgrep",
+  "rg",
+  "ls",
+  "wc",
+  "diff",
+  "stat",
+  "file",
+  "echo",
+  "bat",
+  "jq",
+  "realpath",
+  "readlink",
+  "du",
+  "tree",
+  "sha256sum",
+  "md5sum",
+  "test",
+  "[",
+  "pwd",
+  "true",
 ])
 const READ_ONLY_GIT = new Set(["diff", "log", "status", "show", "blame"])
 const CHANGING_COMMANDS = new Set([
-  "rm", "rmdir", "mv", "cp", "ln", "unlink", "truncate", "shred", "chmod", "chown", "tee", "dd", "rsync", "install", "touch", "sed", "perl",
+  "rm",
+  "rmdir",
+  "mv",
+  "cp",
+  "ln",
+  "unlink",
+  "truncate",
+  "shred",
+  "chmod",
+  "chown",
+  "tee",
+  "dd",
+  "rsync",
+  "install",
+  "touch",
+  "sed",
+  "perl",
 ])
 
 function splitSegments(command: string): string[][] {
@@ -1257,7 +1442,11 @@ function splitSegments(command: string): string[][] {
 /** The command word of a segment, after `sudo`, `env` and variable assignments. */
 function commandWords(words: string[]): string[] {
   let i = 0
-  while (i < words.length && (/^[A-Za-z_][A-Za-z0-9_]*=/.test(words[i]) || words[i] === "sudo" || words[i] === "env" || words[i] === "command")) i++
+  while (
+    i < words.length &&
+    (/^[A-Za-z_][A-Za-z0-9_]*=/.test(words[i]) || words[i] === "sudo" || words[i] === "env" || words[i] === "command")
+  )
+    i++
   return words.slice(i)
 }
 
@@ -1302,7 +1491,12 @@ function gitCleanArgs(words: string[]): string[] | undefined {
  * its parents. Redirect targets and the arguments of commands that write through links are resolved with
  * `realpath` (links that exist) before the check.
  */
-export function bashTouchesGuard(command: string, paths: Paths, guard: GuardFiles, realpath: RealPath = (abs) => abs): string | undefined {
+export function bashTouchesGuard(
+  command: string,
+  paths: Paths,
+  guard: GuardFiles,
+  realpath: RealPath = (abs) => abs,
+): string | undefined {
   const normalized = command.replace(/\\\n/g, " ").replace(/["'\\]/g, "")
   const segments = splitSegments(normalized)
   const readOnly = isReadOnly(normalized, segments)
@@ -1312,15 +1506,30 @@ export function bashTouchesGuard(command: string, paths: Paths, guard: GuardFile
   const candidates = [...guard.exact, ...guard.roots]
   let withParents: string[] | undefined // candidates and all their parent directories, built on the first glob
   const hitsGuard = (abs: string): boolean =>
-    isGuardPath(abs, guard) || candidates.some((candidate) => candidate === abs || candidate.startsWith(abs.endsWith("/") ? abs : `${abs}/`))
+    isGuardPath(abs, guard) ||
+    candidates.some((candidate) => candidate === abs || candidate.startsWith(abs.endsWith("/") ? abs : `${abs}/`))
   for (const segment of segments) {
     const words = commandWords(segment)
-    const redirectTargets = normalized.includes(">") ? segment.filter((_, i) => i > 0 && /^\d?>>?$/.test(segment[i - 1])) : []
+    const redirectTargets = normalized.includes(">")
+      ? segment.filter((_, i) => i > 0 && /^\d?>>?$/.test(segment[i - 1]))
+      : []
     const git = words[0] === "git"
-    const changing = words.length > 0 && (CHANGING_COMMANDS.has(words[0]) || (git && /^(rm|mv)$/.test(words[1] ?? "")) || (words[0] === "find" && words.includes("-delete")))
-    const args = git && words[1] === "clean" ? gitCleanArgs(words) ?? [] : changing ? words.slice(git ? 2 : 1).filter((w) => !w.startsWith("-")) : []
+    const changing =
+      words.length > 0 &&
+      (CHANGING_COMMANDS.has(words[0]) ||
+        (git && /^(rm|mv)$/.test(words[1] ?? "")) ||
+        (words[0] === "find" && words.includes("-delete")))
+    const args =
+      git && words[1] === "clean"
+        ? (gitCleanArgs(words) ?? [])
+        : changing
+          ? words.slice(git ? 2 : 1).filter((w) => !w.startsWith("-"))
+          : []
     const followsLinks = WRITE_THROUGH_LINKS.has(words[0] ?? "")
-    for (const [word, throughLink] of [...args.map((w) => [w, followsLinks] as const), ...redirectTargets.map((w) => [w, true] as const)]) {
+    for (const [word, throughLink] of [
+      ...args.map((w) => [w, followsLinks] as const),
+      ...redirectTargets.map((w) => [w, true] as const),
+    ]) {
       const expanded = word.replace(/^\$\{?HOME\}?(?=\/|$)/, "~")
       const abs = resolvePath(paths.directory, expanded, paths.home)
       if (/[*?]/.test(abs)) {
@@ -1354,7 +1563,17 @@ export type SessionState = {
 }
 
 function newState(role: string): SessionState {
-  return { role, steps: new Map(), touchedDirs: new Set(), overridesUsed: 0, passes: 0, lastConfirmation: null, seen: [], seenHits: new Set(), pendingNotes: new Map() }
+  return {
+    role,
+    steps: new Map(),
+    touchedDirs: new Set(),
+    overridesUsed: 0,
+    passes: 0,
+    lastConfirmation: null,
+    seen: [],
+    seenHits: new Set(),
+    pendingNotes: new Map(),
+  }
 }
 
 function confirm(state: SessionState, now: number): void {
@@ -1389,7 +1608,8 @@ export function activeContracts(config: Config, role: string): Contract[] {
   add(config.contracts.get("guard-integrity"))
   for (const id of config.presets.get(role) ?? []) add(config.contracts.get(id))
   for (const contract of config.contracts.values()) {
-    const forRole = contract.roles === null ? !contract.builtin : contract.roles.includes("*") || contract.roles.includes(role)
+    const forRole =
+      contract.roles === null ? !contract.builtin : contract.roles.includes("*") || contract.roles.includes(role)
     if (forRole) add(contract)
     if (contract.locked && (config.presetsBeforeProject.get(role) ?? []).includes(contract.id)) add(contract)
   }
@@ -1400,23 +1620,35 @@ export type Hit = { contract: Contract; detail: string }
 export type Verdict = { mode: Mode | "allow"; hits: Hit[] }
 
 /** What a contract says about one tool call; pure given the state (nothing is recorded here). */
-function checkToolContract(contract: Contract, tool: string, args: unknown, state: SessionState, env: EngineEnv): string | undefined {
+function checkToolContract(
+  contract: Contract,
+  tool: string,
+  args: unknown,
+  state: SessionState,
+  env: EngineEnv,
+): string | undefined {
   const trigger = contract.trigger
   switch (trigger.type) {
     case "tool": {
       if (!anyMatch(trigger.tools, tool)) return undefined
       for (const matcher of trigger.args) if (!matcher.test(valueAt(args, matcher.path), env.match)) return undefined
       if (trigger.unlessSeen && state.seenHits.has(trigger.unlessSeen)) return undefined
-      return trigger.unlessSeen ? `${tool} call and nothing seen in this session matches /${trigger.unlessSeen.source}/` : `${tool} call matched`
+      return trigger.unlessSeen
+        ? `${tool} call and nothing seen in this session matches /${trigger.unlessSeen.source}/`
+        : `${tool} call matched`
     }
     case "state": {
       if (!anyMatch(trigger.tools, tool)) return undefined
       const count = state.steps.get(contract.id) ?? 0
-      return count >= trigger.every ? `${count} matching calls since the user's last confirmation (limit ${trigger.every})` : undefined
+      return count >= trigger.every
+        ? `${count} matching calls since the user's last confirmation (limit ${trigger.every})`
+        : undefined
     }
     case "boundary": {
       if (!anyMatch(EDIT_TOOL_RES, tool)) return undefined
-      const outside = editTargets(args).map((target) => pathForGlob(target, env.match)).filter((rel) => !anyMatch(trigger.allowed, rel))
+      const outside = editTargets(args)
+        .map((target) => pathForGlob(target, env.match))
+        .filter((rel) => !anyMatch(trigger.allowed, rel))
       return outside.length ? `${outside.join(", ")} is outside ${trigger.globs.join(", ")}` : undefined
     }
     case "spread": {
@@ -1462,7 +1694,13 @@ function topDirs(args: unknown, env: EngineEnv): string[] {
 /** What the engine needs from outside: paths, the guard's files, and a realpath (the only file-system access). */
 type EngineEnv = { paths: Paths; guard: GuardFiles; match: MatchContext; realpath: RealPath }
 
-export function evaluateTool(contracts: readonly Contract[], tool: string, args: unknown, state: SessionState, env: EngineEnv): Verdict {
+export function evaluateTool(
+  contracts: readonly Contract[],
+  tool: string,
+  args: unknown,
+  state: SessionState,
+  env: EngineEnv,
+): Verdict {
   const hits: Hit[] = []
   let mode: Mode | "allow" = "allow"
   for (const contract of contracts) {
@@ -1481,7 +1719,13 @@ function effectiveMode(contract: Contract): Mode {
 }
 
 /** Records an allowed call: step counters and touched directories. Blocked calls never get here. */
-function recordAllowed(contracts: readonly Contract[], tool: string, args: unknown, state: SessionState, env: EngineEnv): void {
+function recordAllowed(
+  contracts: readonly Contract[],
+  tool: string,
+  args: unknown,
+  state: SessionState,
+  env: EngineEnv,
+): void {
   for (const contract of contracts) {
     if (contract.trigger.type === "state" && anyMatch(contract.trigger.tools, tool)) {
       state.steps.set(contract.id, (state.steps.get(contract.id) ?? 0) + 1)
@@ -1514,10 +1758,14 @@ export function blockMessage(hits: Hit[], state: SessionState, settings: Setting
   const left = Math.max(0, settings.maxOverrides - state.overridesUsed)
   const lines = [`${TAG} BLOCKED: this call did not run.`]
   for (const { contract, detail } of hits) {
-    lines.push(`Contract "${contract.id}": ${contract.description}${contract.message ? ` ${contract.message}` : ""}${anchorsText(contract)}`)
+    lines.push(
+      `Contract "${contract.id}": ${contract.description}${contract.message ? ` ${contract.message}` : ""}${anchorsText(contract)}`,
+    )
     lines.push(`Why now: ${detail}.`)
   }
-  const confirmHow = settings.confirmPattern ? `a user message matching /${settings.confirmPattern.source}/` : "any user message"
+  const confirmHow = settings.confirmPattern
+    ? `a user message matching /${settings.confirmPattern.source}/`
+    : "any user message"
   lines.push(
     `Stop and ask the user. ${confirmHow[0].toUpperCase()}${confirmHow.slice(1)} confirms and resets the step counters. ` +
       (left > 0
@@ -1528,7 +1776,12 @@ export function blockMessage(hits: Hit[], state: SessionState, settings: Setting
 }
 
 export function warnNote(hits: Hit[]): string {
-  return hits.map(({ contract }) => `${TAG} WARN ${contract.id}: ${contract.description}${contract.message ? ` ${contract.message}` : ""}${anchorsText(contract)}`).join("\n")
+  return hits
+    .map(
+      ({ contract }) =>
+        `${TAG} WARN ${contract.id}: ${contract.description}${contract.message ? ` ${contract.message}` : ""}${anchorsText(contract)}`,
+    )
+    .join("\n")
 }
 
 export function tipText(hit: Hit): string {
@@ -1540,7 +1793,10 @@ export function tipText(hit: Hit): string {
 // =================================================================================================================
 
 /** Resolves every path from the plugin input and the environment at server() time (never process.cwd()). */
-export function resolvePaths(input: { directory?: string; worktree?: string }, env: Record<string, string | undefined>): Paths {
+export function resolvePaths(
+  input: { directory?: string; worktree?: string },
+  env: Record<string, string | undefined>,
+): Paths {
   const home = env.HOME || "/"
   const directory = normalizePath(input.directory || input.worktree || home)
   const worktree = normalizePath(input.worktree || directory)
@@ -1581,7 +1837,8 @@ export async function loadConfig(paths: Paths): Promise<Config> {
   ] as const) {
     const read = await readFile(path)
     // A missing file is the normal case, except the one the user named explicitly.
-    if (read.error === "ENOENT" && layer === "global" && paths.globalFromEnv) read.error = "ENOENT: OPENCODE_SEMANTIC_ANCHORS_CONFIG names a file that does not exist"
+    if (read.error === "ENOENT" && layer === "global" && paths.globalFromEnv)
+      read.error = "ENOENT: OPENCODE_SEMANTIC_ANCHORS_CONFIG names a file that does not exist"
     reads.push({ path, label: labelFor(path, paths), layer, ...read })
   }
   return buildConfig(reads)
@@ -1596,7 +1853,8 @@ function realpathOf(abs: string): string {
   try {
     if (lstatSync(abs, { throwIfNoEntry: false })) return realpathSync(abs) as string
     const cut = abs.lastIndexOf("/")
-    if (cut > 0 && lstatSync(abs.slice(0, cut), { throwIfNoEntry: false })) return `${realpathSync(abs.slice(0, cut))}${abs.slice(cut)}`
+    if (cut > 0 && lstatSync(abs.slice(0, cut), { throwIfNoEntry: false }))
+      return `${realpathSync(abs.slice(0, cut))}${abs.slice(cut)}`
   } catch {
     // a dangling link, a permission error: fall back to the name
   }
@@ -1620,7 +1878,8 @@ const ECHO_MARK = `${TAG} /anchor`
 /** Strips the literal double quotes `opencode run` wraps around a multi-word argument. */
 export function stripArgumentQuotes(text: string): string {
   let out = text.trim()
-  while (out.length >= 2 && ((out.startsWith('"') && out.endsWith('"')) || (out.startsWith("'") && out.endsWith("'")))) out = out.slice(1, -1).trim()
+  while (out.length >= 2 && ((out.startsWith('"') && out.endsWith('"')) || (out.startsWith("'") && out.endsWith("'"))))
+    out = out.slice(1, -1).trim()
   return out
 }
 
@@ -1628,7 +1887,12 @@ const server: Plugin = async (input) => {
   const client: Client | undefined = input?.client
   const paths = resolvePaths(input ?? {}, process.env)
   const guard = withResolvedLinks(guardFiles(paths), realpathOf)
-  const env: EngineEnv = { paths, guard, match: { directory: paths.directory, worktree: paths.worktree }, realpath: realpathOf }
+  const env: EngineEnv = {
+    paths,
+    guard,
+    match: { directory: paths.directory, worktree: paths.worktree },
+    realpath: realpathOf,
+  }
   let config = defaultConfig()
   let activeCache = new Map<string, Contract[]>()
   const sessions = new Map<string, SessionState>()
@@ -1666,14 +1930,22 @@ const server: Plugin = async (input) => {
     for (const problem of config.problems) {
       const count = (perFile.get(problem.file) ?? 0) + 1
       perFile.set(problem.file, count)
-      if (count <= MAX_LOGGED_PROBLEMS) log(problem.severity === "error" ? "error" : "warn", `${TAG} ${formatProblem(problem)}`)
+      if (count <= MAX_LOGGED_PROBLEMS)
+        log(problem.severity === "error" ? "error" : "warn", `${TAG} ${formatProblem(problem)}`)
     }
     for (const [file, count] of perFile) {
-      if (count > MAX_LOGGED_PROBLEMS) log("warn", `${TAG} ${file}: ${count - MAX_LOGGED_PROBLEMS} more problems not logged (${count} in all); run /anchor status to see them all`)
+      if (count > MAX_LOGGED_PROBLEMS)
+        log(
+          "warn",
+          `${TAG} ${file}: ${count - MAX_LOGGED_PROBLEMS} more problems not logged (${count} in all); run /anchor status to see them all`,
+        )
     }
     if (config.problems.length) {
       const errors = config.problems.filter((p) => p.severity === "error").length
-      toast(`semantic-anchors: ${config.problems.length} config problem${config.problems.length === 1 ? "" : "s"} (${errors} error${errors === 1 ? "" : "s"}); run /anchor status`, errors ? "error" : "warning")
+      toast(
+        `semantic-anchors: ${config.problems.length} config problem${config.problems.length === 1 ? "" : "s"} (${errors} error${errors === 1 ? "" : "s"}); run /anchor status`,
+        errors ? "error" : "warning",
+      )
     }
   }
 
@@ -1714,13 +1986,22 @@ const server: Plugin = async (input) => {
     lines.push("active contracts:")
     for (const contract of active(state.role)) {
       const trigger = contract.trigger
-      const counter = trigger.type === "state" ? ` (${state.steps.get(contract.id) ?? 0}/${trigger.every} since the last confirmation)` : ""
+      const counter =
+        trigger.type === "state"
+          ? ` (${state.steps.get(contract.id) ?? 0}/${trigger.every} since the last confirmation)`
+          : ""
       const spread = trigger.type === "spread" ? ` (${state.touchedDirs.size} top-level directories touched)` : ""
-      lines.push(`  ${effectiveMode(contract).padEnd(5)} ${contract.id}${contract.locked ? " [locked]" : ""}${counter}${spread} - ${contract.description}`)
+      lines.push(
+        `  ${effectiveMode(contract).padEnd(5)} ${contract.id}${contract.locked ? " [locked]" : ""}${counter}${spread} - ${contract.description}`,
+      )
     }
     const max = config.settings.maxOverrides
-    lines.push(`overrides: ${state.overridesUsed} used, ${Math.max(0, max - state.overridesUsed)} left (max ${max}); pending pass: ${state.passes > 0 ? "yes" : "no"}`)
-    lines.push(`last confirmation: ${state.lastConfirmation ? new Date(state.lastConfirmation).toISOString() : "none yet"}`)
+    lines.push(
+      `overrides: ${state.overridesUsed} used, ${Math.max(0, max - state.overridesUsed)} left (max ${max}); pending pass: ${state.passes > 0 ? "yes" : "no"}`,
+    )
+    lines.push(
+      `last confirmation: ${state.lastConfirmation ? new Date(state.lastConfirmation).toISOString() : "none yet"}`,
+    )
     lines.push(`files: ${config.files.map((file) => `${file.label} (${file.status})`).join("; ")}`)
     lines.push(config.problems.length ? `problems (${config.problems.length}):` : "problems: none")
     for (const problem of config.problems) lines.push(`  ${problem.severity}: ${formatProblem(problem)}`)
@@ -1732,13 +2013,20 @@ const server: Plugin = async (input) => {
     const state = stateOf(rootOf(sessionID))
     const max = config.settings.maxOverrides
     if (!reason) return { ok: false, text: "Bypass refused: a reason is required (/anchor bypass <reason>)." }
-    if (state.passes > 0) return { ok: false, text: "Bypass refused: a bypass is already pending; it lets the next blocked call run once." }
+    if (state.passes > 0)
+      return { ok: false, text: "Bypass refused: a bypass is already pending; it lets the next blocked call run once." }
     if (state.overridesUsed >= max) return { ok: false, text: `Error: Max overrides (${max}) reached. Cannot bypass.` }
     state.overridesUsed++
     state.passes = 1
     confirm(state, Date.now())
-    log("info", `${TAG} bypass granted (${via}), override ${state.overridesUsed}/${max}: ${reason}`, { reason, sessionID })
-    return { ok: true, text: `Override ${state.overridesUsed}/${max} granted (${via}): the next blocked call in this session may run once, and the step counters are reset. Reason: ${reason}` }
+    log("info", `${TAG} bypass granted (${via}), override ${state.overridesUsed}/${max}: ${reason}`, {
+      reason,
+      sessionID,
+    })
+    return {
+      ok: true,
+      text: `Override ${state.overridesUsed}/${max} granted (${via}): the next blocked call in this session may run once, and the step counters are reset. Reason: ${reason}`,
+    }
   }
 
   const reload = async (): Promise<string> => {
@@ -1747,7 +2035,8 @@ const server: Plugin = async (input) => {
       const kept = newState(state.role)
       kept.agent = state.agent
       kept.seen = state.seen
-      for (const text of kept.seen) for (const pattern of config.seenPatterns) if (pattern.test(text)) kept.seenHits.add(pattern)
+      for (const text of kept.seen)
+        for (const pattern of config.seenPatterns) if (pattern.test(text)) kept.seenHits.add(pattern)
       Object.assign(state, kept)
     }
     reportProblems()
@@ -1779,21 +2068,29 @@ const server: Plugin = async (input) => {
   reportProblems()
   log("info", `${TAG} loaded: ${config.files.map((file) => `${file.label} (${file.status})`).join("; ")}`)
 
-  const bypassArgs = { reason: { type: "string", description: "Why this blocked call should run anyway; shown to the human, who must approve." } }
+  const bypassArgs = {
+    reason: {
+      type: "string",
+      description: "Why this blocked call should run anyway; shown to the human, who must approve.",
+    },
+  }
   const tools: Record<string, ToolDefinition> = {
     anchor_status: plainTool({
-      description: "Show the semantic-anchors contracts in force for this session: role, active contracts, counters, overrides, config problems. Read-only.",
+      description:
+        "Show the semantic-anchors contracts in force for this session: role, active contracts, counters, overrides, config problems. Read-only.",
       args: {},
       execute: async (_args, ctx) => statusText(ctx.sessionID),
     }),
     anchor_bypass: plainTool({
-      description: "Ask the human to let the next blocked call run once. Needs a reason; the human must approve the permission prompt. You cannot grant it yourself.",
+      description:
+        "Ask the human to let the next blocked call run once. Needs a reason; the human must approve the permission prompt. You cannot grant it yourself.",
       args: bypassArgs,
       execute: async (args, ctx) => {
         const reason = isMapping(args) && typeof args.reason === "string" ? args.reason.trim().slice(0, 500) : ""
         if (!reason) return "anchor_bypass: a non-empty string `reason` is required."
         const state = stateOf(rootOf(ctx.sessionID))
-        if (state.overridesUsed >= config.settings.maxOverrides) return `Error: Max overrides (${config.settings.maxOverrides}) reached. Cannot bypass.`
+        if (state.overridesUsed >= config.settings.maxOverrides)
+          return `Error: Max overrides (${config.settings.maxOverrides}) reached. Cannot bypass.`
         if (state.passes > 0) return "A bypass is already pending; retry the blocked call."
         if (typeof ctx?.ask !== "function") return "Bypass refused: this host cannot ask the human."
         try {
@@ -1801,7 +2098,11 @@ const server: Plugin = async (input) => {
             permission: "anchor-bypass",
             patterns: [state.lastBlocked ?? "*"],
             always: [],
-            metadata: { reason, contract: state.lastBlocked, overridesLeft: config.settings.maxOverrides - state.overridesUsed },
+            metadata: {
+              reason,
+              contract: state.lastBlocked,
+              overridesLeft: config.settings.maxOverrides - state.overridesUsed,
+            },
           })
         } catch (error) {
           log("info", `${TAG} anchor_bypass not approved: ${(error as Error)?.message ?? error}`)
@@ -1822,7 +2123,8 @@ const server: Plugin = async (input) => {
         target.command = {
           ...commands,
           anchor: {
-            template: "The user ran /anchor $ARGUMENTS (semantic-anchors). Report the result to the user in one or two sentences.",
+            template:
+              "The user ran /anchor $ARGUMENTS (semantic-anchors). Report the result to the user in one or two sentences.",
             description: "semantic-anchors: status | bypass <reason> | reload",
           },
         }
@@ -1830,7 +2132,8 @@ const server: Plugin = async (input) => {
         if (typeof permission === "string") target.permission = { "*": permission, "anchor-bypass": "ask" }
         else if (isMapping(permission)) {
           permission["anchor-bypass"] ??= "ask"
-          if (permission["anchor-bypass"] === "allow") log("warn", `${TAG} permission "anchor-bypass" is "allow": the model can then grant itself bypasses`)
+          if (permission["anchor-bypass"] === "allow")
+            log("warn", `${TAG} permission "anchor-bypass" is "allow": the model can then grant itself bypasses`)
         } else target.permission = { "anchor-bypass": "ask" }
       } catch (error) {
         failOpen("config hook", error)
@@ -1839,7 +2142,10 @@ const server: Plugin = async (input) => {
 
     event: async ({ event }) => {
       try {
-        const e = event as unknown as { type?: string; properties?: { sessionID?: string; info?: { id?: string; parentID?: string } } }
+        const e = event as unknown as {
+          type?: string
+          properties?: { sessionID?: string; info?: { id?: string; parentID?: string } }
+        }
         const info = e.properties?.info
         const id = info?.id ?? e.properties?.sessionID
         if (!id) return
@@ -1882,7 +2188,11 @@ const server: Plugin = async (input) => {
         if (!confirmPattern || confirmPattern.test(capText(text, MESSAGE_CAP))) confirm(state, Date.now())
         for (const hit of evaluateMessage(active(state.role), text)) {
           toast(tipText(hit), hit.contract.mode === "info" ? "info" : "warning")
-          log(hit.contract.mode === "info" ? "info" : "warn", `${TAG} ${hit.contract.mode} ${hit.contract.id}: ${tipText(hit)}`, { sessionID: hookInput.sessionID })
+          log(
+            hit.contract.mode === "info" ? "info" : "warn",
+            `${TAG} ${hit.contract.mode} ${hit.contract.id}: ${tipText(hit)}`,
+            { sessionID: hookInput.sessionID },
+          )
         }
       } catch (error) {
         failOpen("chat.message", error)
@@ -1933,7 +2243,8 @@ const server: Plugin = async (input) => {
           const warns = verdict.hits.filter((hit) => hit.contract.mode === "warn")
           if (warns.length) {
             state.pendingNotes.set(hookInput.callID, warnNote(warns))
-            if (state.pendingNotes.size > MAX_PENDING_NOTES) state.pendingNotes.delete(state.pendingNotes.keys().next().value as string)
+            if (state.pendingNotes.size > MAX_PENDING_NOTES)
+              state.pendingNotes.delete(state.pendingNotes.keys().next().value as string)
             log("warn", warnNote(warns), { sessionID: hookInput.sessionID, tool: hookInput.tool })
           }
           for (const hit of verdict.hits.filter((hit) => hit.contract.mode === "info")) {

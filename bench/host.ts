@@ -30,7 +30,10 @@ async function runOnce(sb: Sandbox): Promise<Run> {
     child.stderr.resume()
     const started = process.hrtime.bigint()
     const code = await new Promise<number | null>((resolve, reject) => {
-      const timer = setTimeout(() => (child.kill("SIGKILL"), reject(new Error("opencode run took over 120 s"))), 120_000)
+      const timer = setTimeout(
+        () => (child.kill("SIGKILL"), reject(new Error("opencode run took over 120 s"))),
+        120_000,
+      )
       child.once("exit", (c) => (clearTimeout(timer), resolve(c)))
     })
     const wallSeconds = Number(process.hrtime.bigint() - started) / 1e9
@@ -38,8 +41,17 @@ async function runOnce(sb: Sandbox): Promise<Run> {
     const time = fs.readFileSync(timeFile, "utf8")
     const rss = /Maximum resident set size \(kbytes\): (\d+)/.exec(time)
     if (!rss) throw new Error(`cannot read /usr/bin/time output:\n${time}`)
-    const events = stdout.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l))
-    return { wallSeconds, maxRssKiB: Number(rss[1]), statuses: toolParts(events).filter((p) => p.tool === "read").map((p) => p.status) }
+    const events = stdout
+      .split("\n")
+      .filter((l) => l.startsWith("{"))
+      .map((l) => JSON.parse(l))
+    return {
+      wallSeconds,
+      maxRssKiB: Number(rss[1]),
+      statuses: toolParts(events)
+        .filter((p) => p.tool === "read")
+        .map((p) => p.status),
+    }
   } finally {
     await llm.close()
   }
@@ -51,13 +63,20 @@ export async function hostOverhead(opts: { runs: number }): Promise<{ rows: Row[
   try {
     const pluginDir = path.join(without.configDir, "plugins")
     for (const file of fs.readdirSync(pluginDir)) if (/\.(ts|js)$/.test(file)) fs.rmSync(path.join(pluginDir, file))
-    const installed = fs.readdirSync(path.join(withPlugins.configDir, "plugins")).filter((f) => f.endsWith(".ts")).sort()
-    if (installed.join(",") !== "loop-guard.ts,semantic-anchors.ts") throw new Error(`install.sh installed ${installed.join(", ")}`)
+    const installed = fs
+      .readdirSync(path.join(withPlugins.configDir, "plugins"))
+      .filter((f) => f.endsWith(".ts"))
+      .sort()
+    if (installed.join(",") !== "loop-guard.ts,semantic-anchors.ts")
+      throw new Error(`install.sh installed ${installed.join(", ")}`)
 
     // One warm-up run each (first start fills opencode's caches); their figures are not counted.
     const check = (run: Run, plugins: boolean) => {
       const expected = plugins ? "completed,completed,completed,error" : "completed,completed,completed,completed"
-      if (run.statuses.join(",") !== expected) throw new Error(`host bench: reads ${run.statuses.join(",")} with${plugins ? "" : "out"} plugins, expected ${expected}`)
+      if (run.statuses.join(",") !== expected)
+        throw new Error(
+          `host bench: reads ${run.statuses.join(",")} with${plugins ? "" : "out"} plugins, expected ${expected}`,
+        )
     }
     check(await runOnce(without), false)
     check(await runOnce(withPlugins), true)
@@ -76,8 +95,8 @@ export async function hostOverhead(opts: { runs: number }): Promise<{ rows: Row[
         check(b, true)
         both.push(b)
       }
-      if (i % 2) await runBoth(), await runNone()
-      else await runNone(), await runBoth()
+      if (i % 2) (await runBoth(), await runNone())
+      else (await runNone(), await runBoth())
     }
     const wallNone = summarize(none.map((r) => r.wallSeconds))
     const wallBoth = summarize(both.map((r) => r.wallSeconds))
@@ -105,7 +124,13 @@ export async function hostOverhead(opts: { runs: number }): Promise<{ rows: Row[
           spread: `${(rssBoth.median / 1024).toFixed(0)} MiB vs ${(rssNone.median / 1024).toFixed(0)} MiB`,
         },
       ],
-      json: { runs: opts.runs, wallSeconds: { both: wallBoth, none: wallNone, pairRatios }, maxRssKiB: { both: rssBoth, none: rssNone }, ratio, raw: { both, none } },
+      json: {
+        runs: opts.runs,
+        wallSeconds: { both: wallBoth, none: wallNone, pairRatios },
+        maxRssKiB: { both: rssBoth, none: rssNone },
+        ratio,
+        raw: { both, none },
+      },
     }
   } finally {
     withPlugins.cleanup()

@@ -49,8 +49,18 @@ export type Row = {
 
 export function fmt(value: number, unit: string): string {
   if (!Number.isFinite(value)) return String(value)
-  if (unit === "ns") return value >= 1e6 ? `${(value / 1e6).toFixed(2)} ms` : value >= 1e3 ? `${(value / 1e3).toFixed(2)} us` : `${value.toFixed(0)} ns`
-  if (unit === "B") return value >= 1 << 20 ? `${(value / (1 << 20)).toFixed(2)} MiB` : value >= 1024 ? `${(value / 1024).toFixed(1)} KiB` : `${value.toFixed(0)} B`
+  if (unit === "ns")
+    return value >= 1e6
+      ? `${(value / 1e6).toFixed(2)} ms`
+      : value >= 1e3
+        ? `${(value / 1e3).toFixed(2)} us`
+        : `${value.toFixed(0)} ns`
+  if (unit === "B")
+    return value >= 1 << 20
+      ? `${(value / (1 << 20)).toFixed(2)} MiB`
+      : value >= 1024
+        ? `${(value / 1024).toFixed(1)} KiB`
+        : `${value.toFixed(0)} B`
   if (unit === "x") return `${value.toFixed(2)}x`
   if (unit === "s") return `${value.toFixed(2)} s`
   return `${value} ${unit}`
@@ -67,7 +77,11 @@ export function printTable(rows: readonly Row[]): void {
     r.target ? (r.target.met ? "yes" : "NO") : "",
   ])
   const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i].length)))
-  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i])).join(" | ").trimEnd()
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => c.padEnd(widths[i]))
+      .join(" | ")
+      .trimEnd()
   console.log(line(header))
   console.log(widths.map((w) => "-".repeat(w)).join("-|-"))
   for (const l of lines) console.log(line(l))
@@ -76,5 +90,10 @@ export function printTable(rows: readonly Row[]): void {
 
 /** Load average and core count, printed with the results: the figures mean little on a busy machine. */
 export function machine(): Record<string, unknown> {
-  return { cores: os.cpus().length, loadavg: os.loadavg().map((l) => Number(l.toFixed(2))), bun: Bun.version, platform: `${os.platform()} ${os.arch()}` }
+  return {
+    cores: os.cpus().length,
+    loadavg: os.loadavg().map((l) => Number(l.toFixed(2))),
+    bun: Bun.version,
+    platform: `${os.platform()} ${os.arch()}`,
+  }
 }

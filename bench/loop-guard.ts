@@ -3,16 +3,23 @@
 import plugin, { MAX_SESSIONS } from "../loop-guard.ts"
 import { heapUsed, now, summarize, type Row } from "./lib.ts"
 
-type Hooks = { "tool.execute.before": (input: unknown, output: unknown) => Promise<void>; event: (e: unknown) => Promise<void> }
+type Hooks = {
+  "tool.execute.before": (input: unknown, output: unknown) => Promise<void>
+  event: (e: unknown) => Promise<void>
+}
 
 async function start(): Promise<Hooks> {
   const client = { app: { log: async () => true } }
-  return (await plugin.server({ client, directory: "/tmp/bench", worktree: "/tmp/bench" } as any, {})) as unknown as Hooks
+  return (await plugin.server(
+    { client, directory: "/tmp/bench", worktree: "/tmp/bench" } as any,
+    {},
+  )) as unknown as Hooks
 }
 
 // Source-like text: quotes, backslashes, tabs, newlines and some non-ASCII, so string escaping costs what it costs.
-const LINE = '  const label = `caf\u00e9 "${name}"` + \'\\t\' // \u2713 ok\n'
-const text = (bytes: number, salt: number) => `/* ${salt} */\n` + LINE.repeat(Math.ceil(bytes / LINE.length)).slice(0, bytes)
+const LINE = "  const label = `caf\u00e9 \"${name}\"` + '\\t' // \u2713 ok\n"
+const text = (bytes: number, salt: number) =>
+  `/* ${salt} */\n` + LINE.repeat(Math.ceil(bytes / LINE.length)).slice(0, bytes)
 
 /** Nested objects and arrays, keys out of order at every level (as a model writes them), `levels` deep. */
 function deep(levels: number, salt: number): unknown {
@@ -23,16 +30,33 @@ function deep(levels: number, salt: number): unknown {
 
 /** Argument shapes, each made in 5 variants: a rotation of 5 distinct calls never forms a cycle of length 1..4. */
 export const SHAPES: { name: string; tool: string; make: (salt: number) => unknown }[] = [
-  { name: "~100 B (read)", tool: "read", make: (s) => ({ filePath: `/home/dev/project/src/components/button-${s}.tsx`, offset: 120, limit: 80 }) },
-  { name: "~10 KB (edit, 2 strings)", tool: "edit", make: (s) => ({ filePath: "/home/dev/project/src/app.ts", oldString: text(4800, s), newString: text(4800, s + 1) }) },
+  {
+    name: "~100 B (read)",
+    tool: "read",
+    make: (s) => ({ filePath: `/home/dev/project/src/components/button-${s}.tsx`, offset: 120, limit: 80 }),
+  },
+  {
+    name: "~10 KB (edit, 2 strings)",
+    tool: "edit",
+    make: (s) => ({ filePath: "/home/dev/project/src/app.ts", oldString: text(4800, s), newString: text(4800, s + 1) }),
+  },
   {
     name: "~10 KB (todowrite, 60 objects)",
     tool: "todowrite",
     make: (s) => ({
-      todos: Array.from({ length: 60 }, (_, i) => ({ content: `Step ${i} of ${s}: update the handler and its test`, status: i % 3 ? "pending" : "completed", priority: "medium", id: `t-${i}` })),
+      todos: Array.from({ length: 60 }, (_, i) => ({
+        content: `Step ${i} of ${s}: update the handler and its test`,
+        status: i % 3 ? "pending" : "completed",
+        priority: "medium",
+        id: `t-${i}`,
+      })),
     }),
   },
-  { name: "~1 MB (write)", tool: "write", make: (s) => ({ filePath: "/home/dev/project/src/big.ts", content: text(1_000_000, s) }) },
+  {
+    name: "~1 MB (write)",
+    tool: "write",
+    make: (s) => ({ filePath: "/home/dev/project/src/big.ts", content: text(1_000_000, s) }),
+  },
   { name: "deep nesting (100 levels)", tool: "x", make: (s) => ({ tree: deep(100, s) }) },
   { name: "deep nesting (1000 levels)", tool: "x", make: (s) => ({ tree: deep(1000, s) }) },
 ]
@@ -76,8 +100,8 @@ export async function hookCost(opts: { rounds: number }): Promise<{ rows: Row[];
     for (let w = 0; w < 3; w++) (stringifyBatch(), await hookBatch()) // warm-up: let the JIT settle
     for (let r = 0; r < opts.rounds; r++) {
       let js: number, hook: number
-      if (r % 2) (js = stringifyBatch()), (hook = await hookBatch())
-      else (hook = await hookBatch()), (js = stringifyBatch())
+      if (r % 2) ((js = stringifyBatch()), (hook = await hookBatch()))
+      else ((hook = await hookBatch()), (js = stringifyBatch()))
       ratios.push(hook / js)
       hookNs.push(hook)
       jsonNs.push(js)
@@ -87,7 +111,8 @@ export async function hookCost(opts: { rounds: number }): Promise<{ rows: Row[];
         emptyNs.push((now() - t) / reps)
       }
     }
-    if (blocked) throw new Error(`bench: ${blocked} calls of ${shape.name} were blocked; the rotation must never form a cycle`)
+    if (blocked)
+      throw new Error(`bench: ${blocked} calls of ${shape.name} were blocked; the rotation must never form a cycle`)
     const ratio = summarize(ratios)
     const hook = summarize(hookNs)
     const js = summarize(jsonNs)
@@ -98,9 +123,20 @@ export async function hookCost(opts: { rounds: number }): Promise<{ rows: Row[];
       unit: "x",
       spread: `p10-p90 ${ratio.p10.toFixed(2)}-${ratio.p90.toFixed(2)}; hook ${fmtNs(hook.median)}, stringify ${fmtNs(js.median)}`,
       target: { text: "<= 1.5x", met: ratio.median <= 1.5 },
-      note: emptyNs.length ? `awaiting an empty async hook alone costs ${fmtNs(summarize(emptyNs).median)} per call (the host's floor for any hook)` : undefined,
+      note: emptyNs.length
+        ? `awaiting an empty async hook alone costs ${fmtNs(summarize(emptyNs).median)} per call (the host's floor for any hook)`
+        : undefined,
     })
-    json[shape.name] = { bytes, reps, rounds: opts.rounds, ratio, hookNs: hook, stringifyNs: js, emptyHookNs: emptyNs.length ? summarize(emptyNs) : null, sink }
+    json[shape.name] = {
+      bytes,
+      reps,
+      rounds: opts.rounds,
+      ratio,
+      hookNs: hook,
+      stringifyNs: js,
+      emptyHookNs: emptyNs.length ? summarize(emptyNs) : null,
+      sink,
+    }
   }
   return { rows, json }
 }
@@ -114,7 +150,8 @@ async function fillSessions(hooks: Hooks, prefix: string, count: number, finish:
   const before = hooks["tool.execute.before"]
   for (let s = 0; s < count; s++) {
     const sessionID = `${prefix}-${s}`
-    for (let c = 0; c < 12; c++) await before({ tool: "read", sessionID, callID: "c" }, { args: { filePath: `src/file-${c}.ts`, limit: 100 } })
+    for (let c = 0; c < 12; c++)
+      await before({ tool: "read", sessionID, callID: "c" }, { args: { filePath: `src/file-${c}.ts`, limit: 100 } })
     if (finish && s % 2) await hooks.event({ event: { type: "session.idle", properties: { sessionID } } })
   }
 }

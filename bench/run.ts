@@ -21,7 +21,9 @@ const flag = (name: string): string | undefined => {
 const known = ["only", "quick", "host-runs", "fuzz"]
 for (const a of argv) {
   if (!known.some((k) => a === `--${k}` || a.startsWith(`--${k}=`))) {
-    console.error(`unknown argument ${a}; flags: --only=loop-guard,semantic-anchors,memory,host,fuzz --quick --host-runs=N --fuzz[=N]`)
+    console.error(
+      `unknown argument ${a}; flags: --only=loop-guard,semantic-anchors,memory,host,fuzz --quick --host-runs=N --fuzz[=N]`,
+    )
     process.exit(2)
   }
 }
@@ -67,7 +69,13 @@ if (groups.includes("memory")) {
   const r10 = med(lg, "after10000").median
   const r100 = med(lg, "after100000").median
   rows.push(
-    { group: "loop-guard", figure: "heap per live session (full history, at the 1,000-session bound)", value: per.median, unit: "B", spread: `min-max ${per.min.toFixed(0)}-${per.max.toFixed(0)} B, ${samples} processes` },
+    {
+      group: "loop-guard",
+      figure: "heap per live session (full history, at the 1,000-session bound)",
+      value: per.median,
+      unit: "B",
+      spread: `min-max ${per.min.toFixed(0)}-${per.max.toFixed(0)} B, ${samples} processes`,
+    },
     {
       group: "loop-guard",
       figure: "heap after 100,000 sessions / after 10,000 (bound reached at 1,000)",
@@ -82,8 +90,20 @@ if (groups.includes("memory")) {
   const t20 = med(typical, "after20000").median
   const t100 = med(typical, "after100000").median
   rows.push(
-    { group: "semantic-anchors", figure: "heap per live root session, typical (at the 128-session bound)", value: med(typical, "perSession").median, unit: "B", spread: `${samples} processes` },
-    { group: "semantic-anchors", figure: "heap per live root session, worst case (every per-session bound full)", value: med(worst, "perSession").median, unit: "B", spread: `${(med(worst, "atCapacity").median / (1 << 20)).toFixed(1)} MiB for 128 such sessions` },
+    {
+      group: "semantic-anchors",
+      figure: "heap per live root session, typical (at the 128-session bound)",
+      value: med(typical, "perSession").median,
+      unit: "B",
+      spread: `${samples} processes`,
+    },
+    {
+      group: "semantic-anchors",
+      figure: "heap per live root session, worst case (every per-session bound full)",
+      value: med(worst, "perSession").median,
+      unit: "B",
+      spread: `${(med(worst, "atCapacity").median / (1 << 20)).toFixed(1)} MiB for 128 such sessions`,
+    },
     {
       group: "semantic-anchors",
       figure: "heap after 100,000 sessions / after 20,000 (all bounds reached)",
@@ -106,21 +126,35 @@ if (groups.includes("host")) {
 if (!groups.every((g) => g === "fuzz")) {
   results.machineAfter = machine()
   results.rows = rows
-  console.log(`\nmachine: ${JSON.stringify(results.machineBefore)} -> load after ${JSON.stringify((results.machineAfter as any).loadavg)}`)
-  console.log("medians over interleaved rounds; spread as p10-p90 or min-max. On a loaded machine compare ratios, not times.\n")
+  console.log(
+    `\nmachine: ${JSON.stringify(results.machineBefore)} -> load after ${JSON.stringify((results.machineAfter as any).loadavg)}`,
+  )
+  console.log(
+    "medians over interleaved rounds; spread as p10-p90 or min-max. On a loaded machine compare ratios, not times.\n",
+  )
   printTable(rows)
   mkdirSync(path.join(REPO, "bench/results"), { recursive: true })
   writeFileSync(path.join(REPO, "bench/results/latest.json"), JSON.stringify(results, null, 2))
   console.log(`\nwritten: bench/results/latest.json`)
   const missed = rows.filter((r) => r.target && !r.target.met)
-  console.log(missed.length ? `${missed.length} target(s) not met: ${missed.map((r) => `${r.group} / ${r.figure}`).join("; ")}` : "every target met")
+  console.log(
+    missed.length
+      ? `${missed.length} target(s) not met: ${missed.map((r) => `${r.group} / ${r.figure}`).join("; ")}`
+      : "every target met",
+  )
 }
 
 const fuzz = flag("fuzz") ?? (groups.includes("fuzz") ? "" : undefined)
 if (fuzz !== undefined) {
   const calls = fuzz || "1e6"
   console.log(`\nfuzz: BENCH_FUZZ=${calls} bun test test/fuzz-*.test.ts`)
-  const files = ["test/fuzz-loop-guard.test.ts", "test/fuzz-semantic-anchors.test.ts"].filter((f) => existsSync(path.join(REPO, f)))
-  const run = spawnSync(process.execPath, ["test", "--timeout", "1800000", ...files], { cwd: REPO, stdio: "inherit", env: { ...process.env, BENCH_FUZZ: calls } })
+  const files = ["test/fuzz-loop-guard.test.ts", "test/fuzz-semantic-anchors.test.ts"].filter((f) =>
+    existsSync(path.join(REPO, f)),
+  )
+  const run = spawnSync(process.execPath, ["test", "--timeout", "1800000", ...files], {
+    cwd: REPO,
+    stdio: "inherit",
+    env: { ...process.env, BENCH_FUZZ: calls },
+  })
   process.exitCode = run.status ?? 1
 }

@@ -10,9 +10,25 @@ import { heapUsed, now, summarize, type Row } from "./lib.ts"
 export function contractsYaml(n: number): string {
   const lines = ["version: 1", "contracts:"]
   for (let i = 0; i < n; i++) {
-    lines.push(`  - id: bench-${i}`, `    description: Bench contract ${i}.`, `    mode: ${["block", "warn", "info"][i % 3]}`, "    trigger:", "      type: tool")
-    if (i % 2 === 0) lines.push('      tools: ["bash", "*shell*"]', "      args:", `        command: { regex: '\\bdeploy-${i}\\s+--(prod|force)\\b', flags: i }`)
-    else lines.push('      tools: ["edit", "write", "read"]', "      args:", `        filePath: { glob: ["secrets-${i}/**", "**/*.key${i}"] }`)
+    lines.push(
+      `  - id: bench-${i}`,
+      `    description: Bench contract ${i}.`,
+      `    mode: ${["block", "warn", "info"][i % 3]}`,
+      "    trigger:",
+      "      type: tool",
+    )
+    if (i % 2 === 0)
+      lines.push(
+        '      tools: ["bash", "*shell*"]',
+        "      args:",
+        `        command: { regex: '\\bdeploy-${i}\\s+--(prod|force)\\b', flags: i }`,
+      )
+    else
+      lines.push(
+        '      tools: ["edit", "write", "read"]',
+        "      args:",
+        `        filePath: { glob: ["secrets-${i}/**", "**/*.key${i}"] }`,
+      )
   }
   if (n === 0) lines.splice(1, 1)
   return `${lines.join("\n")}\n`
@@ -31,7 +47,11 @@ function sandbox(projectYaml: string | null): Sandbox {
 }
 
 async function start(sb: Sandbox): Promise<any> {
-  const saved = { HOME: process.env.HOME, XDG_CONFIG_HOME: process.env.XDG_CONFIG_HOME, CFG: process.env.OPENCODE_SEMANTIC_ANCHORS_CONFIG }
+  const saved = {
+    HOME: process.env.HOME,
+    XDG_CONFIG_HOME: process.env.XDG_CONFIG_HOME,
+    CFG: process.env.OPENCODE_SEMANTIC_ANCHORS_CONFIG,
+  }
   process.env.HOME = sb.home
   process.env.XDG_CONFIG_HOME = sb.xdg
   delete process.env.OPENCODE_SEMANTIC_ANCHORS_CONFIG
@@ -39,7 +59,11 @@ async function start(sb: Sandbox): Promise<any> {
     const client = { app: { log: async () => true }, tui: { showToast: async () => true } }
     return await plugin.server({ client, directory: sb.project, worktree: sb.project } as any, {})
   } finally {
-    for (const [key, value] of [["HOME", saved.HOME], ["XDG_CONFIG_HOME", saved.XDG_CONFIG_HOME], ["OPENCODE_SEMANTIC_ANCHORS_CONFIG", saved.CFG]] as const) {
+    for (const [key, value] of [
+      ["HOME", saved.HOME],
+      ["XDG_CONFIG_HOME", saved.XDG_CONFIG_HOME],
+      ["OPENCODE_SEMANTIC_ANCHORS_CONFIG", saved.CFG],
+    ] as const) {
       if (value === undefined) delete process.env[key]
       else process.env[key] = value
     }
@@ -54,8 +78,18 @@ async function userMessage(hooks: any, sessionID: string, text: string) {
 function callsFor(project: string) {
   return [
     { tool: "read", args: { filePath: `${project}/src/server/handlers/user.ts`, offset: 40, limit: 120 } },
-    { tool: "bash", args: { command: "npm test -- --grep 'user handler' && git diff --stat", description: "Run the tests" } },
-    { tool: "edit", args: { filePath: `${project}/src/server/handlers/user.ts`, oldString: "return null", newString: "return user ?? null" } },
+    {
+      tool: "bash",
+      args: { command: "npm test -- --grep 'user handler' && git diff --stat", description: "Run the tests" },
+    },
+    {
+      tool: "edit",
+      args: {
+        filePath: `${project}/src/server/handlers/user.ts`,
+        oldString: "return null",
+        newString: "return user ?? null",
+      },
+    },
   ]
 }
 
@@ -86,7 +120,8 @@ export async function checkCost(opts: { samples: number }): Promise<{ rows: Row[
         if (i >= 2000) times.push(dt) // the first 2,000 warm the JIT
         if (i % 3 === 2) await userMessage(hooks, "bench", "ok, go on")
       }
-      if (blocked) throw new Error(`bench: ${blocked} calls blocked with ${n} contracts; the bench calls must all be allowed`)
+      if (blocked)
+        throw new Error(`bench: ${blocked} calls blocked with ${n} contracts; the bench calls must all be allowed`)
       const s = summarize(times)
       rows.push({
         group: "semantic-anchors",
@@ -108,11 +143,15 @@ export async function checkCost(opts: { samples: number }): Promise<{ rows: Row[
 export async function loadCost(opts: { runs: number }): Promise<{ rows: Row[]; json: Record<string, unknown> }> {
   const sb = sandbox(contractsYaml(100))
   try {
-    const paths = resolvePaths({ directory: sb.project, worktree: sb.project }, { HOME: sb.home, XDG_CONFIG_HOME: sb.xdg })
+    const paths = resolvePaths(
+      { directory: sb.project, worktree: sb.project },
+      { HOME: sb.home, XDG_CONFIG_HOME: sb.xdg },
+    )
     const first = await loadConfig(paths)
     const userContracts = [...first.contracts.keys()].filter((id) => id.startsWith("bench-")).length
     const errors = first.problems.filter((p: any) => p.severity === "error")
-    if (userContracts !== 100 || errors.length) throw new Error(`bench: expected 100 valid contracts, got ${userContracts}; ${errors.length} errors`)
+    if (userContracts !== 100 || errors.length)
+      throw new Error(`bench: expected 100 valid contracts, got ${userContracts}; ${errors.length} errors`)
     const times: number[] = []
     for (let i = 0; i < opts.runs + 5; i++) {
       const t = now()
@@ -145,7 +184,10 @@ export async function loadCost(opts: { runs: number }): Promise<{ rows: Row[]; j
  * the heap after that many sessions came and went (half deleted, half dropped by the bound; every 4th with a
  * subagent session linked to it).
  */
-export async function memoryScenario(kind: "typical" | "worst", checkpoints: number[]): Promise<Record<string, number>> {
+export async function memoryScenario(
+  kind: "typical" | "worst",
+  checkpoints: number[],
+): Promise<Record<string, number>> {
   const sb = sandbox(contractsYaml(10))
   try {
     const out: Record<string, number> = {}
@@ -164,7 +206,10 @@ export async function memoryScenario(kind: "typical" | "worst", checkpoints: num
         } catch {}
         if (!worst || c.tool !== "edit") {
           const output = worst ? `${bigResult}${i}` : "ok"
-          await hooks["tool.execute.after"]({ tool: c.tool, sessionID, callID, args: c.args }, { title: c.tool, output, metadata: {} })
+          await hooks["tool.execute.after"](
+            { tool: c.tool, sessionID, callID, args: c.args },
+            { title: c.tool, output, metadata: {} },
+          )
         }
         if (i % 3 === 2) await userMessage(hooks, sessionID, worst ? `${bigResult} ${i}` : "ok, go on")
       }
@@ -178,10 +223,16 @@ export async function memoryScenario(kind: "typical" | "worst", checkpoints: num
         const sessionID = `churn-${s}`
         if (s % 4 === 0) {
           const child = `${sessionID}-child`
-          await hooks.event({ event: { type: "session.created", properties: { sessionID: child, info: { id: child, parentID: sessionID } } } })
+          await hooks.event({
+            event: {
+              type: "session.created",
+              properties: { sessionID: child, info: { id: child, parentID: sessionID } },
+            },
+          })
         }
         await session(sessionID, 2, false)
-        if (s % 2) await hooks.event({ event: { type: "session.deleted", properties: { sessionID, info: { id: sessionID } } } })
+        if (s % 2)
+          await hooks.event({ event: { type: "session.deleted", properties: { sessionID, info: { id: sessionID } } } })
       }
       done = checkpoint
       out[`after${checkpoint}`] = heapUsed() - base

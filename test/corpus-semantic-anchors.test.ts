@@ -19,7 +19,10 @@ const fresh = () => `ses_corpus_${++session}`
 /** Problems as `/anchor status` lists them: "error: <file>: <path>: <text>" / "warning: ...". */
 async function problems(h: Harness): Promise<string[]> {
   const status = await h.status(fresh())
-  return status.split("\n").filter((line) => /^ {2}(error|warning): /.test(line)).map((line) => line.trim())
+  return status
+    .split("\n")
+    .filter((line) => /^ {2}(error|warning): /.test(line))
+    .map((line) => line.trim())
 }
 async function activeIds(h: Harness): Promise<string[]> {
   const status = await h.status(fresh())
@@ -51,7 +54,9 @@ const CONFIG_CASES: ConfigCase[] = [
     file: "alias-bomb.yaml",
     status: "ignored",
     active: BUILTINS,
-    problems: [/^error: .*: cannot parse YAML \(Excessive aliasing\); the file is ignored and the other files stay in force$/],
+    problems: [
+      /^error: .*: cannot parse YAML \(Excessive aliasing\); the file is ignored and the other files stay in force$/,
+    ],
   },
   {
     file: "alias-fanout.yaml",
@@ -90,9 +95,14 @@ const CONFIG_CASES: ConfigCase[] = [
     file: "proto-keys.yaml",
     status: "loaded, 1 new contract",
     active: [...BUILTINS, "proto-contract"],
-    problems: ["__proto__", "constructor", "contracts\\[0\\]\\.__proto__", "contracts\\[0\\]\\.trigger\\.__proto__", "contracts\\[0\\]\\.trigger\\.args\\.filePath\\.__proto__", "settings\\.__proto__"].map(
-      (path) => new RegExp(`^warning: .*: ${path}: unknown key "(__proto__|constructor)"`),
-    ),
+    problems: [
+      "__proto__",
+      "constructor",
+      "contracts\\[0\\]\\.__proto__",
+      "contracts\\[0\\]\\.trigger\\.__proto__",
+      "contracts\\[0\\]\\.trigger\\.args\\.filePath\\.__proto__",
+      "settings\\.__proto__",
+    ].map((path) => new RegExp(`^warning: .*: ${path}: unknown key "(__proto__|constructor)"`)),
     also: async (h) => {
       expect(({} as Record<string, unknown>).polluted).toBeUndefined() // nothing reached Object.prototype
       // __proto__ values are not inherited: mode stays warn (not block), the matcher is not negated, not locked
@@ -163,7 +173,9 @@ const CONFIG_CASES: ConfigCase[] = [
     file: "duplicate-keys.yaml",
     status: "loaded, 1 new contract",
     active: [...BUILTINS, "twice"],
-    problems: [/^warning: .*: contracts\[0\]\.mode: key "mode" is written twice in one mapping \(lines 6 and 7\); YAML keeps only the last one, so line 6 has no effect\. Delete one of them$/],
+    problems: [
+      /^warning: .*: contracts\[0\]\.mode: key "mode" is written twice in one mapping \(lines 6 and 7\); YAML keeps only the last one, so line 6 has no effect\. Delete one of them$/,
+    ],
     also: async (h) => expect(await h.status(fresh())).toMatch(/info\s+twice/), // Bun.YAML: the last key wins, now reported
   },
   { file: "bom-crlf.yaml", status: "loaded, 1 new contract", active: [...BUILTINS, "crlf-contract"], problems: [] },
@@ -180,15 +192,34 @@ const CONFIG_CASES: ConfigCase[] = [
     },
   },
   { file: "only-comments.yaml", status: "empty", active: BUILTINS, problems: [] },
-  { file: "tab-indent.yaml", status: "ignored", active: BUILTINS, problems: [/^error: .*: cannot parse YAML \(Tab characters cannot be used as indentation\)/] },
-  { file: "nul-byte.yaml", status: "ignored", active: BUILTINS, problems: [/^error: .*: cannot parse YAML \(Unexpected character\)/] },
+  {
+    file: "tab-indent.yaml",
+    status: "ignored",
+    active: BUILTINS,
+    problems: [/^error: .*: cannot parse YAML \(Tab characters cannot be used as indentation\)/],
+  },
+  {
+    file: "nul-byte.yaml",
+    status: "ignored",
+    active: BUILTINS,
+    problems: [/^error: .*: cannot parse YAML \(Unexpected character\)/],
+  },
   { file: "binary.yaml", status: "ignored", active: BUILTINS, problems: [/^error: .*: cannot parse YAML/] },
-  { file: "version-string.yaml", status: "ignored", active: BUILTINS, problems: [/^error: .*: version: must be the number 1, not the string "1"; write version: 1 without quotes\. The file is ignored$/] },
+  {
+    file: "version-string.yaml",
+    status: "ignored",
+    active: BUILTINS,
+    problems: [
+      /^error: .*: version: must be the number 1, not the string "1"; write version: 1 without quotes\. The file is ignored$/,
+    ],
+  },
 ]
 
 describe("corpus: hostile config files (project file)", () => {
   test("every corpus file has a case", () => {
-    const files = readdirSync(CORPUS).filter((f) => f.endsWith(".yaml")).sort()
+    const files = readdirSync(CORPUS)
+      .filter((f) => f.endsWith(".yaml"))
+      .sort()
     expect(files).toEqual(CONFIG_CASES.map((c) => c.file).sort())
   })
 
@@ -207,14 +238,20 @@ describe("corpus: hostile config files (project file)", () => {
   test("a nested-quantifier regex is refused (error, contract disabled), not only warned: capping input at 10,000 characters does not bound exponential backtracking (/(a+)+$/ takes ~1 s on 26 characters, hours on 40)", async () => {
     const h = await start({ project: corpus("catastrophic-regexes.yaml") })
     expect(await activeIds(h)).not.toContain("nested-plus")
-    expect((await problems(h)).some((line) => /^error: .*contracts\[0\]\.trigger\.args\.command\.regex: nested quantifier/.test(line))).toBe(true)
+    expect(
+      (await problems(h)).some((line) =>
+        /^error: .*contracts\[0\]\.trigger\.args\.command\.regex: nested quantifier/.test(line),
+      ),
+    ).toBe(true)
   })
 
   test("alternation and bounded-repeat patterns that backtrack exponentially ((a|a)*, (a|aa)+, (a?){25}a{25}) are reported like nested quantifiers", async () => {
     const h = await start({ project: corpus("catastrophic-regexes.yaml") })
     const found = await problems(h)
-    for (const i of [5, 6, 7]) expect(found.some((line) => line.startsWith("error: ") && line.includes(`contracts[${i}]`))).toBe(true)
-    for (const id of ["alternation-overlap", "alternation-prefix", "bounded-repeat"]) expect(await activeIds(h)).not.toContain(id)
+    for (const i of [5, 6, 7])
+      expect(found.some((line) => line.startsWith("error: ") && line.includes(`contracts[${i}]`))).toBe(true)
+    for (const id of ["alternation-overlap", "alternation-prefix", "bounded-repeat"])
+      expect(await activeIds(h)).not.toContain(id)
   })
 
   test("a key written twice in one mapping is reported (Bun.YAML keeps the last silently, so `mode: block` then `mode: info` passes unseen)", async () => {
@@ -241,13 +278,17 @@ describe("corpus: huge files (generated)", () => {
   })
 
   test("a 10 MB description loads; the block message carries it but the file stays usable", async () => {
-    const h = await start({ project: `version: 1\ncontracts:\n  - id: big\n    description: "${"x".repeat(10_000_000)}"\n    mode: warn\n    trigger: { type: tool, tools: [read] }\n` })
+    const h = await start({
+      project: `version: 1\ncontracts:\n  - id: big\n    description: "${"x".repeat(10_000_000)}"\n    mode: warn\n    trigger: { type: tool, tools: [read] }\n`,
+    })
     expect(await fileStatus(h)).toBe("loaded, 1 new contract")
     await builtinsWork(h)
   })
 
   test("20,000 unknown top-level keys: each is a warning with its path, one toast, the plugin works", async () => {
-    const h = await start({ project: `version: 1\n${Array.from({ length: 20_000 }, (_, i) => `key${i}: ${i}`).join("\n")}\n` })
+    const h = await start({
+      project: `version: 1\n${Array.from({ length: 20_000 }, (_, i) => `key${i}: ${i}`).join("\n")}\n`,
+    })
     const found = await problems(h)
     expect(found.length).toBe(20_000)
     expect(found[19_999]).toMatch(/key19999: unknown key "key19999"/)
@@ -256,12 +297,20 @@ describe("corpus: huge files (generated)", () => {
   })
 
   test("problems are capped in the log per file (the first 50, then one line with the count); the status lists all", async () => {
-    const h = await start({ project: `version: 1\n${Array.from({ length: 20_000 }, (_, i) => `key${i}: ${i}`).join("\n")}\n` })
+    const h = await start({
+      project: `version: 1\n${Array.from({ length: 20_000 }, (_, i) => `key${i}: ${i}`).join("\n")}\n`,
+    })
     expect(h.logs.length).toBeLessThan(200)
     const logged = h.logs.filter((l) => /unknown key "key\d+"/.test(l.message))
     expect(logged.length).toBe(50)
     expect(logged[49].message).toContain('unknown key "key49"')
-    expect(h.logs.some((l) => /opencode-semantic-anchors\.yaml: 19950 more problems not logged \(20000 in all\); run \/anchor status/.test(l.message))).toBe(true)
+    expect(
+      h.logs.some((l) =>
+        /opencode-semantic-anchors\.yaml: 19950 more problems not logged \(20000 in all\); run \/anchor status/.test(
+          l.message,
+        ),
+      ),
+    ).toBe(true)
     expect((await problems(h)).length).toBe(20_000)
   })
 })
@@ -292,8 +341,13 @@ describe("corpus: hostile bash commands against the guard's files (guard-integri
   }
   for (const c of cases) {
     const command = c.fields[0]
-    if (c.expected === "block" || c.expected === "allow") test(`${c.expected}: ${command}`, () => run(c.expected as "block" | "allow")(command))
-    else test.todo(`${c.expected === "todo-block" ? "should block" : "should allow"} (heuristic misses it today): ${command}`, () => run(c.expected === "todo-block" ? "block" : "allow")(command))
+    if (c.expected === "block" || c.expected === "allow")
+      test(`${c.expected}: ${command}`, () => run(c.expected as "block" | "allow")(command))
+    else
+      test.todo(
+        `${c.expected === "todo-block" ? "should block" : "should allow"} (heuristic misses it today): ${command}`,
+        () => run(c.expected === "todo-block" ? "block" : "allow")(command),
+      )
   }
   test("the table covers both outcomes", () => {
     expect(cases.filter((c) => c.expected === "block").length).toBeGreaterThan(30)
@@ -309,7 +363,9 @@ describe("corpus: hostile edit targets (guard-integrity)", () => {
     const check = async () => {
       const h = await start({ project: "version: 1\n" })
       const text = target.replaceAll("{project}", h.dirs.project).replaceAll("\\n", "\n")
-      const args = /^(apply_patch|patch)$/.test(tool) ? { patchText: text } : { filePath: text, content: "x", oldString: "a", newString: "b" }
+      const args = /^(apply_patch|patch)$/.test(tool)
+        ? { patchText: text }
+        : { filePath: text, content: "x", oldString: "a", newString: "b" }
       const message = await h.tool(fresh(), tool, args)
       if (c.expected.endsWith("block")) expect(message).toContain('Contract "guard-integrity"')
       else expect(message).toBeUndefined()
@@ -331,8 +387,12 @@ describe("corpus: symlinks onto the guard's files", () => {
 
   test("through a linked directory, the config file's own name still gives it away (edit and bash)", async () => {
     const h = await withLinks()
-    expect(await h.tool(fresh(), "write", { filePath: "src/dotdir/opencode-semantic-anchors.yaml", content: "x" })).toContain('Contract "guard-integrity"')
-    expect(await h.tool(fresh(), "bash", { command: "rm src/dotdir/opencode-semantic-anchors.yaml" })).toContain('Contract "guard-integrity"')
+    expect(
+      await h.tool(fresh(), "write", { filePath: "src/dotdir/opencode-semantic-anchors.yaml", content: "x" }),
+    ).toContain('Contract "guard-integrity"')
+    expect(await h.tool(fresh(), "bash", { command: "rm src/dotdir/opencode-semantic-anchors.yaml" })).toContain(
+      'Contract "guard-integrity"',
+    )
   })
 
   test("removing the link itself is allowed (the config file is untouched)", async () => {
@@ -342,17 +402,31 @@ describe("corpus: symlinks onto the guard's files", () => {
 
   test("writing through a link whose own name is innocent is blocked (edit/write: the target is resolved with realpath before the check)", async () => {
     const h = await withLinks()
-    expect(await h.tool(fresh(), "write", { filePath: "src/settings.yaml", content: "version: 1\n" })).toContain('Contract "guard-integrity"')
-    expect(await h.tool(fresh(), "edit", { filePath: `${h.dirs.project}/src/settings.yaml`, oldString: "a", newString: "b" })).toContain('Contract "guard-integrity"')
+    expect(await h.tool(fresh(), "write", { filePath: "src/settings.yaml", content: "version: 1\n" })).toContain(
+      'Contract "guard-integrity"',
+    )
+    expect(
+      await h.tool(fresh(), "edit", {
+        filePath: `${h.dirs.project}/src/settings.yaml`,
+        oldString: "a",
+        newString: "b",
+      }),
+    ).toContain('Contract "guard-integrity"')
     // a new file in a linked directory: its parent is resolved
-    expect(await h.tool(fresh(), "write", { filePath: "src/dotdir/opencode.json", content: "{}" })).toContain('Contract "guard-integrity"')
+    expect(await h.tool(fresh(), "write", { filePath: "src/dotdir/opencode.json", content: "{}" })).toContain(
+      'Contract "guard-integrity"',
+    )
     expect(await h.tool(fresh(), "write", { filePath: "src/dotdir/notes.md", content: "x" })).toBeUndefined()
   })
 
   test("a redirect through a link whose own name is innocent is blocked (bash: redirect targets that exist are resolved)", async () => {
     const h = await withLinks()
-    expect(await h.tool(fresh(), "bash", { command: "echo 'version: 1' > src/settings.yaml" })).toContain('Contract "guard-integrity"')
-    expect(await h.tool(fresh(), "bash", { command: "printf x | tee -a src/settings.yaml" })).toContain('Contract "guard-integrity"')
+    expect(await h.tool(fresh(), "bash", { command: "echo 'version: 1' > src/settings.yaml" })).toContain(
+      'Contract "guard-integrity"',
+    )
+    expect(await h.tool(fresh(), "bash", { command: "printf x | tee -a src/settings.yaml" })).toContain(
+      'Contract "guard-integrity"',
+    )
     expect(await h.tool(fresh(), "bash", { command: "echo x > src/other.txt" })).toBeUndefined()
   })
 })

@@ -1,9 +1,9 @@
 // End-to-end: semantic-anchors in a real opencode (issue 4, scenarios 4-9). Each test installs the plugins with the
 // project's install.sh into a fresh sandbox, drives opencode with the scripted fake model, and asserts on what ran
 // (files the tools wrote, or did not) and on what the model saw (the tool and user messages of its next request).
-import { afterAll, describe, expect, test } from "bun:test";
-import fs from "node:fs";
-import path from "node:path";
+import { afterAll, describe, expect, test } from "bun:test"
+import fs from "node:fs"
+import path from "node:path"
 import {
   agentRequests,
   createSandbox,
@@ -14,16 +14,16 @@ import {
   userTexts,
   type Sandbox,
   type SandboxOptions,
-} from "./e2e/harness";
+} from "./e2e/harness"
 
-const PROJECT_CONFIG = ".opencode/opencode-semantic-anchors.yaml";
-const sandboxes: Sandbox[] = [];
-afterAll(() => sandboxes.forEach((sb) => sb.cleanup()));
+const PROJECT_CONFIG = ".opencode/opencode-semantic-anchors.yaml"
+const sandboxes: Sandbox[] = []
+afterAll(() => sandboxes.forEach((sb) => sb.cleanup()))
 
 function sandbox(opts: SandboxOptions = {}) {
-  const sb = createSandbox(opts);
-  sandboxes.push(sb);
-  return sb;
+  const sb = createSandbox(opts)
+  sandboxes.push(sb)
+  return sb
 }
 
 /** A project config with a block contract on force-push (and optionally more YAML appended). */
@@ -41,23 +41,29 @@ ${settings}contracts:
       tools: [bash]
       args:
         command: { regex: '\\bgit\\s+push\\b.*\\s(--force|-f)\\b' }
-${extra}`;
+${extra}`
 }
 
 // The force-push writes a marker first: if the call ran at all, push.log has a line (git push itself then fails,
 // there is no remote; what matters is whether the command ran).
-const forcePush = { tool: "bash", args: { command: "echo ran >> push.log; git push --force origin main", description: "Force-push" } };
+const forcePush = {
+  tool: "bash",
+  args: { command: "echo ran >> push.log; git push --force origin main", description: "Force-push" },
+}
 const pushRuns = (sb: Sandbox) => {
-  const file = path.join(sb.project, "push.log");
-  return fs.existsSync(file) ? fs.readFileSync(file, "utf8").split("\n").filter(Boolean).length : 0;
-};
-const write = (sb: Sandbox, rel: string, content = `${rel}\n`) => ({ tool: "write", args: { filePath: path.join(sb.project, rel), content } });
+  const file = path.join(sb.project, "push.log")
+  return fs.existsSync(file) ? fs.readFileSync(file, "utf8").split("\n").filter(Boolean).length : 0
+}
+const write = (sb: Sandbox, rel: string, content = `${rel}\n`) => ({
+  tool: "write",
+  args: { filePath: path.join(sb.project, rel), content },
+})
 
 // Stable phrases of semantic-anchors' texts (semantic-anchors.ts: blockMessage, warnNote, grantBypass, statusText).
 function expectBlocked(text: string | undefined, contract: string) {
-  expect(text).toBeDefined();
-  expect(text).toContain("[semantic-anchors] BLOCKED: this call did not run.");
-  expect(text).toContain(`Contract "${contract}"`);
+  expect(text).toBeDefined()
+  expect(text).toContain("[semantic-anchors] BLOCKED: this call did not run.")
+  expect(text).toContain(`Contract "${contract}"`)
 }
 
 describe("e2e semantic-anchors in opencode run", () => {
@@ -71,79 +77,106 @@ describe("e2e semantic-anchors in opencode run", () => {
       tools: [bash]
       args:
         command: { contains: "publish" }
-`;
-    const sb = sandbox({ files: { [PROJECT_CONFIG]: projectConfig(warnContract) } });
-    const publish = { tool: "bash", args: { command: "echo publish-dry-run > publish.log", description: "Publish (dry run)" } };
-    const r = await runOpencode(sb, { prompt: "release", script: [forcePush, publish, { text: "done" }] });
+`
+    const sb = sandbox({ files: { [PROJECT_CONFIG]: projectConfig(warnContract) } })
+    const publish = {
+      tool: "bash",
+      args: { command: "echo publish-dry-run > publish.log", description: "Publish (dry run)" },
+    }
+    const r = await runOpencode(sb, { prompt: "release", script: [forcePush, publish, { text: "done" }] })
 
-    expect(r.code).toBe(0);
-    expect(toolParts(r.events).map((p) => `${p.tool}:${p.status}`)).toEqual(["bash:error", "bash:completed"]);
+    expect(r.code).toBe(0)
+    expect(toolParts(r.events).map((p) => `${p.tool}:${p.status}`)).toEqual(["bash:error", "bash:completed"])
     // Block: the command never ran; the model read the contract, its message, its anchor, and how the human bypasses.
-    expect(pushRuns(sb)).toBe(0);
-    const blocked = resultSeenFor(r.llm, 0);
-    expectBlocked(blocked, "no-force-push");
-    expect(blocked).toContain("Never rewrite shared history. Ask the user before any force-push.");
-    expect(blocked).toContain("meaningful-human-control");
-    expect(blocked).toContain("/anchor bypass <reason>");
+    expect(pushRuns(sb)).toBe(0)
+    const blocked = resultSeenFor(r.llm, 0)
+    expectBlocked(blocked, "no-force-push")
+    expect(blocked).toContain("Never rewrite shared history. Ask the user before any force-push.")
+    expect(blocked).toContain("meaningful-human-control")
+    expect(blocked).toContain("/anchor bypass <reason>")
     // Warn: the command ran, and its result, as the model read it, carries the note after the real output.
-    expect(fs.readFileSync(path.join(sb.project, "publish.log"), "utf8")).toBe("publish-dry-run\n");
-    const warned = resultSeenFor(r.llm, 1);
-    expect(warned).toContain("[semantic-anchors] WARN publish-note: Publishing is a release step. Check the changelog before publishing.");
-    expect(warned).not.toContain("BLOCKED");
-  });
+    expect(fs.readFileSync(path.join(sb.project, "publish.log"), "utf8")).toBe("publish-dry-run\n")
+    const warned = resultSeenFor(r.llm, 1)
+    expect(warned).toContain(
+      "[semantic-anchors] WARN publish-note: Publishing is a release step. Check the changelog before publishing.",
+    )
+    expect(warned).not.toContain("BLOCKED")
+  })
 
   test("7: a broken project YAML: opencode still runs, the built-ins apply, the warning is in opencode's log", async () => {
-    const sb = sandbox({ files: { [PROJECT_CONFIG]: "version: 1\ncontracts: [\n  - id: oops\n    mode: {block\n" } });
+    const sb = sandbox({ files: { [PROJECT_CONFIG]: "version: 1\ncontracts: [\n  - id: oops\n    mode: {block\n" } })
     // --print-logs: opencode's log stream, complete, on stderr. (The log file of a short `run` can lose its last lines
     // when the process exits before its writer flushes; a host quirk, seen on 1.18.33.)
     const r = await runOpencode(sb, {
       prompt: "write files. Source: https://example.com/spec",
       args: ["--print-logs"],
-      script: [write(sb, "a1.txt"), write(sb, "a2.txt"), write(sb, "a3.txt"), write(sb, "a4.txt"), { text: "stopping" }],
-    });
+      script: [
+        write(sb, "a1.txt"),
+        write(sb, "a2.txt"),
+        write(sb, "a3.txt"),
+        write(sb, "a4.txt"),
+        { text: "stopping" },
+      ],
+    })
 
-    expect(r.code).toBe(0);
+    expect(r.code).toBe(0)
     // Built-in step-confirmation (every 3 changing calls) still holds: three writes ran, the 4th was blocked.
-    expect(toolParts(r.events).map((p) => p.status)).toEqual(["completed", "completed", "completed", "error"]);
-    for (const f of ["a1.txt", "a2.txt", "a3.txt"]) expect(fs.existsSync(path.join(sb.project, f))).toBe(true);
-    expect(fs.existsSync(path.join(sb.project, "a4.txt"))).toBe(false);
-    expectBlocked(resultSeenFor(r.llm, 3), "step-confirmation");
+    expect(toolParts(r.events).map((p) => p.status)).toEqual(["completed", "completed", "completed", "error"])
+    for (const f of ["a1.txt", "a2.txt", "a3.txt"]) expect(fs.existsSync(path.join(sb.project, f))).toBe(true)
+    expect(fs.existsSync(path.join(sb.project, "a4.txt"))).toBe(false)
+    expectBlocked(resultSeenFor(r.llm, 3), "step-confirmation")
     // The problem, naming the file, is in opencode's own log, as an ERROR line.
-    const line = r.stderr.split("\n").find((l) => l.includes(`[semantic-anchors] ${PROJECT_CONFIG}: cannot parse YAML`));
-    expect(line).toContain("level=ERROR");
-    expect(line).toContain("the file is ignored and the other files stay in force");
-  });
+    const line = r.stderr.split("\n").find((l) => l.includes(`[semantic-anchors] ${PROJECT_CONFIG}: cannot parse YAML`))
+    expect(line).toContain("level=ERROR")
+    expect(line).toContain("the file is ignored and the other files stay in force")
+  })
 
   test("8: the model calling anchor_bypass under `opencode run` gets no bypass", async () => {
-    const sb = sandbox({ files: { [PROJECT_CONFIG]: projectConfig() } });
+    const sb = sandbox({ files: { [PROJECT_CONFIG]: projectConfig() } })
     const r = await runOpencode(sb, {
       prompt: "push",
       args: ["--print-logs"],
-      script: [forcePush, { tool: "anchor_bypass", args: { reason: "I really need to push" } }, forcePush, { text: "giving up" }],
-    });
+      script: [
+        forcePush,
+        { tool: "anchor_bypass", args: { reason: "I really need to push" } },
+        forcePush,
+        { text: "giving up" },
+      ],
+    })
 
     // opencode asked the human (the permission is a real question), and run, having no human, rejected it.
-    expect(r.code).toBe(0);
-    expect(r.stderr).toContain("permission requested: anchor-bypass (no-force-push); auto-rejecting");
-    expect(r.stderr.split("\n").some((l) => l.includes("message=asking") && l.includes("permission=anchor-bypass"))).toBe(true);
-    expect(r.stderr).toContain("[semantic-anchors] anchor_bypass not approved");
+    expect(r.code).toBe(0)
+    expect(r.stderr).toContain("permission requested: anchor-bypass (no-force-push); auto-rejecting")
+    expect(
+      r.stderr.split("\n").some((l) => l.includes("message=asking") && l.includes("permission=anchor-bypass")),
+    ).toBe(true)
+    expect(r.stderr).toContain("[semantic-anchors] anchor_bypass not approved")
     // The model read the refusal; the same force-push was blocked again, with no override used; it never ran.
-    expect(toolParts(r.events).map((p) => `${p.tool}:${p.status}`)).toEqual(["bash:error", "anchor_bypass:completed", "bash:error"]);
-    expect(resultSeenFor(r.llm, 1)).toBe("Bypass refused: the human did not approve. Do not retry the blocked call; ask the user how to proceed.");
-    const again = resultSeenFor(r.llm, 2);
-    expectBlocked(again, "no-force-push");
-    expect(again).toContain("(3 of 3 overrides left)");
-    expect(pushRuns(sb)).toBe(0);
-    expect(r.stderr).not.toContain("bypass granted");
-  });
+    expect(toolParts(r.events).map((p) => `${p.tool}:${p.status}`)).toEqual([
+      "bash:error",
+      "anchor_bypass:completed",
+      "bash:error",
+    ])
+    expect(resultSeenFor(r.llm, 1)).toBe(
+      "Bypass refused: the human did not approve. Do not retry the blocked call; ask the user how to proceed.",
+    )
+    const again = resultSeenFor(r.llm, 2)
+    expectBlocked(again, "no-force-push")
+    expect(again).toContain("(3 of 3 overrides left)")
+    expect(pushRuns(sb)).toBe(0)
+    expect(r.stderr).not.toContain("bypass granted")
+  })
 
   test("9: the agent trying to change the anchors YAML or a plugin file is blocked", async () => {
     // external_directory allowed, so that an unguarded call would really reach the plugin files outside the project.
-    const sb = sandbox({ files: { [PROJECT_CONFIG]: projectConfig() }, opencode: { permission: { external_directory: "allow" } } });
-    const yamlFile = path.join(sb.project, PROJECT_CONFIG);
-    const loopGuard = path.join(sb.configDir, "plugins", "loop-guard.ts");
-    const anchors = path.join(sb.configDir, "plugins", "semantic-anchors.ts");
-    const before = [yamlFile, loopGuard, anchors].map((f) => fs.readFileSync(f, "utf8"));
+    const sb = sandbox({
+      files: { [PROJECT_CONFIG]: projectConfig() },
+      opencode: { permission: { external_directory: "allow" } },
+    })
+    const yamlFile = path.join(sb.project, PROJECT_CONFIG)
+    const loopGuard = path.join(sb.configDir, "plugins", "loop-guard.ts")
+    const anchors = path.join(sb.configDir, "plugins", "semantic-anchors.ts")
+    const before = [yamlFile, loopGuard, anchors].map((f) => fs.readFileSync(f, "utf8"))
 
     const r = await runOpencode(sb, {
       prompt: "loosen the rules",
@@ -154,111 +187,136 @@ describe("e2e semantic-anchors in opencode run", () => {
         write(sb, "notes.md", "# notes\nSource: https://example.com\n"),
         { text: "done" },
       ],
-    });
+    })
 
-    expect(r.code).toBe(0);
-    expect(toolParts(r.events).map((p) => `${p.tool}:${p.status}`)).toEqual(["write:error", "edit:error", "bash:error", "write:completed"]);
-    for (const step of [0, 1, 2]) expectBlocked(resultSeenFor(r.llm, step), "guard-integrity");
-    expect([yamlFile, loopGuard, anchors].map((f) => fs.readFileSync(f, "utf8"))).toEqual(before);
+    expect(r.code).toBe(0)
+    expect(toolParts(r.events).map((p) => `${p.tool}:${p.status}`)).toEqual([
+      "write:error",
+      "edit:error",
+      "bash:error",
+      "write:completed",
+    ])
+    for (const step of [0, 1, 2]) expectBlocked(resultSeenFor(r.llm, step), "guard-integrity")
+    expect([yamlFile, loopGuard, anchors].map((f) => fs.readFileSync(f, "utf8"))).toEqual(before)
     // Not everything is blocked: an ordinary write ran.
-    expect(fs.readFileSync(path.join(sb.project, "notes.md"), "utf8")).toContain("# notes");
-  });
-});
+    expect(fs.readFileSync(path.join(sb.project, "notes.md"), "utf8")).toContain("# notes")
+  })
+})
 
 describe("e2e semantic-anchors in opencode serve", () => {
   test("5: step confirmation: after 3 edits the next is blocked; a second user message confirms and the edit runs", async () => {
-    const sb = sandbox();
-    const serve = await startServe(sb, {
-      script: [write(sb, "a1.txt"), write(sb, "a2.txt"), write(sb, "a3.txt"), write(sb, "a4.txt"), { text: "May I go on?" }, write(sb, "a4.txt"), { text: "done" }],
-    });
-    try {
-      const id = await serve.createSession();
-      await serve.prompt(id, "write a1 to a4 so that the demo works. Source: https://example.com/spec");
-      for (const f of ["a1.txt", "a2.txt", "a3.txt"]) expect(fs.existsSync(path.join(sb.project, f))).toBe(true);
-      expect(fs.existsSync(path.join(sb.project, "a4.txt"))).toBe(false);
-      const blocked = resultSeenFor(serve.llm, 3);
-      expectBlocked(blocked, "step-confirmation");
-      expect(blocked).toContain("3 matching calls since the user's last confirmation (limit 3)");
-
-      // The human answers in the same session: that confirms, and the same edit now runs.
-      await serve.prompt(id, "yes, go on");
-      expect(fs.readFileSync(path.join(sb.project, "a4.txt"), "utf8")).toBe("a4.txt\n");
-      const after = agentRequests(serve.llm).find((q) => q._fake.step === 6);
-      expect(userTexts(after).at(-1)).toContain("yes, go on");
-      expect(resultSeenFor(serve.llm, 5)).not.toContain("BLOCKED");
-    } finally {
-      await serve.close();
-    }
-  });
-
-  test("8 (counterpart): anchor_bypass asks the human; only when the human approves does one blocked call run", async () => {
-    const sb = sandbox({ files: { [PROJECT_CONFIG]: projectConfig() } });
-    const serve = await startServe(sb, {
-      script: [forcePush, { tool: "anchor_bypass", args: { reason: "hotfix, please approve" } }, forcePush, forcePush, { text: "done" }],
-    });
-    try {
-      const id = await serve.createSession();
-      const prompt = serve.prompt(id, "push");
-      // The question reaches the human (an event a UI shows), with the model's reason; the human approves once.
-      const asked = await serve.waitForEvent((e) => e.type === "permission.asked" && e.properties?.permission === "anchor-bypass");
-      expect(asked.properties.sessionID).toBe(id);
-      expect(JSON.stringify(asked.properties)).toContain("hotfix, please approve");
-      expect(pushRuns(sb)).toBe(0);
-      const reply = await serve.api("POST", `/permission/${asked.properties.id}/reply`, { reply: "once" });
-      expect(reply.status).toBe(200);
-      await prompt;
-
-      expect(resultSeenFor(serve.llm, 1)).toContain("Override 1/3 granted (anchor_bypass approved by the human)");
-      expect(resultSeenFor(serve.llm, 2)).not.toContain("BLOCKED");
-      expectBlocked(resultSeenFor(serve.llm, 3), "no-force-push");
-      expect(pushRuns(sb)).toBe(1);
-    } finally {
-      await serve.close();
-    }
-  });
-
-  test("6: `/anchor bypass <reason>` lets exactly one blocked call through, the limit holds, `/anchor status` shows the count", async () => {
-    const sb = sandbox({ files: { [PROJECT_CONFIG]: projectConfig("", "settings:\n  maxOverrides: 1\n") } });
+    const sb = sandbox()
     const serve = await startServe(sb, {
       script: [
-        forcePush, { text: "blocked; asking" }, // 0-1: prompt
-        forcePush, forcePush, { text: "pushed once" }, // 2-4: after /anchor bypass
-        forcePush, { text: "still blocked" }, // 5-6: after the refused second bypass
+        write(sb, "a1.txt"),
+        write(sb, "a2.txt"),
+        write(sb, "a3.txt"),
+        write(sb, "a4.txt"),
+        { text: "May I go on?" },
+        write(sb, "a4.txt"),
+        { text: "done" },
+      ],
+    })
+    try {
+      const id = await serve.createSession()
+      await serve.prompt(id, "write a1 to a4 so that the demo works. Source: https://example.com/spec")
+      for (const f of ["a1.txt", "a2.txt", "a3.txt"]) expect(fs.existsSync(path.join(sb.project, f))).toBe(true)
+      expect(fs.existsSync(path.join(sb.project, "a4.txt"))).toBe(false)
+      const blocked = resultSeenFor(serve.llm, 3)
+      expectBlocked(blocked, "step-confirmation")
+      expect(blocked).toContain("3 matching calls since the user's last confirmation (limit 3)")
+
+      // The human answers in the same session: that confirms, and the same edit now runs.
+      await serve.prompt(id, "yes, go on")
+      expect(fs.readFileSync(path.join(sb.project, "a4.txt"), "utf8")).toBe("a4.txt\n")
+      const after = agentRequests(serve.llm).find((q) => q._fake.step === 6)
+      expect(userTexts(after).at(-1)).toContain("yes, go on")
+      expect(resultSeenFor(serve.llm, 5)).not.toContain("BLOCKED")
+    } finally {
+      await serve.close()
+    }
+  })
+
+  test("8 (counterpart): anchor_bypass asks the human; only when the human approves does one blocked call run", async () => {
+    const sb = sandbox({ files: { [PROJECT_CONFIG]: projectConfig() } })
+    const serve = await startServe(sb, {
+      script: [
+        forcePush,
+        { tool: "anchor_bypass", args: { reason: "hotfix, please approve" } },
+        forcePush,
+        forcePush,
+        { text: "done" },
+      ],
+    })
+    try {
+      const id = await serve.createSession()
+      const prompt = serve.prompt(id, "push")
+      // The question reaches the human (an event a UI shows), with the model's reason; the human approves once.
+      const asked = await serve.waitForEvent(
+        (e) => e.type === "permission.asked" && e.properties?.permission === "anchor-bypass",
+      )
+      expect(asked.properties.sessionID).toBe(id)
+      expect(JSON.stringify(asked.properties)).toContain("hotfix, please approve")
+      expect(pushRuns(sb)).toBe(0)
+      const reply = await serve.api("POST", `/permission/${asked.properties.id}/reply`, { reply: "once" })
+      expect(reply.status).toBe(200)
+      await prompt
+
+      expect(resultSeenFor(serve.llm, 1)).toContain("Override 1/3 granted (anchor_bypass approved by the human)")
+      expect(resultSeenFor(serve.llm, 2)).not.toContain("BLOCKED")
+      expectBlocked(resultSeenFor(serve.llm, 3), "no-force-push")
+      expect(pushRuns(sb)).toBe(1)
+    } finally {
+      await serve.close()
+    }
+  })
+
+  test("6: `/anchor bypass <reason>` lets exactly one blocked call through, the limit holds, `/anchor status` shows the count", async () => {
+    const sb = sandbox({ files: { [PROJECT_CONFIG]: projectConfig("", "settings:\n  maxOverrides: 1\n") } })
+    const serve = await startServe(sb, {
+      script: [
+        forcePush,
+        { text: "blocked; asking" }, // 0-1: prompt
+        forcePush,
+        forcePush,
+        { text: "pushed once" }, // 2-4: after /anchor bypass
+        forcePush,
+        { text: "still blocked" }, // 5-6: after the refused second bypass
         { text: "status reported" }, // 7: after /anchor status
       ],
-    });
+    })
     try {
-      const id = await serve.createSession();
-      await serve.prompt(id, "push it");
-      expect(pushRuns(sb)).toBe(0);
-      expectBlocked(resultSeenFor(serve.llm, 0), "no-force-push");
+      const id = await serve.createSession()
+      await serve.prompt(id, "push it")
+      expect(pushRuns(sb)).toBe(0)
+      expectBlocked(resultSeenFor(serve.llm, 0), "no-force-push")
 
-      const bypass = await serve.command(id, "anchor", "bypass hotfix approved by the release lead");
-      expect(bypass.status).toBe(200);
+      const bypass = await serve.command(id, "anchor", "bypass hotfix approved by the release lead")
+      expect(bypass.status).toBe(200)
       // The model read the outcome of the human's command, then exactly one force-push ran; the next was blocked.
-      const turn = agentRequests(serve.llm).find((q) => q._fake.step === 2);
-      expect(userTexts(turn).at(-1)).toContain("Override 1/1 granted");
-      expect(userTexts(turn).at(-1)).toContain("hotfix approved by the release lead");
-      expect(pushRuns(sb)).toBe(1);
-      expect(resultSeenFor(serve.llm, 2)).not.toContain("BLOCKED");
-      expectBlocked(resultSeenFor(serve.llm, 3), "no-force-push");
+      const turn = agentRequests(serve.llm).find((q) => q._fake.step === 2)
+      expect(userTexts(turn).at(-1)).toContain("Override 1/1 granted")
+      expect(userTexts(turn).at(-1)).toContain("hotfix approved by the release lead")
+      expect(pushRuns(sb)).toBe(1)
+      expect(resultSeenFor(serve.llm, 2)).not.toContain("BLOCKED")
+      expectBlocked(resultSeenFor(serve.llm, 3), "no-force-push")
 
       // The limit holds: a second bypass is refused, and the force-push stays blocked.
-      const again = await serve.command(id, "anchor", "bypass once more please");
-      expect(again.status).toBe(200);
-      const refusedTurn = agentRequests(serve.llm).find((q) => q._fake.step === 5);
-      expect(userTexts(refusedTurn).at(-1)).toContain("Max overrides (1) reached. Cannot bypass.");
-      expectBlocked(resultSeenFor(serve.llm, 5), "no-force-push");
-      expect(resultSeenFor(serve.llm, 5)).toContain("No overrides are left in this session (max 1)");
-      expect(pushRuns(sb)).toBe(1);
+      const again = await serve.command(id, "anchor", "bypass once more please")
+      expect(again.status).toBe(200)
+      const refusedTurn = agentRequests(serve.llm).find((q) => q._fake.step === 5)
+      expect(userTexts(refusedTurn).at(-1)).toContain("Max overrides (1) reached. Cannot bypass.")
+      expectBlocked(resultSeenFor(serve.llm, 5), "no-force-push")
+      expect(resultSeenFor(serve.llm, 5)).toContain("No overrides are left in this session (max 1)")
+      expect(pushRuns(sb)).toBe(1)
 
       // /anchor status shows the override count.
-      const status = await serve.command(id, "anchor", "status");
-      expect(status.status).toBe(200);
-      const statusTurn = agentRequests(serve.llm).find((q) => q._fake.step === 7);
-      expect(userTexts(statusTurn).at(-1)).toContain("overrides: 1 used, 0 left (max 1)");
+      const status = await serve.command(id, "anchor", "status")
+      expect(status.status).toBe(200)
+      const statusTurn = agentRequests(serve.llm).find((q) => q._fake.step === 7)
+      expect(userTexts(statusTurn).at(-1)).toContain("overrides: 1 used, 0 left (max 1)")
     } finally {
-      await serve.close();
+      await serve.close()
     }
-  });
-});
+  })
+})

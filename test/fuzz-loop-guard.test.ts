@@ -21,11 +21,55 @@ const TOTAL = Math.max(1000, Math.round(Number(process.env.BENCH_FUZZ ?? 1e5)))
 const SEED = Number(process.env.BENCH_FUZZ_SEED ?? 20261130) >>> 0
 const TIMEOUT = 600_000
 
-
-const KEYS = ["filePath", "command", "a", "b", "B", "", " ", "10", "9", "01", "__proto__", "constructor", "toString",
-  "hasOwnProperty", "valueOf", "toJSON", "caf\u00e9", "cafe\u0301", "\u{1F600}", "\u0000", "a.b", 'k"q', "\\", "length"]
-const STRINGS = ["", " ", "a", "A", "1", "true", "null", "undefined", "NaN", "caf\u00e9", "cafe\u0301", "\u{1F600}",
-  "\ud800", "line\nbreak", "tab\t", '"quoted"', "back\\slash", "\u2028", "<script>", "../../etc/passwd", "x".repeat(300)]
+const KEYS = [
+  "filePath",
+  "command",
+  "a",
+  "b",
+  "B",
+  "",
+  " ",
+  "10",
+  "9",
+  "01",
+  "__proto__",
+  "constructor",
+  "toString",
+  "hasOwnProperty",
+  "valueOf",
+  "toJSON",
+  "caf\u00e9",
+  "cafe\u0301",
+  "\u{1F600}",
+  "\u0000",
+  "a.b",
+  'k"q',
+  "\\",
+  "length",
+]
+const STRINGS = [
+  "",
+  " ",
+  "a",
+  "A",
+  "1",
+  "true",
+  "null",
+  "undefined",
+  "NaN",
+  "caf\u00e9",
+  "cafe\u0301",
+  "\u{1F600}",
+  "\ud800",
+  "line\nbreak",
+  "tab\t",
+  '"quoted"',
+  "back\\slash",
+  "\u2028",
+  "<script>",
+  "../../etc/passwd",
+  "x".repeat(300),
+]
 
 function randomString(rng: Rng): string {
   if (rng.chance(0.6)) return rng.pick(STRINGS)
@@ -93,9 +137,25 @@ function hostileValue(rng: Rng, depth = 0): unknown {
       () => new Error("e"),
       () => Object.create(null),
       () => new (class Thing {})(),
-      () => ({ toJSON: () => { throw new Error("toJSON") } }),
-      () => ({ get boom() { throw new Error("getter") } }),
-      () => new Proxy({}, { ownKeys: () => { throw new Error("proxy") } }),
+      () => ({
+        toJSON: () => {
+          throw new Error("toJSON")
+        },
+      }),
+      () => ({
+        get boom() {
+          throw new Error("getter")
+        },
+      }),
+      () =>
+        new Proxy(
+          {},
+          {
+            ownKeys: () => {
+              throw new Error("proxy")
+            },
+          },
+        ),
       () => "\u{1F600}".repeat(rng.chance(0.02) ? 200_000 : 10),
     ])()
   }
@@ -138,7 +198,13 @@ async function start(env: Record<string, string> = {}) {
 const BLOCK = /^loop-guard blocked this .* call: it was not run\./
 
 /** "." when the call may run, "X" when blocked; anything else thrown fails the test with the seed and the input. */
-async function call(hooks: any, sessionID: unknown, tool: unknown, args: unknown, context: () => string): Promise<"." | "X"> {
+async function call(
+  hooks: any,
+  sessionID: unknown,
+  tool: unknown,
+  args: unknown,
+  context: () => string,
+): Promise<"." | "X"> {
   try {
     await hooks["tool.execute.before"]({ tool, sessionID, callID: "c" }, { args })
     return "."
@@ -195,132 +261,182 @@ class ReferenceRule {
 // ---------------------------------------------------------------------------------------------------------------
 
 describe(`loop-guard fuzz (${TOTAL.toLocaleString("en")} calls, seed ${SEED})`, () => {
-  test("1: hostile tool names, arguments and events never make a hook throw anything but a block", async () => {
-    const rng = prng(SEED ^ 1)
-    const hooks = await start()
-    const calls = Math.round(TOTAL * 0.2)
-    const sessions = ["s1", "s2", "", "\u0000", "x".repeat(1000)]
-    const tools = ["read", "bash", "", "\u{1F600}", "a\nb", "x".repeat(5000), "mcp__server__tool", "__proto__"]
-    let blocks = 0
-    for (let i = 0; i < calls; i++) {
-      const sessionID = rng.chance(0.95) ? rng.pick(sessions) : rng.pick([undefined, null, 42, {}])
-      const tool = rng.chance(0.95) ? rng.pick(tools) : rng.pick([undefined, null, 7, Symbol("t")])
-      const args = rng.chance(0.3) ? rng.pick([undefined, null, "", 0, []]) : hostileValue(rng)
-      // Repeat some calls verbatim so blocks happen too (a block is the one allowed throw).
-      const times = rng.chance(0.1) ? 5 : 1
-      for (let t = 0; t < times; t++) if ((await call(hooks, sessionID, tool, args, () => `call ${i}`)) === "X") blocks++
-      if (rng.chance(0.05)) {
-        const event = rng.pick<unknown>([
-          undefined, null, {}, { type: "session.idle" }, { type: "session.idle", properties: null },
-          { type: "session.status", properties: { sessionID: rng.pick(sessions), status: null } },
-          { type: "session.deleted", properties: { info: null } }, { type: "session.deleted", properties: { info: { id: 5 } } },
-          { type: rng.pick(["session.idle", "session.compacted", "x"]), properties: { sessionID: rng.pick(sessions) } },
-        ])
-        await hooks.event({ event })
-      }
-    }
-    expect(blocks).toBeGreaterThan(0)
-  }, TIMEOUT)
-
-  test("2: a stream in which no call repeats is never blocked", async () => {
-    const rng = prng(SEED ^ 2)
-    const hooks = await start()
-    const calls = Math.round(TOTAL * 0.2)
-    const seen = new Set<string>()
-    let blocks = 0
-    let ran = 0
-    for (let i = 0; i < calls; i++) {
-      const tool = rng.pick(["read", "bash", "edit"])
-      const args = jsonTree(rng)
-      const key = `${tool}:${refKey(args)}`
-      if (seen.has(key)) continue // a repeat: not part of this stream
-      seen.add(key)
-      ran++
-      if ((await call(hooks, "s1", tool, args, () => `call ${i}`)) === "X") blocks++
-    }
-    expect(ran).toBeGreaterThan(calls / 10)
-    expect(blocks).toBe(0)
-  }, TIMEOUT)
-
-  test("3: on random streams every decision equals the reference model of the rule (r = 2, 3, 4)", async () => {
-    const rng = prng(SEED ^ 3)
-    let budget = Math.round(TOTAL * 0.45)
-    let blocks = 0
-    let streams = 0
-    while (budget > 0) {
-      const r = rng.pick([2, 3, 3, 4])
-      const hooks = await start({ OPENCODE_LOOP_GUARD_REPETITIONS: String(r) })
-      const model = new ReferenceRule(r)
-      // A small alphabet of calls makes repeats and cycles likely; clones with shuffled keys are the same call.
-      const alphabet = Array.from({ length: 1 + rng.int(5) }, () => ({ tool: rng.pick(["read", "bash"]), args: jsonTree(rng) }))
-      const length = 1 + rng.int(60)
-      const trace: string[] = []
-      streams++
-      for (let i = 0; i < length; i++, budget--) {
-        const sessionID = rng.pick(["s1", "s1", "s1", "s2"])
-        if (rng.chance(0.02)) {
-          await hooks.event({ event: { type: "session.idle", properties: { sessionID } } })
-          model.reset(sessionID)
-          trace.push(`idle ${sessionID}`)
-          continue
-        }
-        const member = rng.pick(alphabet)
-        const args = rng.chance(0.3) ? shuffledClone(rng, member.args) : member.args
-        const expected = model.call(sessionID, `${member.tool}:${refKey(args)}`)
-        const got = await call(hooks, sessionID, member.tool, args, () => `stream ${streams}`)
-        trace.push(`${sessionID} #${alphabet.indexOf(member)} ${got}`)
-        if (got !== expected) {
-          throw new Error(`seed ${SEED}, stream ${streams}, r=${r}: call ${i} expected ${expected}, got ${got}\ntrace: ${trace.join(" | ")}`)
-        }
-        if (got === "X") blocks++
-      }
-    }
-    expect(blocks).toBeGreaterThan(0)
-  }, TIMEOUT)
-
-  test("4: a planted cycle (k = 1..4, key-shuffled clones) is blocked exactly at call max(r*k, r+1)", async () => {
-    const rng = prng(SEED ^ 4)
-    let budget = Math.round(TOTAL * 0.15)
-    let planted = 0
-    while (budget > 0) {
-      const r = rng.pick([2, 3, 4, 5])
-      const k = 1 + rng.int(4)
-      const hooks = await start({ OPENCODE_LOOP_GUARD_REPETITIONS: String(r) })
-      // Distinct members (a nonce each), so the cycle has no shorter period; a prefix of other distinct calls.
-      const members = Array.from({ length: k }, (_, m) => ({ tool: rng.pick(["read", "edit", "bash"]), args: { tree: jsonTree(rng), member: m } }))
-      const prefix = rng.int(12)
-      for (let p = 0; p < prefix; p++, budget--) {
-        expect(await call(hooks, "s", "read", { prefix: p, tree: jsonTree(rng) }, () => "prefix")).toBe(".")
-      }
-      const blockAt = Math.max(r * k, r + 1) // 1-based, counted from the cycle's first call
-      for (let i = 1; i <= blockAt; i++, budget--) {
-        const member = members[(i - 1) % k]
-        const got = await call(hooks, "s", member.tool, shuffledClone(rng, member.args), () => `planted k=${k} r=${r}`)
-        if (got !== (i === blockAt ? "X" : ".")) throw new Error(`seed ${SEED}: k=${k} r=${r} prefix=${prefix}: call ${i} gave ${got}, the block belongs at call ${blockAt}`)
-      }
-      // A near miss: the same cycle with one member changed in one value is not a repeat.
-      planted++
-    }
-    expect(planted).toBeGreaterThan(10)
-  }, TIMEOUT)
-
-  test("4b: near misses (one value changed: a character, number vs string, null vs absent) never complete a cycle", async () => {
-    const rng = prng(SEED ^ 5)
-    const rounds = Math.max(50, Math.round(TOTAL * 0.02 / 4))
-    const mutations: ((args: Record<string, unknown>) => Record<string, unknown>)[] = [
-      (a) => ({ ...a, value: `${a.value}x` }),
-      (a) => ({ ...a, value: String(a.value) === a.value ? Number.NaN : String(a.value) }),
-      (a) => ({ ...a, extra: null }),
-      (a) => ({ ...a, value: typeof a.value === "string" ? (a.value as string).toUpperCase() + "\u0301" : [a.value] }),
-    ]
-    for (let i = 0; i < rounds; i++) {
+  test(
+    "1: hostile tool names, arguments and events never make a hook throw anything but a block",
+    async () => {
+      const rng = prng(SEED ^ 1)
       const hooks = await start()
-      const base = { filePath: randomString(rng), value: rng.chance(0.5) ? rng.int(100) : randomString(rng) }
-      const mutated = rng.pick(mutations)(base)
-      expect(refKey(mutated)).not.toBe(refKey(base))
-      let outcome = ""
-      for (const args of [base, base, base, mutated]) outcome += await call(hooks, "s", "read", args, () => "near miss")
-      expect(outcome).toBe("....")
-    }
-  }, TIMEOUT)
+      const calls = Math.round(TOTAL * 0.2)
+      const sessions = ["s1", "s2", "", "\u0000", "x".repeat(1000)]
+      const tools = ["read", "bash", "", "\u{1F600}", "a\nb", "x".repeat(5000), "mcp__server__tool", "__proto__"]
+      let blocks = 0
+      for (let i = 0; i < calls; i++) {
+        const sessionID = rng.chance(0.95) ? rng.pick(sessions) : rng.pick([undefined, null, 42, {}])
+        const tool = rng.chance(0.95) ? rng.pick(tools) : rng.pick([undefined, null, 7, Symbol("t")])
+        const args = rng.chance(0.3) ? rng.pick([undefined, null, "", 0, []]) : hostileValue(rng)
+        // Repeat some calls verbatim so blocks happen too (a block is the one allowed throw).
+        const times = rng.chance(0.1) ? 5 : 1
+        for (let t = 0; t < times; t++)
+          if ((await call(hooks, sessionID, tool, args, () => `call ${i}`)) === "X") blocks++
+        if (rng.chance(0.05)) {
+          const event = rng.pick<unknown>([
+            undefined,
+            null,
+            {},
+            { type: "session.idle" },
+            { type: "session.idle", properties: null },
+            { type: "session.status", properties: { sessionID: rng.pick(sessions), status: null } },
+            { type: "session.deleted", properties: { info: null } },
+            { type: "session.deleted", properties: { info: { id: 5 } } },
+            {
+              type: rng.pick(["session.idle", "session.compacted", "x"]),
+              properties: { sessionID: rng.pick(sessions) },
+            },
+          ])
+          await hooks.event({ event })
+        }
+      }
+      expect(blocks).toBeGreaterThan(0)
+    },
+    TIMEOUT,
+  )
+
+  test(
+    "2: a stream in which no call repeats is never blocked",
+    async () => {
+      const rng = prng(SEED ^ 2)
+      const hooks = await start()
+      const calls = Math.round(TOTAL * 0.2)
+      const seen = new Set<string>()
+      let blocks = 0
+      let ran = 0
+      for (let i = 0; i < calls; i++) {
+        const tool = rng.pick(["read", "bash", "edit"])
+        const args = jsonTree(rng)
+        const key = `${tool}:${refKey(args)}`
+        if (seen.has(key)) continue // a repeat: not part of this stream
+        seen.add(key)
+        ran++
+        if ((await call(hooks, "s1", tool, args, () => `call ${i}`)) === "X") blocks++
+      }
+      expect(ran).toBeGreaterThan(calls / 10)
+      expect(blocks).toBe(0)
+    },
+    TIMEOUT,
+  )
+
+  test(
+    "3: on random streams every decision equals the reference model of the rule (r = 2, 3, 4)",
+    async () => {
+      const rng = prng(SEED ^ 3)
+      let budget = Math.round(TOTAL * 0.45)
+      let blocks = 0
+      let streams = 0
+      while (budget > 0) {
+        const r = rng.pick([2, 3, 3, 4])
+        const hooks = await start({ OPENCODE_LOOP_GUARD_REPETITIONS: String(r) })
+        const model = new ReferenceRule(r)
+        // A small alphabet of calls makes repeats and cycles likely; clones with shuffled keys are the same call.
+        const alphabet = Array.from({ length: 1 + rng.int(5) }, () => ({
+          tool: rng.pick(["read", "bash"]),
+          args: jsonTree(rng),
+        }))
+        const length = 1 + rng.int(60)
+        const trace: string[] = []
+        streams++
+        for (let i = 0; i < length; i++, budget--) {
+          const sessionID = rng.pick(["s1", "s1", "s1", "s2"])
+          if (rng.chance(0.02)) {
+            await hooks.event({ event: { type: "session.idle", properties: { sessionID } } })
+            model.reset(sessionID)
+            trace.push(`idle ${sessionID}`)
+            continue
+          }
+          const member = rng.pick(alphabet)
+          const args = rng.chance(0.3) ? shuffledClone(rng, member.args) : member.args
+          const expected = model.call(sessionID, `${member.tool}:${refKey(args)}`)
+          const got = await call(hooks, sessionID, member.tool, args, () => `stream ${streams}`)
+          trace.push(`${sessionID} #${alphabet.indexOf(member)} ${got}`)
+          if (got !== expected) {
+            throw new Error(
+              `seed ${SEED}, stream ${streams}, r=${r}: call ${i} expected ${expected}, got ${got}\ntrace: ${trace.join(" | ")}`,
+            )
+          }
+          if (got === "X") blocks++
+        }
+      }
+      expect(blocks).toBeGreaterThan(0)
+    },
+    TIMEOUT,
+  )
+
+  test(
+    "4: a planted cycle (k = 1..4, key-shuffled clones) is blocked exactly at call max(r*k, r+1)",
+    async () => {
+      const rng = prng(SEED ^ 4)
+      let budget = Math.round(TOTAL * 0.15)
+      let planted = 0
+      while (budget > 0) {
+        const r = rng.pick([2, 3, 4, 5])
+        const k = 1 + rng.int(4)
+        const hooks = await start({ OPENCODE_LOOP_GUARD_REPETITIONS: String(r) })
+        // Distinct members (a nonce each), so the cycle has no shorter period; a prefix of other distinct calls.
+        const members = Array.from({ length: k }, (_, m) => ({
+          tool: rng.pick(["read", "edit", "bash"]),
+          args: { tree: jsonTree(rng), member: m },
+        }))
+        const prefix = rng.int(12)
+        for (let p = 0; p < prefix; p++, budget--) {
+          expect(await call(hooks, "s", "read", { prefix: p, tree: jsonTree(rng) }, () => "prefix")).toBe(".")
+        }
+        const blockAt = Math.max(r * k, r + 1) // 1-based, counted from the cycle's first call
+        for (let i = 1; i <= blockAt; i++, budget--) {
+          const member = members[(i - 1) % k]
+          const got = await call(
+            hooks,
+            "s",
+            member.tool,
+            shuffledClone(rng, member.args),
+            () => `planted k=${k} r=${r}`,
+          )
+          if (got !== (i === blockAt ? "X" : "."))
+            throw new Error(
+              `seed ${SEED}: k=${k} r=${r} prefix=${prefix}: call ${i} gave ${got}, the block belongs at call ${blockAt}`,
+            )
+        }
+        // A near miss: the same cycle with one member changed in one value is not a repeat.
+        planted++
+      }
+      expect(planted).toBeGreaterThan(10)
+    },
+    TIMEOUT,
+  )
+
+  test(
+    "4b: near misses (one value changed: a character, number vs string, null vs absent) never complete a cycle",
+    async () => {
+      const rng = prng(SEED ^ 5)
+      const rounds = Math.max(50, Math.round((TOTAL * 0.02) / 4))
+      const mutations: ((args: Record<string, unknown>) => Record<string, unknown>)[] = [
+        (a) => ({ ...a, value: `${a.value}x` }),
+        (a) => ({ ...a, value: String(a.value) === a.value ? Number.NaN : String(a.value) }),
+        (a) => ({ ...a, extra: null }),
+        (a) => ({
+          ...a,
+          value: typeof a.value === "string" ? (a.value as string).toUpperCase() + "\u0301" : [a.value],
+        }),
+      ]
+      for (let i = 0; i < rounds; i++) {
+        const hooks = await start()
+        const base = { filePath: randomString(rng), value: rng.chance(0.5) ? rng.int(100) : randomString(rng) }
+        const mutated = rng.pick(mutations)(base)
+        expect(refKey(mutated)).not.toBe(refKey(base))
+        let outcome = ""
+        for (const args of [base, base, base, mutated])
+          outcome += await call(hooks, "s", "read", args, () => "near miss")
+        expect(outcome).toBe("....")
+      }
+    },
+    TIMEOUT,
+  )
 })

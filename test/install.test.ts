@@ -51,7 +51,8 @@ function makeWorld(sources: Record<string, string> | "repo" = placeholderSources
   fs.mkdirSync(path.join(src, "test", "e2e"), { recursive: true })
   fs.copyFileSync(path.join(repo, "test", "e2e", "fake-llm.mjs"), path.join(src, "test", "e2e", "fake-llm.mjs"))
   if (sources === "repo") {
-    for (const f of PLUGIN_FILES) if (fs.existsSync(path.join(repo, f))) fs.copyFileSync(path.join(repo, f), path.join(src, f))
+    for (const f of PLUGIN_FILES)
+      if (fs.existsSync(path.join(repo, f))) fs.copyFileSync(path.join(repo, f), path.join(src, f))
   } else {
     for (const [f, text] of Object.entries(sources)) fs.writeFileSync(path.join(src, f), text)
   }
@@ -188,7 +189,12 @@ describe("fresh install", () => {
   })
 
   test.each([
-    ["HOME/.config/opencode when XDG_CONFIG_HOME is unset", { XDG_CONFIG_HOME: undefined }, [], "home/.config/opencode"],
+    [
+      "HOME/.config/opencode when XDG_CONFIG_HOME is unset",
+      { XDG_CONFIG_HOME: undefined },
+      [],
+      "home/.config/opencode",
+    ],
     ["OPENCODE_CONFIG_DIR over XDG_CONFIG_HOME", { OPENCODE_CONFIG_DIR: "$root/ocd" }, [], "ocd"],
     ["--dir over OPENCODE_CONFIG_DIR", { OPENCODE_CONFIG_DIR: "$root/ocd" }, ["--dir", "$root/given"], "given"],
     ["--dir=DIR form", {}, ["--dir=$root/given"], "given"],
@@ -196,7 +202,9 @@ describe("fresh install", () => {
   ])("config dir: %s", (_name, env, args, expected) => {
     const w = world()
     const fill = (s: string) => s.replace("$root", w.root)
-    const envFilled = Object.fromEntries(Object.entries(env).map(([k, v]) => [k, v === undefined ? undefined : fill(v)]))
+    const envFilled = Object.fromEntries(
+      Object.entries(env).map(([k, v]) => [k, v === undefined ? undefined : fill(v)]),
+    )
     const r = runInstaller(w, args.map(fill), { env: envFilled })
     expect(r.code).toBe(0)
     const pluginsDir = path.join(w.root, expected, "plugins")
@@ -275,7 +283,10 @@ describe("re-install", () => {
 
 describe("files it does not own", () => {
   const cases: [string, (w: World) => void][] = [
-    ["a foreign file", (w) => fs.writeFileSync(path.join(w.plugins, "loop-guard.ts"), "// the user's own loop-guard\n")],
+    [
+      "a foreign file",
+      (w) => fs.writeFileSync(path.join(w.plugins, "loop-guard.ts"), "// the user's own loop-guard\n"),
+    ],
     ["a directory", (w) => fs.mkdirSync(path.join(w.plugins, "loop-guard.ts"))],
     [
       "a symlink to the user's file",
@@ -284,7 +295,10 @@ describe("files it does not own", () => {
         fs.symlinkSync(path.join(w.root, "mine.ts"), path.join(w.plugins, "loop-guard.ts"))
       },
     ],
-    ["a dangling symlink", (w) => fs.symlinkSync(path.join(w.root, "nowhere.ts"), path.join(w.plugins, "loop-guard.ts"))],
+    [
+      "a dangling symlink",
+      (w) => fs.symlinkSync(path.join(w.root, "nowhere.ts"), path.join(w.plugins, "loop-guard.ts")),
+    ],
   ]
 
   test.each(cases)("%s in the way: refused with exit 3, nothing written at all", (_name, setUp) => {
@@ -300,27 +314,30 @@ describe("files it does not own", () => {
     expect(snapshot(w.root)).toEqual(before) // not even semantic-anchors.ts or a manifest
   })
 
-  test.each(cases)("%s with --force: moved to a timestamped backup that opencode does not load, then installed", (_name, setUp) => {
-    const w = world()
-    fs.mkdirSync(w.plugins, { recursive: true })
-    setUp(w)
-    const target = path.join(w.plugins, "loop-guard.ts")
-    const old = snapshot(w.plugins)["loop-guard.ts"]
-    const outside = snapshot(w.root)["mine.ts"]
-    const r = runInstaller(w, ["--force"])
-    expect(r.code).toBe(0)
-    const backups = backupsIn(w.plugins)
-    expect(backups.length).toBe(1)
-    expect(backups[0]!.startsWith("loop-guard.ts.backup-")).toBe(true)
-    expect(/\.(ts|js)$/.test(backups[0]!)).toBe(false)
-    expect(r.stdout).toContain(`move the existing ${target} to ${path.join(w.plugins, backups[0]!)}`)
-    // the backup is the old entry, moved as it was (content, or the link itself)
-    expect(snapshot(w.plugins)[backups[0]!]?.split(":").slice(0, 2)).toEqual(old!.split(":").slice(0, 2))
-    expect(fs.lstatSync(target).isFile()).toBe(true)
-    expect(read(target)).toBe(read(path.join(w.src, "loop-guard.ts")))
-    expect(readManifest(w.plugins)!["loop-guard.ts"]).toBe(sha256(read(target)))
-    expect(snapshot(w.root)["mine.ts"]).toBe(outside) // a symlink's target is never written through
-  })
+  test.each(cases)(
+    "%s with --force: moved to a timestamped backup that opencode does not load, then installed",
+    (_name, setUp) => {
+      const w = world()
+      fs.mkdirSync(w.plugins, { recursive: true })
+      setUp(w)
+      const target = path.join(w.plugins, "loop-guard.ts")
+      const old = snapshot(w.plugins)["loop-guard.ts"]
+      const outside = snapshot(w.root)["mine.ts"]
+      const r = runInstaller(w, ["--force"])
+      expect(r.code).toBe(0)
+      const backups = backupsIn(w.plugins)
+      expect(backups.length).toBe(1)
+      expect(backups[0]!.startsWith("loop-guard.ts.backup-")).toBe(true)
+      expect(/\.(ts|js)$/.test(backups[0]!)).toBe(false)
+      expect(r.stdout).toContain(`move the existing ${target} to ${path.join(w.plugins, backups[0]!)}`)
+      // the backup is the old entry, moved as it was (content, or the link itself)
+      expect(snapshot(w.plugins)[backups[0]!]?.split(":").slice(0, 2)).toEqual(old!.split(":").slice(0, 2))
+      expect(fs.lstatSync(target).isFile()).toBe(true)
+      expect(read(target)).toBe(read(path.join(w.src, "loop-guard.ts")))
+      expect(readManifest(w.plugins)!["loop-guard.ts"]).toBe(sha256(read(target)))
+      expect(snapshot(w.root)["mine.ts"]).toBe(outside) // a symlink's target is never written through
+    },
+  )
 
   test("an owned file the user edited is not overwritten on re-install; --force keeps the edit in a backup", () => {
     const w = world()
@@ -417,7 +434,12 @@ describe("--uninstall", () => {
 
 describe("--dry-run", () => {
   const scenarios: [string, (w: World) => void, string[], RegExp[]][] = [
-    ["fresh install", () => {}, ["--dry-run"], [/would create .*\/plugins/, /would install .*loop-guard\.ts/, /would record ownership/]],
+    [
+      "fresh install",
+      () => {},
+      ["--dry-run"],
+      [/would create .*\/plugins/, /would install .*loop-guard\.ts/, /would record ownership/],
+    ],
     [
       "install with --force over a foreign file",
       (w) => {
@@ -425,7 +447,10 @@ describe("--dry-run", () => {
         fs.writeFileSync(path.join(w.plugins, "loop-guard.ts"), "// foreign\n")
       },
       ["--dry-run", "--force"],
-      [/would move the existing .*loop-guard\.ts to .*loop-guard\.ts\.backup-\d{8}-\d{6}/, /would install .*loop-guard\.ts/],
+      [
+        /would move the existing .*loop-guard\.ts to .*loop-guard\.ts\.backup-\d{8}-\d{6}/,
+        /would install .*loop-guard\.ts/,
+      ],
     ],
     [
       "update",
@@ -436,8 +461,18 @@ describe("--dry-run", () => {
       ["--dry-run"],
       [/would update .*loop-guard\.ts/, /up to date: .*semantic-anchors\.ts/],
     ],
-    ["uninstall", (w) => void runInstaller(w, []), ["--dry-run", "--uninstall"], [/would remove .*loop-guard\.ts/, /would remove .*opencode-guards\.sha256/]],
-    ["--example-config", () => {}, ["--dry-run", "--example-config"], [/would write an example .*opencode-semantic-anchors\.yaml/]],
+    [
+      "uninstall",
+      (w) => void runInstaller(w, []),
+      ["--dry-run", "--uninstall"],
+      [/would remove .*loop-guard\.ts/, /would remove .*opencode-guards\.sha256/],
+    ],
+    [
+      "--example-config",
+      () => {},
+      ["--dry-run", "--example-config"],
+      [/would write an example .*opencode-semantic-anchors\.yaml/],
+    ],
   ]
   test.each(scenarios)("%s: prints every action, writes nothing", (_name, setUp, args, expected) => {
     const w = world()
@@ -478,7 +513,10 @@ describe("--only", () => {
     const r = runInstaller(w, ["--uninstall", "--only=loop-guard"])
     expect(r.code).toBe(0)
     expect(fs.existsSync(path.join(w.plugins, "loop-guard.ts"))).toBe(false)
-    expect(Object.keys(readManifest(w.plugins)!).sort()).toEqual(["opencode-semantic-anchors.schema.json", "semantic-anchors.ts"])
+    expect(Object.keys(readManifest(w.plugins)!).sort()).toEqual([
+      "opencode-semantic-anchors.schema.json",
+      "semantic-anchors.ts",
+    ])
   })
 
   test("a foreign semantic-anchors.ts does not stop --only loop-guard", () => {
@@ -494,7 +532,14 @@ describe("version gate", () => {
   test.each([
     ["1.18.33", "1.18.33", 0, [], 0, "opencode 1.18.33 ($stub): supported"],
     ["a prefixed supported version", "opencode 1.18.33", 0, [], 0, "supported"],
-    ["an older version", "1.17.0", 0, [], 4, "reports version 1.17.0; these plugins are proven with opencode 1.18.33 only"],
+    [
+      "an older version",
+      "1.17.0",
+      0,
+      [],
+      4,
+      "reports version 1.17.0; these plugins are proven with opencode 1.18.33 only",
+    ],
     ["a newer version", "2.0.0", 0, [], 4, "reports version 2.0.0"],
     ["a pre-release of the supported version", "1.18.33-beta.1", 0, [], 4, "reports version 1.18.33-beta.1"],
     ["a failing --version", "boom", 1, [], 4, "did not report a version"],
@@ -580,7 +625,9 @@ describe("--example-config", () => {
     const w = world()
     const r = runInstaller(w, ["--example-config", "--dir", path.join(w.root, "elsewhere")])
     expect(r.code).toBe(0)
-    expect(r.stdout).toContain(`OPENCODE_SEMANTIC_ANCHORS_CONFIG=${path.join(w.root, "elsewhere", "opencode-semantic-anchors.yaml")}`)
+    expect(r.stdout).toContain(
+      `OPENCODE_SEMANTIC_ANCHORS_CONFIG=${path.join(w.root, "elsewhere", "opencode-semantic-anchors.yaml")}`,
+    )
   })
 })
 
@@ -589,7 +636,16 @@ describe("usage", () => {
     const w = world()
     const r = runInstaller(w, ["--help"])
     expect(r.code).toBe(0)
-    for (const opt of ["--only", "--dir", "--dry-run", "--force", "--uninstall", "--example-config", "--check", "--opencode"])
+    for (const opt of [
+      "--only",
+      "--dir",
+      "--dry-run",
+      "--force",
+      "--uninstall",
+      "--example-config",
+      "--check",
+      "--opencode",
+    ])
       expect(r.stdout).toContain(opt)
     expect(r.stdout).toContain("Supported opencode versions (proven by the end-to-end suite): 1.18.33")
     for (const code of [0, 1, 2, 3, 4, 5]) expect(r.stdout).toMatch(new RegExp(`^  ${code}  \\S`, "m"))
@@ -627,7 +683,9 @@ describe("--check (doctor) on the real opencode of the dev toolchain", () => {
       expect(r.out).toContain("opencode version supported: ok")
       expect(r.out).toContain("installed loop-guard.ts: ok (matches the manifest)")
       const hasAnchors = fs.existsSync(path.join(w.src, "semantic-anchors.ts"))
-      expect(r.out).toContain(`plugins discovered (opencode debug config): ok (loop-guard.ts${hasAnchors ? " semantic-anchors.ts" : ""})`)
+      expect(r.out).toContain(
+        `plugins discovered (opencode debug config): ok (loop-guard.ts${hasAnchors ? " semantic-anchors.ts" : ""})`,
+      )
       expect(r.out).toContain(
         'loop-guard blocks the 4th identical read: ok (reads 1-3 ran, the 4th was blocked and the model read: "loop-guard blocked this read call',
       )
@@ -657,7 +715,9 @@ describe("--check (doctor) on the real opencode of the dev toolchain", () => {
       expect(r.out).toContain(
         "semantic-anchors blocks a contract: failed: the probe command ran (status completed): the contract did not block it",
       )
-      expect(r.out).toContain(`plugins loaded (opencode's log): failed: opencode logged 'failed to load plugin' for loop-guard.ts: "boom at init"`)
+      expect(r.out).toContain(
+        `plugins loaded (opencode's log): failed: opencode logged 'failed to load plugin' for loop-guard.ts: "boom at init"`,
+      )
       expect(r.out).toMatch(/^\d+ ok, 3 failed$/m)
       expect(r.code).toBe(5)
       const kept = /the sandbox is kept for a look: (\S+)/.exec(r.out)?.[1]
@@ -694,40 +754,48 @@ describe("--check (doctor) on the real opencode of the dev toolchain", () => {
 })
 
 // The YAML that install.sh writes must be what semantic-anchors accepts: checked with the plugin's own validator.
-describe.skipIf(!fs.existsSync(path.join(repo, "semantic-anchors.ts")))("YAML written by install.sh, through semantic-anchors' validator", () => {
-  const validate = async (text: string) => {
-    const anchors = await import(path.join(repo, "semantic-anchors.ts"))
-    const config = anchors.buildConfig([{ path: "/x/opencode-semantic-anchors.yaml", label: "example", layer: "global", text }])
-    return { problems: config.problems.map(anchors.formatProblem), contracts: [...config.contracts.keys()] as string[] }
-  }
-  const example = () => {
-    const w = world()
-    runInstaller(w, ["--example-config"])
-    return read(path.join(w.xdg, "opencode", "opencode-semantic-anchors.yaml"))
-  }
+describe.skipIf(!fs.existsSync(path.join(repo, "semantic-anchors.ts")))(
+  "YAML written by install.sh, through semantic-anchors' validator",
+  () => {
+    const validate = async (text: string) => {
+      const anchors = await import(path.join(repo, "semantic-anchors.ts"))
+      const config = anchors.buildConfig([
+        { path: "/x/opencode-semantic-anchors.yaml", label: "example", layer: "global", text },
+      ])
+      return {
+        problems: config.problems.map(anchors.formatProblem),
+        contracts: [...config.contracts.keys()] as string[],
+      }
+    }
+    const example = () => {
+      const w = world()
+      runInstaller(w, ["--example-config"])
+      return read(path.join(w.xdg, "opencode", "opencode-semantic-anchors.yaml"))
+    }
 
-  test("the example as written: valid, and it adds no contract", async () => {
-    const { problems, contracts } = await validate(example())
-    const builtins = (await validate("version: 1\n")).contracts
-    expect(problems).toEqual([])
-    expect(contracts).toEqual(builtins)
-  })
+    test("the example as written: valid, and it adds no contract", async () => {
+      const { problems, contracts } = await validate(example())
+      const builtins = (await validate("version: 1\n")).contracts
+      expect(problems).toEqual([])
+      expect(contracts).toEqual(builtins)
+    })
 
-  test("the example with every commented line switched on: valid, and it adds no-force-push", async () => {
-    const lines = example().split("\n")
-    const start = lines.indexOf("version: 1")
-    const uncommented = lines.map((l, i) => (i > start && l.startsWith("#") ? l.replace(/^# ?/, "") : l)).join("\n")
-    const { problems, contracts } = await validate(uncommented)
-    expect(problems).toEqual([])
-    expect(contracts).toContain("no-force-push")
-  })
+    test("the example with every commented line switched on: valid, and it adds no-force-push", async () => {
+      const lines = example().split("\n")
+      const start = lines.indexOf("version: 1")
+      const uncommented = lines.map((l, i) => (i > start && l.startsWith("#") ? l.replace(/^# ?/, "") : l)).join("\n")
+      const { problems, contracts } = await validate(uncommented)
+      expect(problems).toEqual([])
+      expect(contracts).toContain("no-force-push")
+    })
 
-  test("the --check probe contract: valid", async () => {
-    const script = read(path.join(repo, "install.sh"))
-    const probe = /project\/\.opencode\/opencode-semantic-anchors\.yaml" <<'EOF'\n([\s\S]*?)\nEOF\n/.exec(script)?.[1]
-    expect(probe).toBeDefined()
-    const { problems, contracts } = await validate(probe!)
-    expect(problems).toEqual([])
-    expect(contracts).toContain("doctor-probe")
-  })
-})
+    test("the --check probe contract: valid", async () => {
+      const script = read(path.join(repo, "install.sh"))
+      const probe = /project\/\.opencode\/opencode-semantic-anchors\.yaml" <<'EOF'\n([\s\S]*?)\nEOF\n/.exec(script)?.[1]
+      expect(probe).toBeDefined()
+      const { problems, contracts } = await validate(probe!)
+      expect(problems).toEqual([])
+      expect(contracts).toContain("doctor-probe")
+    })
+  },
+)

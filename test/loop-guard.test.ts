@@ -1,6 +1,15 @@
 // loop-guard through the interface opencode uses: `server(input)`, then the `tool.execute.before` and `event` hooks.
 import { describe, expect, test } from "bun:test"
-import plugin, { MAX_SESSIONS, Sessions, canonicalize, digest, fnv1a64, historyCapacity, record, signature } from "../loop-guard.ts"
+import plugin, {
+  MAX_SESSIONS,
+  Sessions,
+  canonicalize,
+  digest,
+  fnv1a64,
+  historyCapacity,
+  record,
+  signature,
+} from "../loop-guard.ts"
 
 type LogBody = { service: string; level: string; message: string; extra?: Record<string, unknown> }
 const ENV_KEYS = ["OPENCODE_LOOP_GUARD", "OPENCODE_LOOP_GUARD_REPETITIONS", "OPENCODE_LOOP_GUARD_EXEMPT"]
@@ -105,7 +114,12 @@ describe("signatures: what counts as the same call", () => {
   const proto = JSON.parse('{"__proto__": {"x": 1}}')
   const table: [string, [string, unknown], [string, unknown], boolean][] = [
     ["top-level key order", ["read", { a: 1, b: 2 }], ["read", { b: 2, a: 1 }], true],
-    ["nested key order", ["edit", { x: { a: 1, b: [{ c: 1, d: 2 }] } }], ["edit", { x: { b: [{ d: 2, c: 1 }], a: 1 } }], true],
+    [
+      "nested key order",
+      ["edit", { x: { a: 1, b: [{ c: 1, d: 2 }] } }],
+      ["edit", { x: { b: [{ d: 2, c: 1 }], a: 1 } }],
+      true,
+    ],
     ["array order", ["bash", { l: [1, 2] }], ["bash", { l: [2, 1] }], false],
     ["a doubled space", ["bash", { command: "ls -la" }], ["bash", { command: "ls  -la" }], false],
     ["tab vs space", ["bash", { command: "ls -la" }], ["bash", { command: "ls\t-la" }], false],
@@ -114,7 +128,7 @@ describe("signatures: what counts as the same call", () => {
     ["Unicode NFC vs NFD", ["read", { filePath: "caf\u00e9" }], ["read", { filePath: "cafe\u0301" }], false],
     ["number vs string", ["read", { limit: 1 }], ["read", { limit: "1" }], false],
     ["null vs absent key", ["read", { a: 1, offset: null }], ["read", { a: 1 }], false],
-    ["true vs \"true\"", ["x", { f: true }], ["x", { f: "true" }], false],
+    ['true vs "true"', ["x", { f: true }], ["x", { f: "true" }], false],
     ["empty object vs empty array", ["x", { v: {} }], ["x", { v: [] }], false],
     ["NaN vs null", ["x", { v: NaN }], ["x", { v: null }], false],
     ["__proto__ is an ordinary key", ["x", proto], ["x", {}], false],
@@ -128,7 +142,12 @@ describe("signatures: what counts as the same call", () => {
   test.each(table)("%s", async (_name, [toolP, argsP], [toolQ, argsQ], same) => {
     const { call } = await start()
     const outcomes = []
-    for (const [tool, args] of [[toolP, argsP], [toolQ, argsQ], [toolP, argsP], [toolQ, argsQ]] as const) {
+    for (const [tool, args] of [
+      [toolP, argsP],
+      [toolQ, argsQ],
+      [toolP, argsP],
+      [toolQ, argsQ],
+    ] as const) {
       outcomes.push((await call("s1", tool, args)) === null ? "." : "X")
     }
     expect(outcomes.join("")).toBe(same ? "...X" : "....")
@@ -148,7 +167,15 @@ describe("signatures: what counts as the same call", () => {
   test("odd values are written without throwing", () => {
     const circular: any = { a: 1 }
     circular.self = circular
-    const odd = { d: new Date(0), u8: new Uint8Array([1, 2]), big: 10n, f: () => 1, s: Symbol("s"), u: undefined, circular }
+    const odd = {
+      d: new Date(0),
+      u8: new Uint8Array([1, 2]),
+      big: 10n,
+      f: () => 1,
+      s: Symbol("s"),
+      u: undefined,
+      circular,
+    }
     expect(() => canonicalize(odd)).not.toThrow()
     expect(canonicalize({ d: new Date(0) })).not.toBe(canonicalize({ d: new Date(1) }))
   })
@@ -165,7 +192,10 @@ describe("signatures: what counts as the same call", () => {
 describe("the message the model reads", () => {
   const SECRETS = ["sk-live-SECRET-4242", "/home/alice/.ssh/id_rsa", "hunter2"]
   const secretRead = ["read", { filePath: SECRETS[1] }] as const
-  const secretBash = ["bash", { command: `curl -H 'Authorization: ${SECRETS[0]}' x`, env: { PASS: SECRETS[2] } }] as const
+  const secretBash = [
+    "bash",
+    { command: `curl -H 'Authorization: ${SECRETS[0]}' x`, env: { PASS: SECRETS[2] } },
+  ] as const
 
   test("names the tools in order, k and repetitions, says the results are in context, asks for a different action", async () => {
     const { call } = await start()
@@ -335,7 +365,7 @@ describe("settings from the environment", () => {
   test("an invalid mode is logged and replaced by block", async () => {
     const { trace, logs } = await start({ OPENCODE_LOOP_GUARD: "strict" })
     expect(await trace("AAAA")).toBe("...X")
-    expect(logs.some((log) => log.message.includes("OPENCODE_LOOP_GUARD=\"strict\""))).toBe(true)
+    expect(logs.some((log) => log.message.includes('OPENCODE_LOOP_GUARD="strict"'))).toBe(true)
   })
 
   const repetitionTable: [string, string, string][] = [
@@ -351,19 +381,40 @@ describe("settings from the environment", () => {
     expect(await trace(letters)).toBe(expected)
   })
 
-  test.each(["1", "0", "-3", "abc", "2.5", "51", "3x"])("OPENCODE_LOOP_GUARD_REPETITIONS=%s is logged, default used", async (r) => {
-    const { trace, logs } = await start({ OPENCODE_LOOP_GUARD_REPETITIONS: r })
-    expect(await trace("AAAA")).toBe("...X")
-    expect(logs.some((log) => log.level === "warn" && log.message.includes("OPENCODE_LOOP_GUARD_REPETITIONS"))).toBe(true)
-  })
+  test.each(["1", "0", "-3", "abc", "2.5", "51", "3x"])(
+    "OPENCODE_LOOP_GUARD_REPETITIONS=%s is logged, default used",
+    async (r) => {
+      const { trace, logs } = await start({ OPENCODE_LOOP_GUARD_REPETITIONS: r })
+      expect(await trace("AAAA")).toBe("...X")
+      expect(logs.some((log) => log.level === "warn" && log.message.includes("OPENCODE_LOOP_GUARD_REPETITIONS"))).toBe(
+        true,
+      )
+    },
+  )
 
   const exemptTable: [string, string, [string, unknown][], string][] = [
     ["an exempt tool repeats freely", "todowrite", [["todowrite", { todos: [] }]], "......"],
     ["a * glob", "mcp_*_poll", [["mcp_jobs_poll", { id: 1 }]], "......"],
     ["a ? glob", "rea?", [["read", { filePath: "a" }]], "......"],
     ["a non-matching glob still blocks", "mcp_*_poll", [["mcp_jobs_list", { id: 1 }]], "...XXX"],
-    ["a mixed cycle is not exempt", "todowrite", [["todowrite", { todos: [] }], ["read", { filePath: "a" }]], ".....X"],
-    ["several globs, all tools exempt", " todowrite , read ", [["todowrite", { todos: [] }], ["read", { filePath: "a" }]], "......"],
+    [
+      "a mixed cycle is not exempt",
+      "todowrite",
+      [
+        ["todowrite", { todos: [] }],
+        ["read", { filePath: "a" }],
+      ],
+      ".....X",
+    ],
+    [
+      "several globs, all tools exempt",
+      " todowrite , read ",
+      [
+        ["todowrite", { todos: [] }],
+        ["read", { filePath: "a" }],
+      ],
+      "......",
+    ],
   ]
   test.each(exemptTable)("OPENCODE_LOOP_GUARD_EXEMPT: %s", async (_name, exempt, calls, expected) => {
     const { call } = await start({ OPENCODE_LOOP_GUARD_EXEMPT: exempt })

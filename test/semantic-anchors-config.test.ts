@@ -8,7 +8,9 @@ import { PROJECT_FILE, edit, start } from "./fixtures/semantic-anchors/harness"
 
 const S = "ses_cfg"
 const CORPUS = join(import.meta.dir, "fixtures/semantic-anchors/malformed")
-const corpus = readdirSync(CORPUS).filter((name) => name.endsWith(".yaml")).sort()
+const corpus = readdirSync(CORPUS)
+  .filter((name) => name.endsWith(".yaml"))
+  .sort()
 
 /** A fixture's first line: `# error: <message>` or `# warning: <message>`. */
 function expectation(name: string): { severity: string; text: string; body: string } {
@@ -36,7 +38,13 @@ describe("the malformed-config corpus", () => {
       const status = await h.status(S)
       // the exact message, with file and key path, in the status, and in the log at its level
       expect(status.split("\n")).toContain(`  ${severity}: ${PROJECT_FILE}: ${text}`)
-      expect(h.logs.some((l) => l.level === (severity === "error" ? "error" : "warn") && l.message === `[semantic-anchors] ${PROJECT_FILE}: ${text}`)).toBe(true)
+      expect(
+        h.logs.some(
+          (l) =>
+            l.level === (severity === "error" ? "error" : "warn") &&
+            l.message === `[semantic-anchors] ${PROJECT_FILE}: ${text}`,
+        ),
+      ).toBe(true)
       // one toast for all problems
       expect(h.toasts.filter((t) => t.message.includes("config problem")).length).toBe(1)
       // and the session goes on under the built-ins: step-confirmation still counts and blocks
@@ -59,13 +67,19 @@ describe("files and merging", () => {
   })
 
   test("paths come from the plugin input (directory, XDG_CONFIG_HOME), never process.cwd()", async () => {
-    const h = await start({ project: "version: 1\ncontracts:\n  - { id: from-project, description: p, mode: warn, trigger: { type: tool, tools: [probe] } }\n", global: "version: 1\ncontracts:\n  - { id: from-global, description: g, mode: warn, trigger: { type: tool, tools: [probe] } }\n" })
+    const h = await start({
+      project:
+        "version: 1\ncontracts:\n  - { id: from-project, description: p, mode: warn, trigger: { type: tool, tools: [probe] } }\n",
+      global:
+        "version: 1\ncontracts:\n  - { id: from-global, description: g, mode: warn, trigger: { type: tool, tools: [probe] } }\n",
+    })
     expect(process.cwd()).not.toBe(h.dirs.project)
     expect(activeIds(await h.status(S))).toEqual(expect.arrayContaining(["from-project", "from-global"]))
   })
 
   test("merged by id: built-ins, then global, then project (field by field)", async () => {
-    const global = "version: 1\ncontracts:\n  - id: no-curl\n    description: No curl.\n    mode: warn\n    message: from global\n    trigger: { type: tool, tools: [bash], args: { command: { contains: curl } } }\n  - id: source-anchor\n    mode: block\n"
+    const global =
+      "version: 1\ncontracts:\n  - id: no-curl\n    description: No curl.\n    mode: warn\n    message: from global\n    trigger: { type: tool, tools: [bash], args: { command: { contains: curl } } }\n  - id: source-anchor\n    mode: block\n"
     const project = "version: 1\ncontracts:\n  - id: no-curl\n    mode: block\n"
     const h = await start({ global, project })
     const blocked = await h.tool(S, "bash", { command: "curl x" })
@@ -80,8 +94,10 @@ describe("files and merging", () => {
   })
 
   test("OPENCODE_SEMANTIC_ANCHORS_CONFIG names one file that replaces the global one", async () => {
-    const g = "version: 1\ncontracts:\n  - { id: from-global, description: g, mode: warn, trigger: { type: tool, tools: [probe] } }\n"
-    const e = "version: 1\ncontracts:\n  - { id: from-env, description: e, mode: warn, trigger: { type: tool, tools: [probe] } }\n"
+    const g =
+      "version: 1\ncontracts:\n  - { id: from-global, description: g, mode: warn, trigger: { type: tool, tools: [probe] } }\n"
+    const e =
+      "version: 1\ncontracts:\n  - { id: from-env, description: e, mode: warn, trigger: { type: tool, tools: [probe] } }\n"
     const h = await start({ global: g, envFile: e })
     const ids = activeIds(await h.status(S))
     expect(ids).toContain("from-env")
@@ -90,11 +106,14 @@ describe("files and merging", () => {
 
   test("a named OPENCODE_SEMANTIC_ANCHORS_CONFIG file that does not exist is reported", async () => {
     const h = await start({ envPath: "/nonexistent/anchors.yaml" })
-    expect(await h.status(S)).toContain("error: /nonexistent/anchors.yaml: cannot read the file (ENOENT: OPENCODE_SEMANTIC_ANCHORS_CONFIG names a file that does not exist)")
+    expect(await h.status(S)).toContain(
+      "error: /nonexistent/anchors.yaml: cannot read the file (ENOENT: OPENCODE_SEMANTIC_ANCHORS_CONFIG names a file that does not exist)",
+    )
   })
 
   test("an unparseable or unreadable file is ignored whole and the other file stays in force", async () => {
-    const global = "version: 1\ncontracts:\n  - { id: no-curl, description: No curl., mode: block, trigger: { type: tool, tools: [bash], args: { command: { contains: curl } } } }\n"
+    const global =
+      "version: 1\ncontracts:\n  - { id: no-curl, description: No curl., mode: block, trigger: { type: tool, tools: [bash], args: { command: { contains: curl } } } }\n"
     const broken = await start({ global, project: "version: 1\ncontracts:\n  - id: [unclosed\n" })
     expect(await broken.status(S)).toContain(`error: ${PROJECT_FILE}: cannot parse YAML`)
     expect(await broken.tool(S, "bash", { command: "curl x" })).toContain("no-curl")
@@ -109,7 +128,8 @@ describe("files and merging", () => {
   })
 
   test("an invalid contract disables only itself", async () => {
-    const project = "version: 1\ncontracts:\n  - { id: good, description: ok, mode: block, trigger: { type: tool, tools: [bash], args: { command: { equals: make } } } }\n  - { id: bad, description: x, mode: block, trigger: { type: tool, tools: [bash], args: { command: { regex: '(' } } } }\n  - { id: source-anchor, mode: nope }\n"
+    const project =
+      "version: 1\ncontracts:\n  - { id: good, description: ok, mode: block, trigger: { type: tool, tools: [bash], args: { command: { equals: make } } } }\n  - { id: bad, description: x, mode: block, trigger: { type: tool, tools: [bash], args: { command: { regex: '(' } } } }\n  - { id: source-anchor, mode: nope }\n"
     const h = await start({ project })
     const ids = activeIds(await h.status(S))
     expect(ids).toContain("good")
@@ -120,15 +140,19 @@ describe("files and merging", () => {
   })
 
   test("warnings go to the log (each), to one toast, and to the status", async () => {
-    const project = "version: 1\nsetings: {}\ncontracts:\n  - { id: x, description: d, mode: warn, anchorRefs: [yagnii, arc-42], trigger: { type: tool, tools: [probe] } }\n"
+    const project =
+      "version: 1\nsetings: {}\ncontracts:\n  - { id: x, description: d, mode: warn, anchorRefs: [yagnii, arc-42], trigger: { type: tool, tools: [probe] } }\n"
     const h = await start({ project })
     const lines = [
       `${PROJECT_FILE}: setings: unknown key "setings" (did you mean "settings"?); it is ignored`,
       `${PROJECT_FILE}: contracts[0].anchorRefs[0]: unknown Semantic-Anchors id "yagnii" (closest: "yagni")`,
       `${PROJECT_FILE}: contracts[0].anchorRefs[1]: unknown Semantic-Anchors id "arc-42" (closest: "arc42")`,
     ]
-    for (const line of lines) expect(h.logs.some((l) => l.level === "warn" && l.message === `[semantic-anchors] ${line}`)).toBe(true)
-    expect(h.toasts).toEqual([{ message: "semantic-anchors: 3 config problems (0 errors); run /anchor status", variant: "warning" }])
+    for (const line of lines)
+      expect(h.logs.some((l) => l.level === "warn" && l.message === `[semantic-anchors] ${line}`)).toBe(true)
+    expect(h.toasts).toEqual([
+      { message: "semantic-anchors: 3 config problems (0 errors); run /anchor status", variant: "warning" },
+    ])
     const status = await h.status(S)
     for (const line of lines) expect(status).toContain(`warning: ${line}`)
     expect(activeIds(status)).toContain("x") // warnings do not disable
@@ -136,13 +160,20 @@ describe("files and merging", () => {
 })
 
 describe("locked contracts vs the project file", () => {
-  const global = "version: 1\ncontracts:\n  - id: no-force-push\n    description: Never rewrite shared history.\n    mode: block\n    locked: true\n    trigger: { type: tool, tools: [bash], args: { command: { regex: '\\bgit\\s+push\\b.*\\s(--force|-f)\\b' } } }\n  - id: step-confirmation\n    locked: true\n"
+  const global =
+    "version: 1\ncontracts:\n  - id: no-force-push\n    description: Never rewrite shared history.\n    mode: block\n    locked: true\n    trigger: { type: tool, tools: [bash], args: { command: { regex: '\\bgit\\s+push\\b.*\\s(--force|-f)\\b' } } }\n  - id: step-confirmation\n    locked: true\n"
 
   test("the project file cannot disable or change a locked contract", async () => {
-    const project = "version: 1\ncontracts:\n  - id: no-force-push\n    enabled: false\n  - id: step-confirmation\n    mode: info\n"
+    const project =
+      "version: 1\ncontracts:\n  - id: no-force-push\n    enabled: false\n  - id: step-confirmation\n    mode: info\n"
     const h = await start({ global, project })
     const status = await h.status(S)
-    expect(status).toContain(`error: ${PROJECT_FILE}: contracts[0]: contract "no-force-push" is locked by the global file; the project file can change or disable it. Remove this entry or change it in the global file`.replace("the project file can change", "the project file can change"))
+    expect(status).toContain(
+      `error: ${PROJECT_FILE}: contracts[0]: contract "no-force-push" is locked by the global file; the project file can change or disable it. Remove this entry or change it in the global file`.replace(
+        "the project file can change",
+        "the project file can change",
+      ),
+    )
     expect(await h.tool(S, "bash", { command: "git push --force origin main" })).toContain("no-force-push")
     for (let i = 1; i <= 3; i++) await h.tool(S, "edit", edit(i))
     expect(await h.tool(S, "edit", edit(4))).toContain("step-confirmation")
@@ -156,8 +187,14 @@ describe("locked contracts vs the project file", () => {
   })
 
   test("locked in the project file is ignored with a warning; the global file can still change its own contracts", async () => {
-    const h = await start({ global: "version: 1\ncontracts:\n  - { id: a, description: d, mode: warn, trigger: { type: tool, tools: [probe] } }\n", project: "version: 1\ncontracts:\n  - { id: a, mode: block, locked: true }\n" })
-    expect(await h.status(S)).toContain(`warning: ${PROJECT_FILE}: contracts[0].locked: is honoured only in the global file; it is ignored here`)
+    const h = await start({
+      global:
+        "version: 1\ncontracts:\n  - { id: a, description: d, mode: warn, trigger: { type: tool, tools: [probe] } }\n",
+      project: "version: 1\ncontracts:\n  - { id: a, mode: block, locked: true }\n",
+    })
+    expect(await h.status(S)).toContain(
+      `warning: ${PROJECT_FILE}: contracts[0].locked: is honoured only in the global file; it is ignored here`,
+    )
     expect(await h.tool(S, "probe", {})).toContain('Contract "a"')
   })
 })
@@ -165,14 +202,29 @@ describe("locked contracts vs the project file", () => {
 describe("roles and presets", () => {
   test("the 12 built-in presets cover the 12 roles and reference existing built-in contracts", () => {
     expect(Object.keys(BUILTIN_PRESETS).sort()).toEqual([...ROLES].sort())
-    const builtins = new Set(["step-confirmation", "source-anchor", "intent-anchor", "boundary-anchor", "emergence-anchor", "guard-integrity"])
+    const builtins = new Set([
+      "step-confirmation",
+      "source-anchor",
+      "intent-anchor",
+      "boundary-anchor",
+      "emergence-anchor",
+      "guard-integrity",
+    ])
     for (const preset of Object.values(BUILTIN_PRESETS)) {
       expect(preset.contracts.length).toBeGreaterThan(0)
       for (const id of preset.contracts) expect(builtins.has(id)).toBe(true)
       expect(preset.why.length).toBeGreaterThan(20)
     }
-    expect(BUILTIN_PRESETS["software-developer"].contracts).toEqual(["step-confirmation", "source-anchor", "intent-anchor"])
-    expect(BUILTIN_PRESETS["software-architect"].contracts).toEqual(["boundary-anchor", "emergence-anchor", "step-confirmation"])
+    expect(BUILTIN_PRESETS["software-developer"].contracts).toEqual([
+      "step-confirmation",
+      "source-anchor",
+      "intent-anchor",
+    ])
+    expect(BUILTIN_PRESETS["software-architect"].contracts).toEqual([
+      "boundary-anchor",
+      "emergence-anchor",
+      "step-confirmation",
+    ])
   })
 
   for (const role of ROLES) {
@@ -187,22 +239,49 @@ describe("roles and presets", () => {
   }
 
   test("a file preset replaces the role's built-in preset and may name file contracts", async () => {
-    const h = await start({ project: "version: 1\ncontracts:\n  - { id: ship, description: s, mode: info, roles: [nobody], trigger: { type: tool, tools: [probe] } }\npresets:\n  software-developer: [ship, source-anchor]\n" })
+    const h = await start({
+      project:
+        "version: 1\ncontracts:\n  - { id: ship, description: s, mode: info, roles: [nobody], trigger: { type: tool, tools: [probe] } }\npresets:\n  software-developer: [ship, source-anchor]\n",
+    })
     expect(activeIds(await h.status(S))).toEqual(["guard-integrity", "ship", "source-anchor"])
   })
 
   test("file contracts apply to every role when roles is absent or *, else only to the named roles", async () => {
-    const project = "version: 1\ncontracts:\n  - { id: all, description: d, mode: warn, trigger: { type: tool, tools: [probe] } }\n  - { id: star, description: d, mode: warn, roles: ['*'], trigger: { type: tool, tools: [probe] } }\n  - { id: qa, description: d, mode: warn, roles: [qa-engineer], trigger: { type: tool, tools: [probe] } }\n  - { id: boundary-anchor, roles: [qa-engineer] }\n"
+    const project =
+      "version: 1\ncontracts:\n  - { id: all, description: d, mode: warn, trigger: { type: tool, tools: [probe] } }\n  - { id: star, description: d, mode: warn, roles: ['*'], trigger: { type: tool, tools: [probe] } }\n  - { id: qa, description: d, mode: warn, roles: [qa-engineer], trigger: { type: tool, tools: [probe] } }\n  - { id: boundary-anchor, roles: [qa-engineer] }\n"
     const h = await start({ project })
     await h.user("dev", "x", "build")
     await h.user("qa", "x", "qa-engineer")
-    expect(activeIds(await h.status("dev"))).toEqual(["guard-integrity", "step-confirmation", "source-anchor", "intent-anchor", "all", "star"])
-    expect(activeIds(await h.status("qa"))).toEqual(["guard-integrity", "intent-anchor", "step-confirmation", "boundary-anchor", "all", "star", "qa"])
+    expect(activeIds(await h.status("dev"))).toEqual([
+      "guard-integrity",
+      "step-confirmation",
+      "source-anchor",
+      "intent-anchor",
+      "all",
+      "star",
+    ])
+    expect(activeIds(await h.status("qa"))).toEqual([
+      "guard-integrity",
+      "intent-anchor",
+      "step-confirmation",
+      "boundary-anchor",
+      "all",
+      "star",
+      "qa",
+    ])
   })
 
   test("roles.default and roles.agents map opencode agents to roles", async () => {
-    const h = await start({ global: "version: 1\nroles:\n  default: consultant\n  agents: { build: devops-engineer, docs: technical-writer }\n" })
-    for (const [agent, role] of [["build", "devops-engineer"], ["docs", "technical-writer"], ["plan", "software-architect"], ["general", "consultant"]]) {
+    const h = await start({
+      global:
+        "version: 1\nroles:\n  default: consultant\n  agents: { build: devops-engineer, docs: technical-writer }\n",
+    })
+    for (const [agent, role] of [
+      ["build", "devops-engineer"],
+      ["docs", "technical-writer"],
+      ["plan", "software-architect"],
+      ["general", "consultant"],
+    ]) {
       await h.user(`s-${agent}`, "x", agent)
       expect(await h.status(`s-${agent}`)).toContain(`role: ${role} (agent ${agent})`)
     }
@@ -238,7 +317,12 @@ describe("matchers (type: tool)", () => {
     ["startsWith", "probe", { command: "rm -rf x" }, ["re-not", "starts", "absent"]],
     ["glob **", "probe", { filePath: "src/a/b/c.ts" }, ["glob", "exists", "absent-not"]],
     ["glob ** matches zero dirs", "probe", { filePath: "src/c.ts" }, ["glob", "exists", "absent-not"]],
-    ["glob absolute path inside the project", "probe", { filePath: "PROJECT/src/c.ts" }, ["glob", "exists", "absent-not"]],
+    [
+      "glob absolute path inside the project",
+      "probe",
+      { filePath: "PROJECT/src/c.ts" },
+      ["glob", "exists", "absent-not"],
+    ],
     ["glob ?", "probe", { filePath: "docs/a.md" }, ["glob-q", "glob-not", "exists", "absent-not"]],
     ["glob ? is one character", "probe", { filePath: "docs/ab.md" }, ["glob-not", "exists", "absent-not"]],
     ["glob list", "probe", { filePath: "b/x" }, ["glob-list", "glob-not", "exists", "absent-not"]],
@@ -261,14 +345,20 @@ describe("matchers (type: tool)", () => {
   }
 
   test("unlessSeen on a user tool contract", async () => {
-    const h = await start({ project: "version: 1\ncontracts:\n  - { id: ticket, description: Name the ticket., mode: block, trigger: { type: tool, tools: [bash], args: { command: { startsWith: 'git commit' } }, unlessSeen: 'JIRA-\\d+' } }\n" })
+    const h = await start({
+      project:
+        "version: 1\ncontracts:\n  - { id: ticket, description: Name the ticket., mode: block, trigger: { type: tool, tools: [bash], args: { command: { startsWith: 'git commit' } }, unlessSeen: 'JIRA-\\d+' } }\n",
+    })
     expect(await h.tool(S, "bash", { command: "git commit -m x" })).toContain('Contract "ticket"')
     await h.user(S, "this is for JIRA-42")
     expect(await h.tool(S, "bash", { command: "git commit -m x" })).toBeUndefined()
   })
 
   test("a regex runs on at most 10000 characters of input", async () => {
-    const h = await start({ project: "version: 1\ncontracts:\n  - { id: tail, description: d, mode: block, trigger: { type: tool, tools: [probe], args: { text: { regex: 'MIDDLE' } } } }\n" })
+    const h = await start({
+      project:
+        "version: 1\ncontracts:\n  - { id: tail, description: d, mode: block, trigger: { type: tool, tools: [probe], args: { text: { regex: 'MIDDLE' } } } }\n",
+    })
     const long = `${"x".repeat(20_000)}MIDDLE${"x".repeat(20_000)}`
     expect(await h.tool(S, "probe", { text: long })).toBeUndefined() // beyond the cap: not seen
     expect(await h.tool(S, "probe", { text: `${"x".repeat(100)}MIDDLE` })).toContain("tail")
@@ -299,7 +389,9 @@ describe("regexes that can backtrack exponentially are refused", () => {
   ]
   for (const [regex, kind] of cases) {
     test(`${kind ? "refused" : "accepted"}: /${regex}/`, async () => {
-      const h = await start({ project: `version: 1\ncontracts:\n  - { id: r, description: d, mode: block, trigger: { type: tool, tools: [probe], args: { text: { regex: ${JSON.stringify(regex)} } } } }\n` })
+      const h = await start({
+        project: `version: 1\ncontracts:\n  - { id: r, description: d, mode: block, trigger: { type: tool, tools: [probe], args: { text: { regex: ${JSON.stringify(regex)} } } } }\n`,
+      })
       const status = await h.status(S)
       if (kind) {
         expect(status).toContain(`error: ${PROJECT_FILE}: contracts[0].trigger.args.text.regex: ${kind} (`)
@@ -329,7 +421,8 @@ describe("regexes that can backtrack exponentially are refused", () => {
       "contracts[1].trigger.unless: overlapping alternation",
       "contracts[2].trigger.unlessSeen: large bounded repeat",
       "settings.confirmPattern: overlapping alternation",
-    ]) expect(status).toContain(`error: ${PROJECT_FILE}: ${line}`)
+    ])
+      expect(status).toContain(`error: ${PROJECT_FILE}: ${line}`)
     for (const id of ["p", "u", "s"]) expect(activeIds(status)).not.toContain(id)
     // the refused confirmPattern is not installed: any user message still confirms
     for (let i = 1; i <= 3; i++) await h.tool(S, "edit", edit(i))
@@ -342,12 +435,32 @@ describe("keys written twice in one mapping", () => {
   // [what, YAML, expected warnings as "path: line a and b"]
   const cases: [string, string, string[]][] = [
     ["top level", "version: 1\nsettings: { maxOverrides: 2 }\nsettings: { maxOverrides: 5 }\n", ["settings: 2 and 3"]],
-    ["in a contract", "version: 1\ncontracts:\n  - id: a\n    description: d\n    mode: block\n    trigger: { type: tool, tools: [probe] }\n    mode: info\n", ["contracts[0].mode: 5 and 7"]],
-    ["in the second contract, compact list", "version: 1\ncontracts:\n- id: a\n  description: d\n  mode: warn\n  trigger: { type: tool, tools: [probe] }\n- id: b\n  description: d\n  description: e\n  mode: warn\n  trigger: { type: tool, tools: [probe] }\n", ["contracts[1].description: 8 and 9"]],
-    ["nested mapping", "version: 1\nroles:\n  agents:\n    build: qa-engineer\n    plan: software-architect\n    build: educator\n", ["roles.agents.build: 4 and 6"]],
-    ["same key in sibling mappings is fine", "version: 1\ncontracts:\n  - id: a\n    description: d\n    mode: warn\n    trigger: { type: tool, tools: [probe] }\n  - id: b\n    description: d\n    mode: warn\n    trigger: { type: tool, tools: [probe] }\n", []],
-    ["block scalar lines are text", "version: 1\ncontracts:\n  - id: a\n    description: |\n      mode: x\n      mode: y\n    mode: warn\n    trigger: { type: tool, tools: [probe] }\n", []],
-    ["quoted and plain spelling are one key", "version: 1\n\"version\": 1\n", ["version: 1 and 2"]],
+    [
+      "in a contract",
+      "version: 1\ncontracts:\n  - id: a\n    description: d\n    mode: block\n    trigger: { type: tool, tools: [probe] }\n    mode: info\n",
+      ["contracts[0].mode: 5 and 7"],
+    ],
+    [
+      "in the second contract, compact list",
+      "version: 1\ncontracts:\n- id: a\n  description: d\n  mode: warn\n  trigger: { type: tool, tools: [probe] }\n- id: b\n  description: d\n  description: e\n  mode: warn\n  trigger: { type: tool, tools: [probe] }\n",
+      ["contracts[1].description: 8 and 9"],
+    ],
+    [
+      "nested mapping",
+      "version: 1\nroles:\n  agents:\n    build: qa-engineer\n    plan: software-architect\n    build: educator\n",
+      ["roles.agents.build: 4 and 6"],
+    ],
+    [
+      "same key in sibling mappings is fine",
+      "version: 1\ncontracts:\n  - id: a\n    description: d\n    mode: warn\n    trigger: { type: tool, tools: [probe] }\n  - id: b\n    description: d\n    mode: warn\n    trigger: { type: tool, tools: [probe] }\n",
+      [],
+    ],
+    [
+      "block scalar lines are text",
+      "version: 1\ncontracts:\n  - id: a\n    description: |\n      mode: x\n      mode: y\n    mode: warn\n    trigger: { type: tool, tools: [probe] }\n",
+      [],
+    ],
+    ["quoted and plain spelling are one key", 'version: 1\n"version": 1\n', ["version: 1 and 2"]],
   ]
   for (const [what, yaml, expected] of cases) {
     test(what, async () => {
@@ -357,7 +470,15 @@ describe("keys written twice in one mapping", () => {
       for (const want of expected) {
         const [path, lines] = want.split(": ")
         const [a, b] = lines.split(" and ")
-        expect(found).toContain(`  warning: ${PROJECT_FILE}: ${path}: key "${path.split(".").pop()!.replace(/\[\d+\]$/, "")}" is written twice in one mapping (lines ${a} and ${b}); YAML keeps only the last one, so line ${a} has no effect. Delete one of them`)
+        expect(found).toContain(
+          `  warning: ${PROJECT_FILE}: ${path}: key "${path
+            .split(".")
+            .pop()!
+            .replace(
+              /\[\d+\]$/,
+              "",
+            )}" is written twice in one mapping (lines ${a} and ${b}); YAML keeps only the last one, so line ${a} has no effect. Delete one of them`,
+        )
       }
     })
   }
@@ -365,7 +486,8 @@ describe("keys written twice in one mapping", () => {
 
 describe("message and state triggers", () => {
   test("message: pattern, unless and minLength; warn and info toast the user; block becomes warn", async () => {
-    const project = "version: 1\npresets: { software-developer: [] }\ncontracts:\n  - { id: deploy, description: Deploys need a ticket., mode: block, trigger: { type: message, pattern: '\\bdeploy\\b', unless: 'TICKET-\\d+', flags: i } }\n  - { id: long, description: Keep it short., mode: info, trigger: { type: message, unless: '^$', minLength: 60 } }\n"
+    const project =
+      "version: 1\npresets: { software-developer: [] }\ncontracts:\n  - { id: deploy, description: Deploys need a ticket., mode: block, trigger: { type: message, pattern: '\\bdeploy\\b', unless: 'TICKET-\\d+', flags: i } }\n  - { id: long, description: Keep it short., mode: info, trigger: { type: message, unless: '^$', minLength: 60 } }\n"
     const h = await start({ project })
     await h.user(S, "Deploy to prod now")
     await h.user(S, "deploy TICKET-7 to prod")
@@ -378,7 +500,10 @@ describe("message and state triggers", () => {
   })
 
   test("state: every N matching calls pass, the next one fires until the human confirms", async () => {
-    const h = await start({ project: "version: 1\npresets: { software-developer: [] }\ncontracts:\n  - { id: ask-often, description: Ask every 2 commands., mode: warn, trigger: { type: state, every: 2, tools: [bash] } }\n" })
+    const h = await start({
+      project:
+        "version: 1\npresets: { software-developer: [] }\ncontracts:\n  - { id: ask-often, description: Ask every 2 commands., mode: warn, trigger: { type: state, every: 2, tools: [bash] } }\n",
+    })
     const outputs: string[] = []
     for (let i = 0; i < 4; i++) outputs.push((await h.run(S, "bash", { command: "ls" }, "ok")).output!)
     expect(outputs.map((o) => o.includes("WARN ask-often"))).toEqual([false, false, true, true])
@@ -400,7 +525,14 @@ describe("the JSON Schema is in step with the validator", () => {
     expect(keys(schema.definitions.contract)).toEqual(sorted(SCHEMA_KEYS.contract))
     expect(keys(schema.definitions.trigger)).toEqual(sorted(SCHEMA_KEYS.trigger))
     expect(keys(schema.definitions.matcher)).toEqual(sorted(SCHEMA_KEYS.matcher))
-    for (const node of [schema, schema.properties.settings, schema.properties.roles, schema.definitions.contract, schema.definitions.trigger, schema.definitions.matcher]) {
+    for (const node of [
+      schema,
+      schema.properties.settings,
+      schema.properties.roles,
+      schema.definitions.contract,
+      schema.definitions.trigger,
+      schema.definitions.matcher,
+    ]) {
       expect(node.additionalProperties).toBe(false)
     }
   })
@@ -412,7 +544,9 @@ describe("the JSON Schema is in step with the validator", () => {
     expect(schema.definitions.contract.properties.id.pattern).toBe("^[a-z0-9-]+$")
     expect(sorted(schema.definitions.contract.properties.anchorRefs.items.enum)).toEqual(sorted([...ANCHOR_IDS]))
     expect(ANCHOR_IDS.size).toBe(188)
-    const catalog = JSON.parse(readFileSync(join(import.meta.dir, "fixtures/semantic-anchors/catalog-ids.json"), "utf8"))
+    const catalog = JSON.parse(
+      readFileSync(join(import.meta.dir, "fixtures/semantic-anchors/catalog-ids.json"), "utf8"),
+    )
     expect(sorted([...ANCHOR_IDS])).toEqual(sorted(catalog))
   })
 })
@@ -422,17 +556,36 @@ describe("the JSON Schema is in step with the validator", () => {
 // ---------------------------------------------------------------------------------------------------------------
 
 const readme = readFileSync(join(import.meta.dir, "../README.md"), "utf8")
-const section = readme.slice(readme.indexOf("<!-- semantic-anchors:begin -->"), readme.indexOf("<!-- semantic-anchors:end -->"))
+const section = readme.slice(
+  readme.indexOf("<!-- semantic-anchors:begin -->"),
+  readme.indexOf("<!-- semantic-anchors:end -->"),
+)
 const exampleYaml = /```yaml\n(# yaml-language-server[\s\S]*?)```/.exec(section)?.[1] ?? ""
 const schemaJson = JSON.parse(readFileSync(join(import.meta.dir, "../opencode-semantic-anchors.schema.json"), "utf8"))
 
 /** Enough of JSON Schema draft-07 for our schema: returns the paths that fail. */
 function schemaErrors(value: unknown, node: any, path = "", root = node): string[] {
-  if (node.$ref) return schemaErrors(value, node.$ref.split("/").slice(1).reduce((n: any, k: string) => n[k], root), path, root)
+  if (node.$ref)
+    return schemaErrors(
+      value,
+      node.$ref
+        .split("/")
+        .slice(1)
+        .reduce((n: any, k: string) => n[k], root),
+      path,
+      root,
+    )
   const errors: string[] = []
-  const type = Array.isArray(value) ? "array" : value === null ? "null" : Number.isInteger(value) ? "integer" : typeof value
+  const type = Array.isArray(value)
+    ? "array"
+    : value === null
+      ? "null"
+      : Number.isInteger(value)
+        ? "integer"
+        : typeof value
   const types = node.type === undefined ? undefined : [node.type].flat()
-  if (types && !types.some((t: string) => t === type || (t === "number" && type === "integer"))) return [`${path}: type ${type}`]
+  if (types && !types.some((t: string) => t === type || (t === "number" && type === "integer")))
+    return [`${path}: type ${type}`]
   if ("const" in node && value !== node.const) errors.push(`${path}: const`)
   if (node.enum && !node.enum.includes(value)) errors.push(`${path}: enum`)
   if (typeof value === "string") {
@@ -453,13 +606,17 @@ function schemaErrors(value: unknown, node: any, path = "", root = node): string
     for (const [key, item] of Object.entries(object)) {
       if (node.properties?.[key]) errors.push(...schemaErrors(item, node.properties[key], `${path}.${key}`, root))
       else if (node.additionalProperties === false) errors.push(`${path}.${key}: additional`)
-      else if (typeof node.additionalProperties === "object") errors.push(...schemaErrors(item, node.additionalProperties, `${path}.${key}`, root))
+      else if (typeof node.additionalProperties === "object")
+        errors.push(...schemaErrors(item, node.additionalProperties, `${path}.${key}`, root))
     }
   }
-  if (node.oneOf && node.oneOf.filter((alt: any) => schemaErrors(value, alt, path, root).length === 0).length !== 1) errors.push(`${path}: oneOf`)
-  if (node.anyOf && !node.anyOf.some((alt: any) => schemaErrors(value, alt, path, root).length === 0)) errors.push(`${path}: anyOf`)
+  if (node.oneOf && node.oneOf.filter((alt: any) => schemaErrors(value, alt, path, root).length === 0).length !== 1)
+    errors.push(`${path}: oneOf`)
+  if (node.anyOf && !node.anyOf.some((alt: any) => schemaErrors(value, alt, path, root).length === 0))
+    errors.push(`${path}: anyOf`)
   for (const alt of node.allOf ?? []) {
-    if (alt.if && schemaErrors(value, alt.if, path, root).length === 0) errors.push(...schemaErrors(value, alt.then, path, root))
+    if (alt.if && schemaErrors(value, alt.if, path, root).length === 0)
+      errors.push(...schemaErrors(value, alt.then, path, root))
     else if (!alt.if) errors.push(...schemaErrors(value, alt, path, root))
   }
   return errors
@@ -474,7 +631,30 @@ describe("the README section is true", () => {
   })
 
   test("the schema rejects what the validator calls a type or key error (a sample of the corpus)", () => {
-    for (const name of ["02-top-level-list", "04-version-2", "06-unknown-top-key", "07-contracts-not-list", "10-id-bad-characters", "13-mode-typo", "15-trigger-type-typo", "17-regex-flag-g", "18-matcher-two-kinds", "19-matcher-no-kind", "21-exists-not-boolean", "23-state-every-zero", "24-message-no-pattern", "26-tools-not-list", "27-contract-key-typo", "28-anchor-ref-unknown", "30-max-overrides-negative", "32-agent-role-not-string", "44-roles-empty", "46-equals-object", "48-matcher-key-typo", "51-json-wrong-type"]) {
+    for (const name of [
+      "02-top-level-list",
+      "04-version-2",
+      "06-unknown-top-key",
+      "07-contracts-not-list",
+      "10-id-bad-characters",
+      "13-mode-typo",
+      "15-trigger-type-typo",
+      "17-regex-flag-g",
+      "18-matcher-two-kinds",
+      "19-matcher-no-kind",
+      "21-exists-not-boolean",
+      "23-state-every-zero",
+      "24-message-no-pattern",
+      "26-tools-not-list",
+      "27-contract-key-typo",
+      "28-anchor-ref-unknown",
+      "30-max-overrides-negative",
+      "32-agent-role-not-string",
+      "44-roles-empty",
+      "46-equals-object",
+      "48-matcher-key-typo",
+      "51-json-wrong-type",
+    ]) {
       const parsed = Bun.YAML.parse(readFileSync(join(CORPUS, `${name}.yaml`), "utf8"))
       expect({ name, rejected: schemaErrors(parsed, schemaJson).length > 0 }).toEqual({ name, rejected: true })
     }
@@ -486,7 +666,8 @@ describe("the README section is true", () => {
     await h.user("ops", "start", "devops-engineer")
     await h.user("arch", "start", "plan")
     // no-force-push: every role
-    for (const s of ["dev", "ops", "arch"]) expect(await h.tool(s, "bash", { command: "git push -f origin main" })).toContain('Contract "no-force-push"')
+    for (const s of ["dev", "ops", "arch"])
+      expect(await h.tool(s, "bash", { command: "git push -f origin main" })).toContain('Contract "no-force-push"')
     // ticket-in-commit warns until a ticket id was seen
     expect((await h.run("dev", "bash", { command: "git commit -m x" })).output).toContain("WARN ticket-in-commit")
     await h.user("dev", "this is ABC-12")
@@ -505,11 +686,21 @@ describe("the README section is true", () => {
     // source-anchor now blocks; emergence-anchor is off
     await h.user("dev", "next")
     expect(await h.tool("dev", "write", { filePath: "src/a.ts" })).toContain('Contract "source-anchor"')
-    expect(activeIds(await h.status("arch"))).toEqual(["guard-integrity", "boundary-anchor", "step-confirmation", "no-force-push", "ticket-in-commit", "no-secrets-dir", "deploy-needs-ticket"])
+    expect(activeIds(await h.status("arch"))).toEqual([
+      "guard-integrity",
+      "boundary-anchor",
+      "step-confirmation",
+      "no-force-push",
+      "ticket-in-commit",
+      "no-secrets-dir",
+      "deploy-needs-ticket",
+    ])
   })
 
   test("the presets table is BUILTIN_PRESETS", () => {
-    const rows = [...section.matchAll(/^\| ([a-z-]+) \| ([a-z-, ]+) \| (.+) \|$/gm)].filter((m) => (ROLES as readonly string[]).includes(m[1]))
+    const rows = [...section.matchAll(/^\| ([a-z-]+) \| ([a-z-, ]+) \| (.+) \|$/gm)].filter((m) =>
+      (ROLES as readonly string[]).includes(m[1]),
+    )
     expect(rows.map((m) => m[1])).toEqual([...ROLES])
     for (const [, role, contracts, why] of rows) {
       const preset = BUILTIN_PRESETS[role as (typeof ROLES)[number]]
@@ -520,7 +711,10 @@ describe("the README section is true", () => {
 
   test("the built-in table lists the six built-ins with their modes", async () => {
     const rows = [...section.matchAll(/^\| `([a-z-]+)` \| (block|warn|info)\b/gm)].map((m) => `${m[2]} ${m[1]}`)
-    const h = await start({ project: "version: 1\npresets:\n  software-developer: [step-confirmation, source-anchor, intent-anchor, boundary-anchor, emergence-anchor]\n" })
+    const h = await start({
+      project:
+        "version: 1\npresets:\n  software-developer: [step-confirmation, source-anchor, intent-anchor, boundary-anchor, emergence-anchor]\n",
+    })
     const status = await h.status(S)
     const listed = [...status.matchAll(/^ {2}(block|warn|info) +([a-z-]+)/gm)].map((m) => `${m[1]} ${m[2]}`)
     expect(rows).toEqual(listed)
@@ -542,7 +736,8 @@ describe("the README section is true", () => {
     const samples = [...section.matchAll(/^(error|warning): \.opencode\/opencode-semantic-anchors\.yaml: (.+)$/gm)]
     expect(samples.length).toBe(2)
     const expectations = corpus.map((name) => expectation(name))
-    for (const [, severity, text] of samples) expect(expectations.some((e) => e.severity === severity && e.text === text)).toBe(true)
+    for (const [, severity, text] of samples)
+      expect(expectations.some((e) => e.severity === severity && e.text === text)).toBe(true)
     expect(section).toContain(`holds ${corpus.length} broken files`)
   })
 })

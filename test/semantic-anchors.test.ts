@@ -8,7 +8,8 @@ const S = "ses_root"
 describe("built-in contracts", () => {
   test("step-confirmation: 3 changing calls pass, the 4th is blocked, and blocked again on retry", async () => {
     const h = await start()
-    for (let i = 1; i <= 3; i++) expect(await h.tool(S, i === 2 ? "bash" : "edit", i === 2 ? { command: "npm test" } : edit(i))).toBeUndefined()
+    for (let i = 1; i <= 3; i++)
+      expect(await h.tool(S, i === 2 ? "bash" : "edit", i === 2 ? { command: "npm test" } : edit(i))).toBeUndefined()
     const first = await h.tool(S, "write", { filePath: "src/x.ts", content: "x" })
     expect(first).toContain('Contract "step-confirmation"')
     expect(first).toContain("this call did not run")
@@ -37,7 +38,10 @@ describe("built-in contracts", () => {
     for (let i = 1; i <= 3; i++) await h.tool(S, "edit", edit(i))
     await h.hooks["chat.message"]({ sessionID: S }, {
       message: { agent: "build" },
-      parts: [{ type: "text", text: "continue", synthetic: true }, { type: "file", url: "file:///x" }],
+      parts: [
+        { type: "text", text: "continue", synthetic: true },
+        { type: "file", url: "file:///x" },
+      ],
     } as never)
     expect(await h.tool(S, "edit", edit(4))).toContain("step-confirmation")
   })
@@ -48,7 +52,10 @@ describe("built-in contracts", () => {
     const message = { agent: "build", toString: () => "weiter" }
     await h.hooks["chat.message"]({ sessionID: S }, { message, parts: [{ type: "text", text: "nein" }] } as never)
     expect(await h.tool(S, "edit", edit(4))).toContain("step-confirmation")
-    await h.hooks["chat.message"]({ sessionID: S }, { message, parts: [{ type: "text", text: "Weiter, bitte" }] } as never)
+    await h.hooks["chat.message"]({ sessionID: S }, {
+      message,
+      parts: [{ type: "text", text: "Weiter, bitte" }],
+    } as never)
     expect(await h.tool(S, "edit", edit(4))).toBeUndefined()
   })
 
@@ -64,7 +71,12 @@ describe("built-in contracts", () => {
 
   test("source-anchor: a write with no source seen gets a WARN appended to its result (the call runs)", async () => {
     const h = await start()
-    const { blocked, output } = await h.run(S, "write", { filePath: "src/a.ts", content: "x" }, "Wrote file successfully.")
+    const { blocked, output } = await h.run(
+      S,
+      "write",
+      { filePath: "src/a.ts", content: "x" },
+      "Wrote file successfully.",
+    )
     expect(blocked).toBeUndefined()
     expect(output).toStartWith("Wrote file successfully.\n\n[semantic-anchors] WARN source-anchor:")
     expect(h.logs.some((l) => l.level === "warn" && l.message.includes("WARN source-anchor"))).toBe(true)
@@ -74,9 +86,19 @@ describe("built-in contracts", () => {
   })
 
   for (const [what, evidence] of [
-    ["a URL in a user message", async (h: Awaited<ReturnType<typeof start>>) => h.user(S, "follow https://example.org/spec please")],
-    ["'Source:' in a user message", async (h: Awaited<ReturnType<typeof start>>) => h.user(S, "Source: RFC 9110 section 9")],
-    ["'Quelle:' in a tool result", async (h: Awaited<ReturnType<typeof start>>) => void (await h.run(S, "read", { filePath: "n.md" }, "Quelle: Handbuch S. 4"))],
+    [
+      "a URL in a user message",
+      async (h: Awaited<ReturnType<typeof start>>) => h.user(S, "follow https://example.org/spec please"),
+    ],
+    [
+      "'Source:' in a user message",
+      async (h: Awaited<ReturnType<typeof start>>) => h.user(S, "Source: RFC 9110 section 9"),
+    ],
+    [
+      "'Quelle:' in a tool result",
+      async (h: Awaited<ReturnType<typeof start>>) =>
+        void (await h.run(S, "read", { filePath: "n.md" }, "Quelle: Handbuch S. 4")),
+    ],
   ] as const) {
     test(`source-anchor: no warning once ${what} was seen`, async () => {
       const h = await start()
@@ -121,8 +143,18 @@ describe("built-in contracts", () => {
     ["**/*.md", edit(1, "README.md"), "edit", false],
     ["nested **/*.adoc", edit(1, "src/notes/design.adoc"), "edit", false],
     ["adr/**", edit(1, "adr/0001-record.txt"), "edit", false],
-    ["patch text naming a code file", { patchText: "*** Begin Patch\n*** Update File: src/a.ts\n@@\n-a\n+b\n*** End Patch" }, "apply_patch", true],
-    ["patch text naming only docs", { patchText: "*** Begin Patch\n*** Add File: docs/a.md\n+x\n*** End Patch" }, "patch", false],
+    [
+      "patch text naming a code file",
+      { patchText: "*** Begin Patch\n*** Update File: src/a.ts\n@@\n-a\n+b\n*** End Patch" },
+      "apply_patch",
+      true,
+    ],
+    [
+      "patch text naming only docs",
+      { patchText: "*** Begin Patch\n*** Add File: docs/a.md\n+x\n*** End Patch" },
+      "patch",
+      false,
+    ],
     ["bash is not an edit", { command: "echo x" }, "bash", false],
   ]
   for (const [name, args, tool, blocked] of boundaryCases) {
@@ -138,7 +170,8 @@ describe("built-in contracts", () => {
 
   test("emergence-anchor: the 4th top-level directory since the last confirmation warns; a confirmation resets", async () => {
     const h = await start({ project: "version: 1\npresets:\n  software-developer: [emergence-anchor]\n" })
-    for (const dir of ["src", "lib", "test"]) expect((await h.run(S, "edit", edit(1, `${dir}/a.ts`), "ok")).output).toBe("ok")
+    for (const dir of ["src", "lib", "test"])
+      expect((await h.run(S, "edit", edit(1, `${dir}/a.ts`), "ok")).output).toBe("ok")
     expect((await h.run(S, "edit", edit(1, "README.md"), "ok")).output).toBe("ok") // root files are not a directory
     const fourth = await h.run(S, "edit", edit(1, "scripts/a.ts"), "ok")
     expect(fourth.output).toContain("WARN emergence-anchor")
@@ -149,12 +182,20 @@ describe("built-in contracts", () => {
 
 describe("guard-integrity", () => {
   const blockedCases: [string, string, Record<string, unknown>][] = [
-    ["edit the project config", "edit", { filePath: ".opencode/opencode-semantic-anchors.yaml", oldString: "a", newString: "b" }],
+    [
+      "edit the project config",
+      "edit",
+      { filePath: ".opencode/opencode-semantic-anchors.yaml", oldString: "a", newString: "b" },
+    ],
     ["write the global config (absolute)", "write", { filePath: "GLOBAL", content: "" }],
     ["write a plugin file", "write", { filePath: ".opencode/plugins/semantic-anchors.ts", content: "" }],
     ["write a global plugin", "write", { filePath: "GLOBALDIR/plugin/loop-guard.ts", content: "" }],
     ["multiedit opencode.json", "multiedit", { filePath: "opencode.json", edits: [] }],
-    ["patch the config", "apply_patch", { patchText: "*** Begin Patch\n*** Delete File: .opencode/opencode-semantic-anchors.yaml\n*** End Patch" }],
+    [
+      "patch the config",
+      "apply_patch",
+      { patchText: "*** Begin Patch\n*** Delete File: .opencode/opencode-semantic-anchors.yaml\n*** End Patch" },
+    ],
     ["edit via ../ path", "edit", { filePath: "src/../.opencode/opencode-semantic-anchors.yaml" }],
     ["bash rm", "bash", { command: "rm .opencode/opencode-semantic-anchors.yaml" }],
     ["bash rm -rf the .opencode dir", "bash", { command: "rm -rf .opencode" }],
@@ -168,12 +209,19 @@ describe("guard-integrity", () => {
     ["bash deletes the config home", "bash", { command: "rm -rf $XDG_CONFIG_HOME" }],
     ["bash tee", "bash", { command: "cat new.yaml | tee GLOBAL" }],
     ["bash git rm", "bash", { command: "git rm -q .opencode/opencode-semantic-anchors.yaml" }],
-    ["bash python writes it", "bash", { command: "python3 -c \"open('.opencode/opencode-semantic-anchors.yaml','w')\"" }],
+    [
+      "bash python writes it",
+      "bash",
+      { command: "python3 -c \"open('.opencode/opencode-semantic-anchors.yaml','w')\"" },
+    ],
   ]
   for (const [name, tool, rawArgs] of blockedCases) {
     test(`blocks: ${name}`, async () => {
       const h = await start()
-      const swap = (v: unknown) => typeof v === "string" ? v.replace("GLOBALDIR", `${h.dirs.xdg}/opencode`).replace("GLOBAL", h.dirs.globalFile) : v
+      const swap = (v: unknown) =>
+        typeof v === "string"
+          ? v.replace("GLOBALDIR", `${h.dirs.xdg}/opencode`).replace("GLOBAL", h.dirs.globalFile)
+          : v
       const args = Object.fromEntries(Object.entries(rawArgs).map(([k, v]) => [k, swap(v)]))
       const result = await h.tool(S, tool, args)
       expect(result).toContain('Contract "guard-integrity"')
@@ -195,11 +243,14 @@ describe("guard-integrity", () => {
   }
 
   test("applies to every role, even one with an empty preset, and no file can disable it", async () => {
-    const yaml = "version: 1\npresets:\n  qa-engineer: []\nroles:\n  agents: { tester: qa-engineer }\ncontracts:\n  - id: guard-integrity\n    enabled: false\n"
+    const yaml =
+      "version: 1\npresets:\n  qa-engineer: []\nroles:\n  agents: { tester: qa-engineer }\ncontracts:\n  - id: guard-integrity\n    enabled: false\n"
     const h = await start({ global: yaml, project: yaml })
     await h.user(S, "go", "tester")
     expect(await h.status(S)).toContain("role: qa-engineer")
-    expect(await h.tool(S, "bash", { command: "rm .opencode/opencode-semantic-anchors.yaml" })).toContain("guard-integrity")
+    expect(await h.tool(S, "bash", { command: "rm .opencode/opencode-semantic-anchors.yaml" })).toContain(
+      "guard-integrity",
+    )
     expect(await h.status(S)).toContain('contract "guard-integrity" is locked by the plugin')
   })
 
@@ -273,10 +324,14 @@ describe("sessions and roles", () => {
 
   test("deterministic: the same config and events give the same verdicts", async () => {
     const script = async () => {
-      const h = await start({ project: "version: 1\ncontracts:\n  - id: no-rm\n    description: no rm -rf\n    mode: block\n    trigger: { type: tool, tools: [bash], args: { command: { regex: 'rm\\s+-rf' } } }\n" })
+      const h = await start({
+        project:
+          "version: 1\ncontracts:\n  - id: no-rm\n    description: no rm -rf\n    mode: block\n    trigger: { type: tool, tools: [bash], args: { command: { regex: 'rm\\s+-rf' } } }\n",
+      })
       const out: (string | undefined)[] = []
       await h.user(S, "please clean up the build directory and the caches now")
-      for (const cmd of ["ls", "rm -rf build", "make", "rm -rf /", "make", "make"]) out.push(await h.tool(S, "bash", { command: cmd }))
+      for (const cmd of ["ls", "rm -rf build", "make", "rm -rf /", "make", "make"])
+        out.push(await h.tool(S, "bash", { command: cmd }))
       out.push((await h.run(S, "write", { filePath: "a.ts" })).output)
       return out.map((x) => x ?? "allow")
     }
@@ -296,13 +351,18 @@ describe("bypass: only the human grants it", () => {
     expect(text).toContain("Reason: continuing intentional edit")
     expect(text).toStartWith("[semantic-anchors] /anchor bypass continuing intentional edit")
     expect(await h.tool(S, "edit", edit(4))).toBeUndefined()
-    expect(h.logs.some((l) => l.message.includes("bypass granted") && l.extra?.reason === "continuing intentional edit")).toBe(true)
+    expect(
+      h.logs.some((l) => l.message.includes("bypass granted") && l.extra?.reason === "continuing intentional edit"),
+    ).toBe(true)
     const status = await h.status(S)
     expect(status).toContain("overrides: 1 used, 2 left (max 3); pending pass: yes")
   })
 
   test("the pass is used by the next blocked call only, then blocks return", async () => {
-    const h = await start({ project: "version: 1\ncontracts:\n  - id: no-force-push\n    description: Never rewrite shared history.\n    mode: block\n    trigger: { type: tool, tools: [bash], args: { command: { regex: '\\bgit\\s+push\\b.*\\s(--force|-f)\\b' } } }\n" })
+    const h = await start({
+      project:
+        "version: 1\ncontracts:\n  - id: no-force-push\n    description: Never rewrite shared history.\n    mode: block\n    trigger: { type: tool, tools: [bash], args: { command: { regex: '\\bgit\\s+push\\b.*\\s(--force|-f)\\b' } } }\n",
+    })
     expect(await h.tool(S, "bash", { command: "git push -f origin main" })).toContain("no-force-push")
     await h.command(S, "bypass release hotfix")
     expect(await h.tool(S, "bash", { command: "ls" })).toBeUndefined() // not blocked: the pass stays
@@ -323,7 +383,10 @@ describe("bypass: only the human grants it", () => {
   })
 
   test("an info contract on a tool call shows the user a tip and lets the call run", async () => {
-    const h = await start({ project: "version: 1\ncontracts:\n  - { id: lint-hint, description: Run the linter after edits., mode: info, trigger: { type: tool, tools: [probe] } }\n" })
+    const h = await start({
+      project:
+        "version: 1\ncontracts:\n  - { id: lint-hint, description: Run the linter after edits., mode: info, trigger: { type: tool, tools: [probe] } }\n",
+    })
     expect(await h.tool(S, "probe", {})).toBeUndefined()
     expect(h.toasts).toEqual([{ message: "Tip (lint-hint): Run the linter after edits.", variant: "info" }])
   })
@@ -338,7 +401,10 @@ describe("bypass: only the human grants it", () => {
   })
 
   test("maxOverrides is enforced: the 4th bypass is refused and the block message says none are left", async () => {
-    const h = await start({ project: "version: 1\ncontracts:\n  - id: no-rm\n    description: No rm.\n    mode: block\n    trigger: { type: tool, tools: [bash], args: { command: { startsWith: rm } } }\n" })
+    const h = await start({
+      project:
+        "version: 1\ncontracts:\n  - id: no-rm\n    description: No rm.\n    mode: block\n    trigger: { type: tool, tools: [bash], args: { command: { startsWith: rm } } }\n",
+    })
     for (let i = 1; i <= 3; i++) {
       expect(await h.command(S, `bypass round ${i}`)).toContain(`Override ${i}/3 granted`)
       expect(await h.tool(S, "bash", { command: "rm x" })).toBeUndefined()
@@ -361,26 +427,40 @@ describe("bypass: only the human grants it", () => {
     const approve = async (input: unknown) => void asked.push(input)
     const text = await h.hooks.tool.anchor_bypass.execute({ reason: "the user said so" } as never, h.ctx(S, approve))
     expect(text).toContain("Override 1/3 granted (anchor_bypass approved by the human)")
-    expect(asked).toEqual([{ permission: "anchor-bypass", patterns: ["step-confirmation"], always: [], metadata: { reason: "the user said so", contract: "step-confirmation", overridesLeft: 3 } }])
+    expect(asked).toEqual([
+      {
+        permission: "anchor-bypass",
+        patterns: ["step-confirmation"],
+        always: [],
+        metadata: { reason: "the user said so", contract: "step-confirmation", overridesLeft: 3 },
+      },
+    ])
     expect(await h.tool(S, "edit", edit(4))).toBeUndefined()
   })
 
   test("no model-reachable path grants a bypass", async () => {
-    const h = await start({ project: "version: 1\ncontracts:\n  - id: no-rm\n    description: No rm.\n    mode: block\n    trigger: { type: tool, tools: [bash], args: { command: { startsWith: rm } } }\n" })
+    const h = await start({
+      project:
+        "version: 1\ncontracts:\n  - id: no-rm\n    description: No rm.\n    mode: block\n    trigger: { type: tool, tools: [bash], args: { command: { startsWith: rm } } }\n",
+    })
     const stillBlocked = async () => expect(await h.tool(S, "bash", { command: "rm x" })).toContain("no-rm")
     await stillBlocked()
     // 1. anchor_bypass when the human rejects the permission prompt
     const reject = async () => {
       throw new Error("The user rejected permission to use this specific tool call.")
     }
-    expect(await h.hooks.tool.anchor_bypass.execute({ reason: "I need it" } as never, h.ctx(S, reject))).toContain("Bypass refused")
+    expect(await h.hooks.tool.anchor_bypass.execute({ reason: "I need it" } as never, h.ctx(S, reject))).toContain(
+      "Bypass refused",
+    )
     await stillBlocked()
     // 2. anchor_bypass on a host with no ask, or with bad arguments (ask must not even be reached)
     expect(await h.hooks.tool.anchor_bypass.execute({ reason: "x" } as never, h.ctx(S))).toContain("Bypass refused")
     let asked = 0
     const counting = async () => void asked++
     for (const bad of [{}, { reason: "" }, { reason: "   " }, { reason: 42 }, null, "bypass"]) {
-      expect(await h.hooks.tool.anchor_bypass.execute(bad as never, h.ctx(S, counting))).toContain("reason` is required")
+      expect(await h.hooks.tool.anchor_bypass.execute(bad as never, h.ctx(S, counting))).toContain(
+        "reason` is required",
+      )
     }
     expect(asked).toBe(0)
     await stillBlocked()
@@ -409,7 +489,9 @@ describe("bypass: only the human grants it", () => {
     expect(mapping.permission).toEqual({ edit: "allow", "anchor-bypass": "ask" })
     expect(Object.keys(mapping.command as object).sort()).toEqual(["anchor", "other"])
     expect((await h.config({ permission: "allow" })).permission).toEqual({ "*": "allow", "anchor-bypass": "ask" })
-    expect((await h.config({ permission: { "anchor-bypass": "deny" } })).permission).toEqual({ "anchor-bypass": "deny" })
+    expect((await h.config({ permission: { "anchor-bypass": "deny" } })).permission).toEqual({
+      "anchor-bypass": "deny",
+    })
     await h.config({ permission: { "anchor-bypass": "allow" } })
     expect(h.logs.some((l) => l.message.includes("the model can then grant itself bypasses"))).toBe(true)
     // never throws, even on odd input
@@ -420,7 +502,10 @@ describe("bypass: only the human grants it", () => {
 
 describe("the /anchor command", () => {
   test("status lists role, active contracts with modes, counters, overrides, files and problems", async () => {
-    const h = await start({ project: "version: 1\ncontracts:\n  - id: x\n    description: d\n    mode: warn\n    mdoe: block\n    trigger: { type: tool }\n" })
+    const h = await start({
+      project:
+        "version: 1\ncontracts:\n  - id: x\n    description: d\n    mode: warn\n    mdoe: block\n    trigger: { type: tool }\n",
+    })
     await h.tool(S, "edit", edit(1))
     const text = await h.command(S, "status")
     for (const part of [
@@ -433,7 +518,8 @@ describe("the /anchor command", () => {
       "overrides: 0 used, 3 left (max 3)",
       `files: built-ins (6 contracts, 12 presets); ${h.dirs.globalFile} (not found); .opencode/opencode-semantic-anchors.yaml (loaded, 1 new contract)`,
       'warning: .opencode/opencode-semantic-anchors.yaml: contracts[0].mdoe: unknown key "mdoe" (did you mean "mode"?); it is ignored',
-    ]) expect(text).toContain(part)
+    ])
+      expect(text).toContain(part)
     expect(await h.command(S, "")).toContain("active contracts:")
     expect(await h.command(S, "frobnicate")).toContain('Unknown /anchor subcommand "frobnicate"')
   })
@@ -451,7 +537,9 @@ describe("the /anchor command", () => {
     await h.user(S, "go", "plan")
     await h.command(S, "bypass one", "plan")
     await h.tool(S, "edit", edit(1, "docs/a.md"))
-    h.writeProject("version: 1\ncontracts:\n  - id: no-make\n    description: No make.\n    mode: block\n    trigger: { type: tool, tools: [bash], args: { command: { equals: make } } }\n")
+    h.writeProject(
+      "version: 1\ncontracts:\n  - id: no-make\n    description: No make.\n    mode: block\n    trigger: { type: tool, tools: [bash], args: { command: { equals: make } } }\n",
+    )
     const text = await h.command(S, "reload", "plan")
     expect(text).toContain("Reloaded: built-ins")
     expect(text).toContain(".opencode/opencode-semantic-anchors.yaml (loaded, 1 new contract)")
@@ -465,18 +553,30 @@ describe("the /anchor command", () => {
   test("other commands are left alone, and the hook never throws", async () => {
     const h = await start()
     const parts = [{ type: "text", text: "original" }]
-    await h.hooks["command.execute.before"]({ command: "review", sessionID: S, arguments: "bypass x" }, { parts } as never)
+    await h.hooks["command.execute.before"]({ command: "review", sessionID: S, arguments: "bypass x" }, {
+      parts,
+    } as never)
     expect(parts[0].text).toBe("original")
     await h.hooks["command.execute.before"]({ command: "anchor", sessionID: S, arguments: "status" }, {} as never)
-    await h.hooks["command.execute.before"]({ command: "anchor", sessionID: S, arguments: undefined } as never, { parts: [] } as never)
-    await h.hooks["command.execute.before"]({ command: "anchor", sessionID: S, arguments: "status" }, { parts: [{ type: "file" }, { type: "text", text: "a" }, { type: "text", text: "b" }] } as never)
+    await h.hooks["command.execute.before"](
+      { command: "anchor", sessionID: S, arguments: undefined } as never,
+      { parts: [] } as never,
+    )
+    await h.hooks["command.execute.before"]({ command: "anchor", sessionID: S, arguments: "status" }, {
+      parts: [{ type: "file" }, { type: "text", text: "a" }, { type: "text", text: "b" }],
+    } as never)
   })
 
   test("the result replaces the text part in place (the same array object) and drops other text parts", async () => {
     const h = await start()
-    const parts: any[] = [{ type: "text", text: "template" }, { type: "text", text: "more" }]
+    const parts: any[] = [
+      { type: "text", text: "template" },
+      { type: "text", text: "more" },
+    ]
     const same = parts
-    await h.hooks["command.execute.before"]({ command: "anchor", sessionID: S, arguments: "status" }, { parts } as never)
+    await h.hooks["command.execute.before"]({ command: "anchor", sessionID: S, arguments: "status" }, {
+      parts,
+    } as never)
     expect(parts).toBe(same)
     expect(parts.length).toBe(1)
     expect(parts[0].text).toStartWith("[semantic-anchors] /anchor status\nsemantic-anchors status")
@@ -487,7 +587,12 @@ describe("fail-open", () => {
   test("an internal error in tool.execute.before allows the call and is logged once", async () => {
     const h = await start()
     const args = {}
-    Object.defineProperty(args, "filePath", { get: () => { throw new Error("boom") }, enumerable: true })
+    Object.defineProperty(args, "filePath", {
+      get: () => {
+        throw new Error("boom")
+      },
+      enumerable: true,
+    })
     expect(await h.tool(S, "edit", args)).toBeUndefined()
     expect(await h.tool(S, "edit", args)).toBeUndefined()
     const failures = h.logs.filter((l) => l.message.includes("fail-open") && l.message.includes("boom"))
@@ -495,10 +600,23 @@ describe("fail-open", () => {
   })
 
   test("odd tool arguments never throw anything but a block", async () => {
-    const h = await start({ project: "version: 1\ncontracts:\n  - id: r\n    description: d\n    mode: warn\n    trigger: { type: tool, args: { a.b: { regex: x } } }\n" })
+    const h = await start({
+      project:
+        "version: 1\ncontracts:\n  - id: r\n    description: d\n    mode: warn\n    trigger: { type: tool, args: { a.b: { regex: x } } }\n",
+    })
     const circular: any = { a: {} }
     circular.a.b = circular
-    for (const args of [null, undefined, 5, "str", [], circular, { command: 5 }, { filePath: 7 }, { a: { b: "x".repeat(1_000_000) } }]) {
+    for (const args of [
+      null,
+      undefined,
+      5,
+      "str",
+      [],
+      circular,
+      { command: 5 },
+      { filePath: 7 },
+      { a: { b: "x".repeat(1_000_000) } },
+    ]) {
       for (const tool of ["bash", "edit", "write", "apply_patch", "mystery"]) {
         const result = await h.tool("ses_odd", tool, args)
         if (result !== undefined) expect(result).toContain("[semantic-anchors] BLOCKED")
@@ -514,11 +632,20 @@ describe("fail-open", () => {
     await h.hooks["chat.message"]({ sessionID: S }, { parts: [null, { type: "text", text: 5 }] } as never)
     await h.hooks.event({ event: {} as never })
     await h.hooks.event({ event: { type: "session.created", properties: null } as never })
-    await h.hooks["tool.execute.after"]({ tool: "bash", sessionID: S, callID: "c", args: {} }, { output: undefined } as never)
+    await h.hooks["tool.execute.after"]({ tool: "bash", sessionID: S, callID: "c", args: {} }, {
+      output: undefined,
+    } as never)
   })
 
   test("a client whose calls throw or reject never breaks the plugin", async () => {
-    const throwing = { app: { log: () => { throw new Error("no log") } }, tui: { showToast: () => Promise.reject(new Error("no tui")) } }
+    const throwing = {
+      app: {
+        log: () => {
+          throw new Error("no log")
+        },
+      },
+      tui: { showToast: () => Promise.reject(new Error("no tui")) },
+    }
     const h = await start({ client: throwing, project: "version: 1\nbroken: [" })
     for (let i = 1; i <= 3; i++) expect(await h.tool(S, "edit", edit(i))).toBeUndefined()
     await h.user(S, "refactor the whole module and rename every function in it please")
@@ -529,7 +656,10 @@ describe("fail-open", () => {
 
   test("server() does not await client calls", async () => {
     let resolveLog: () => void = () => {}
-    const hanging = { app: { log: () => new Promise<void>((r) => (resolveLog = r)) }, tui: { showToast: () => new Promise(() => {}) } }
+    const hanging = {
+      app: { log: () => new Promise<void>((r) => (resolveLog = r)) },
+      tui: { showToast: () => new Promise(() => {}) },
+    }
     const h = await start({ client: hanging, project: "version: 3\n" }) // a problem, so a toast is attempted at start
     expect(typeof h.hooks["tool.execute.before"]).toBe("function")
     resolveLog()
@@ -539,7 +669,11 @@ describe("fail-open", () => {
 describe("seed error scenarios (runtime view)", () => {
   test("config validation error: invalid YAML -> built-in defaults + a warning; the plugin continues", async () => {
     const h = await start({ project: "contracts: [\n  - id: x\n" })
-    expect(h.logs.some((l) => l.level === "error" && l.message.includes(".opencode/opencode-semantic-anchors.yaml: cannot parse YAML"))).toBe(true)
+    expect(
+      h.logs.some(
+        (l) => l.level === "error" && l.message.includes(".opencode/opencode-semantic-anchors.yaml: cannot parse YAML"),
+      ),
+    ).toBe(true)
     expect(h.toasts.length).toBe(1)
     for (let i = 1; i <= 3; i++) expect(await h.tool(S, "edit", edit(i))).toBeUndefined()
     expect(await h.tool(S, "edit", edit(4))).toContain("step-confirmation")
@@ -547,7 +681,17 @@ describe("seed error scenarios (runtime view)", () => {
 
   test("hook throw-error: an engine failure is caught and logged, and the tool executes", async () => {
     const h = await start()
-    const args = new Proxy({}, { get: () => { throw new Error("engine exploded") }, has: () => { throw new Error("engine exploded") } })
+    const args = new Proxy(
+      {},
+      {
+        get: () => {
+          throw new Error("engine exploded")
+        },
+        has: () => {
+          throw new Error("engine exploded")
+        },
+      },
+    )
     expect(await h.tool(S, "write", args)).toBeUndefined()
     expect(h.logs.some((l) => l.level === "error" && l.message.includes("fail-open"))).toBe(true)
   })
@@ -577,9 +721,19 @@ describe("seed error scenarios (runtime view)", () => {
     const h = await start()
     await h.user(S, "x", "plan")
     let status = await h.status(S)
-    expect(status.match(/^ {2}\w+ +[a-z-]+/gm)!.map((l) => l.trim().split(/\s+/)[1])).toEqual(["guard-integrity", "boundary-anchor", "emergence-anchor", "step-confirmation"])
+    expect(status.match(/^ {2}\w+ +[a-z-]+/gm)!.map((l) => l.trim().split(/\s+/)[1])).toEqual([
+      "guard-integrity",
+      "boundary-anchor",
+      "emergence-anchor",
+      "step-confirmation",
+    ])
     await h.user(S, "x", "build")
     status = await h.status(S)
-    expect(status.match(/^ {2}\w+ +[a-z-]+/gm)!.map((l) => l.trim().split(/\s+/)[1])).toEqual(["guard-integrity", "step-confirmation", "source-anchor", "intent-anchor"])
+    expect(status.match(/^ {2}\w+ +[a-z-]+/gm)!.map((l) => l.trim().split(/\s+/)[1])).toEqual([
+      "guard-integrity",
+      "step-confirmation",
+      "source-anchor",
+      "intent-anchor",
+    ])
   })
 })

@@ -10,63 +10,68 @@
 //   and npm's registry is pointed at a closed local port in case it tries anyway; model and update fetches are off.
 // - The fake model server is listening before opencode starts (opencode would otherwise retry for ~70 s).
 
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process"
+import fs from "node:fs"
+import os from "node:os"
+import path from "node:path"
 // @ts-ignore: plain ESM helper without type declarations (it is also used from shell scripts)
-import { startFakeLLM } from "./fake-llm.mjs";
+import { startFakeLLM } from "./fake-llm.mjs"
 
-export const REPO = path.resolve(import.meta.dir, "../..");
-export const OPENCODE_BIN = path.join(REPO, "node_modules/.bin/opencode");
-export const MODEL = "fake/fake-model";
-export const OPENCODE_VERSION = "1.18.33";
+export const REPO = path.resolve(import.meta.dir, "../..")
+export const OPENCODE_BIN = path.join(REPO, "node_modules/.bin/opencode")
+export const MODEL = "fake/fake-model"
+export const OPENCODE_VERSION = "1.18.33"
 
-export type Step = { tool: string; args?: unknown } | { tools: { tool: string; args?: unknown }[] } | { text: string };
+export type Step = { tool: string; args?: unknown } | { tools: { tool: string; args?: unknown }[] } | { text: string }
 
 export interface FakeLLM {
-  baseURL: string;
-  port: number;
+  baseURL: string
+  port: number
   /** Every request body in arrival order; `_fake.title` marks title requests, `_fake.step` the script step. */
-  requests: any[];
-  close(): Promise<void>;
+  requests: any[]
+  close(): Promise<void>
 }
 
 export interface Sandbox {
-  root: string;
-  home: string;
+  root: string
+  home: string
   /** $XDG_CONFIG_HOME/opencode: where install.sh puts the plugins and where opencode.json lives. */
-  configDir: string;
-  dataDir: string;
+  configDir: string
+  dataDir: string
   /** The small git project opencode runs in. */
-  project: string;
-  env: Record<string, string>;
-  installOutput: string;
+  project: string
+  env: Record<string, string>
+  installOutput: string
   /**
    * Every line opencode wrote to its log files so far. Under `run` the file can miss its last lines (the process
    * exits before its writer flushes): assert on log lines of `run` through `--print-logs` (stderr) instead.
    */
-  log(): string;
-  cleanup(): void;
+  log(): string
+  cleanup(): void
 }
 
 // The dependency state opencode checks before running its own npm install in a config dir (names, not versions).
 function seedConfigDir(dir: string) {
-  fs.mkdirSync(path.join(dir, "node_modules"), { recursive: true });
-  const pkg = path.join(dir, "package.json");
+  fs.mkdirSync(path.join(dir, "node_modules"), { recursive: true })
+  const pkg = path.join(dir, "package.json")
   if (!fs.existsSync(pkg)) {
-    fs.writeFileSync(pkg, JSON.stringify({ dependencies: { "@opencode-ai/plugin": OPENCODE_VERSION } }, null, 2));
+    fs.writeFileSync(pkg, JSON.stringify({ dependencies: { "@opencode-ai/plugin": OPENCODE_VERSION } }, null, 2))
   }
-  const lock = path.join(dir, "package-lock.json");
+  const lock = path.join(dir, "package-lock.json")
   if (!fs.existsSync(lock)) {
     fs.writeFileSync(
       lock,
       JSON.stringify(
-        { name: "", lockfileVersion: 3, requires: true, packages: { "": { dependencies: { "@opencode-ai/plugin": OPENCODE_VERSION } } } },
+        {
+          name: "",
+          lockfileVersion: 3,
+          requires: true,
+          packages: { "": { dependencies: { "@opencode-ai/plugin": OPENCODE_VERSION } } },
+        },
         null,
         2,
       ),
-    );
+    )
   }
 }
 
@@ -85,16 +90,16 @@ function opencodeConfig() {
         models: { "fake-model": { name: "Fake model", tool_call: true, limit: { context: 100000, output: 4096 } } },
       },
     },
-  };
+  }
 }
 
 /** The environment every process in the sandbox gets: the caller's PATH, everything else sandboxed. */
 function sandboxEnv(root: string): Record<string, string> {
-  const env: Record<string, string> = {};
+  const env: Record<string, string> = {}
   for (const [k, v] of Object.entries(process.env)) {
-    if (v === undefined) continue;
-    if (/^(OPENCODE|XDG_|npm_|NPM_|BUN_|FAKE_LLM)/i.test(k)) continue;
-    env[k] = v;
+    if (v === undefined) continue
+    if (/^(OPENCODE|XDG_|npm_|NPM_|BUN_|FAKE_LLM)/i.test(k)) continue
+    env[k] = v
   }
   Object.assign(env, {
     PATH: `${path.join(REPO, "node_modules/.bin")}:${process.env.PATH ?? "/usr/bin:/bin"}`,
@@ -115,59 +120,59 @@ function sandboxEnv(root: string): Record<string, string> {
     GIT_AUTHOR_EMAIL: "e2e@example.invalid",
     GIT_COMMITTER_NAME: "e2e",
     GIT_COMMITTER_EMAIL: "e2e@example.invalid",
-  });
-  return env;
+  })
+  return env
 }
 
 export interface SandboxOptions {
   /** Files of the project, relative path -> content (committed to its git repo). */
-  files?: Record<string, string>;
+  files?: Record<string, string>
   /** Files written into the global config dir after install (e.g. a global semantic-anchors YAML). */
-  configFiles?: Record<string, string>;
+  configFiles?: Record<string, string>
   /** Extra top-level keys merged into the sandbox's opencode.json (e.g. a permission rule). */
-  opencode?: Record<string, unknown>;
+  opencode?: Record<string, unknown>
 }
 
 export function createSandbox(opts: SandboxOptions = {}): Sandbox {
-  const root = fs.mkdtempSync(path.join(os.tmpdir(), "oc-e2e-"));
-  for (const d of ["home", "config", "data", "state", "cache", "tmp", "project"]) fs.mkdirSync(path.join(root, d));
-  const env = sandboxEnv(root);
-  const configDir = path.join(env.XDG_CONFIG_HOME, "opencode");
-  const project = path.join(root, "project");
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), "oc-e2e-"))
+  for (const d of ["home", "config", "data", "state", "cache", "tmp", "project"]) fs.mkdirSync(path.join(root, d))
+  const env = sandboxEnv(root)
+  const configDir = path.join(env.XDG_CONFIG_HOME, "opencode")
+  const project = path.join(root, "project")
 
   // Install the plugins exactly as a user does.
   const install = spawnSync("bash", [path.join(REPO, "install.sh")], {
     cwd: env.HOME,
     env: { PATH: env.PATH, HOME: env.HOME, XDG_CONFIG_HOME: env.XDG_CONFIG_HOME, TMPDIR: env.TMPDIR },
     encoding: "utf8",
-  });
-  const installOutput = `${install.stdout}${install.stderr}`;
-  if (install.status !== 0) throw new Error(`install.sh failed (exit ${install.status}):\n${installOutput}`);
+  })
+  const installOutput = `${install.stdout}${install.stderr}`
+  if (install.status !== 0) throw new Error(`install.sh failed (exit ${install.status}):\n${installOutput}`)
 
-  seedConfigDir(configDir);
-  const cfgFile = path.join(configDir, "opencode.json");
-  const existing = fs.existsSync(cfgFile) ? JSON.parse(fs.readFileSync(cfgFile, "utf8")) : {};
-  fs.writeFileSync(cfgFile, JSON.stringify({ ...existing, ...opencodeConfig(), ...(opts.opencode ?? {}) }, null, 2));
+  seedConfigDir(configDir)
+  const cfgFile = path.join(configDir, "opencode.json")
+  const existing = fs.existsSync(cfgFile) ? JSON.parse(fs.readFileSync(cfgFile, "utf8")) : {}
+  fs.writeFileSync(cfgFile, JSON.stringify({ ...existing, ...opencodeConfig(), ...(opts.opencode ?? {}) }, null, 2))
   for (const [rel, content] of Object.entries(opts.configFiles ?? {})) {
-    fs.mkdirSync(path.dirname(path.join(configDir, rel)), { recursive: true });
-    fs.writeFileSync(path.join(configDir, rel), content);
+    fs.mkdirSync(path.dirname(path.join(configDir, rel)), { recursive: true })
+    fs.writeFileSync(path.join(configDir, rel), content)
   }
 
-  const files = { "README.md": "# e2e project\n", ...(opts.files ?? {}) };
+  const files = { "README.md": "# e2e project\n", ...(opts.files ?? {}) }
   for (const [rel, content] of Object.entries(files)) {
-    fs.mkdirSync(path.dirname(path.join(project, rel)), { recursive: true });
-    fs.writeFileSync(path.join(project, rel), content);
+    fs.mkdirSync(path.dirname(path.join(project, rel)), { recursive: true })
+    fs.writeFileSync(path.join(project, rel), content)
   }
-  if (fs.existsSync(path.join(project, ".opencode"))) seedConfigDir(path.join(project, ".opencode"));
+  if (fs.existsSync(path.join(project, ".opencode"))) seedConfigDir(path.join(project, ".opencode"))
   const git = (...args: string[]) => {
-    const r = spawnSync("git", args, { cwd: project, env, encoding: "utf8" });
-    if (r.status !== 0) throw new Error(`git ${args.join(" ")}: ${r.stderr}`);
-  };
-  git("init", "-q", "-b", "main");
-  git("add", "-A");
-  git("commit", "-q", "-m", "e2e fixture");
+    const r = spawnSync("git", args, { cwd: project, env, encoding: "utf8" })
+    if (r.status !== 0) throw new Error(`git ${args.join(" ")}: ${r.stderr}`)
+  }
+  git("init", "-q", "-b", "main")
+  git("add", "-A")
+  git("commit", "-q", "-m", "e2e fixture")
 
-  const logDir = path.join(env.XDG_DATA_HOME, "opencode", "log");
+  const logDir = path.join(env.XDG_DATA_HOME, "opencode", "log")
   return {
     root,
     home: env.HOME,
@@ -185,17 +190,17 @@ export function createSandbox(opts: SandboxOptions = {}): Sandbox {
             .join("")
         : "",
     cleanup: () => fs.rmSync(root, { recursive: true, force: true }),
-  };
+  }
 }
 
-export type BeforeReply = (body: any) => Promise<void> | void;
+export type BeforeReply = (body: any) => Promise<void> | void
 
 export async function fakeLLM(script: Step[], logFile?: string, beforeReply?: BeforeReply): Promise<FakeLLM> {
-  const llm: FakeLLM = await startFakeLLM({ script, logFile, beforeReply });
+  const llm: FakeLLM = await startFakeLLM({ script, logFile, beforeReply })
   // Prove it is listening before any opencode starts: a refused connection costs ~70 s of opencode retries.
-  const res = await fetch(`${llm.baseURL}/models`);
-  if (res.status !== 404) throw new Error(`fake model server not answering at ${llm.baseURL}`);
-  return llm;
+  const res = await fetch(`${llm.baseURL}/models`)
+  if (res.status !== 404) throw new Error(`fake model server not answering at ${llm.baseURL}`)
+  return llm
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -205,49 +210,51 @@ export async function fakeLLM(script: Step[], logFile?: string, beforeReply?: Be
 export function toolMessages(request: any): { tool_call_id: string; content: string }[] {
   return (request?.messages ?? [])
     .filter((m: any) => m.role === "tool")
-    .map((m: any) => ({ tool_call_id: m.tool_call_id, content: contentText(m.content) }));
+    .map((m: any) => ({ tool_call_id: m.tool_call_id, content: contentText(m.content) }))
 }
 
 function contentText(content: unknown): string {
-  if (typeof content === "string") return content;
-  if (Array.isArray(content)) return content.map((c: any) => (typeof c === "string" ? c : c?.text ?? "")).join("");
-  return JSON.stringify(content);
+  if (typeof content === "string") return content
+  if (Array.isArray(content)) return content.map((c: any) => (typeof c === "string" ? c : (c?.text ?? ""))).join("")
+  return JSON.stringify(content)
 }
 
 /** The agent-loop requests (title requests left out), in order. */
 export function agentRequests(llm: FakeLLM): any[] {
-  return llm.requests.filter((r) => !r._fake?.title);
+  return llm.requests.filter((r) => !r._fake?.title)
 }
 
 /** The tool result the model saw for the call made in script step `step` (index `i` for parallel calls). */
 export function resultSeenFor(llm: FakeLLM, step: number, i = 0): string | undefined {
-  const next = agentRequests(llm).find((r) => r._fake.step === step + 1);
-  if (!next) return undefined;
-  const assistants = next.messages.filter((m: any) => m.role === "assistant");
-  const call = assistants[step]?.tool_calls?.[i];
-  if (!call) return undefined;
-  return toolMessages(next).find((t) => t.tool_call_id === call.id)?.content;
+  const next = agentRequests(llm).find((r) => r._fake.step === step + 1)
+  if (!next) return undefined
+  const assistants = next.messages.filter((m: any) => m.role === "assistant")
+  const call = assistants[step]?.tool_calls?.[i]
+  if (!call) return undefined
+  return toolMessages(next).find((t) => t.tool_call_id === call.id)?.content
 }
 
 /** The user messages' text of a request. */
 export function userTexts(request: any): string[] {
-  return (request?.messages ?? []).filter((m: any) => m.role === "user").map((m: any) => contentText(m.content));
+  return (request?.messages ?? []).filter((m: any) => m.role === "user").map((m: any) => contentText(m.content))
 }
 
 // ---------------------------------------------------------------------------------------------------------------
 // opencode run
 
 export interface RunResult {
-  code: number | null;
-  stdout: string;
-  stderr: string;
+  code: number | null
+  stdout: string
+  stderr: string
   /** The JSONL events of `--format json`. */
-  events: any[];
-  llm: FakeLLM;
+  events: any[]
+  llm: FakeLLM
 }
 
 /** Tool parts from `run --format json` events, in order: `{tool, status, input, output?, error?}`. */
-export function toolParts(events: any[]): { tool: string; status: string; input: any; output?: string; error?: string }[] {
+export function toolParts(
+  events: any[],
+): { tool: string; status: string; input: any; output?: string; error?: string }[] {
   return events
     .filter((e) => e.type === "tool_use" && e.part?.type === "tool")
     .map((e) => ({
@@ -256,212 +263,220 @@ export function toolParts(events: any[]): { tool: string; status: string; input:
       input: e.part.state?.input,
       output: e.part.state?.output,
       error: e.part.state?.error,
-    }));
+    }))
 }
 
 function collect(child: ChildProcess): { out: () => string; err: () => string } {
-  let out = "";
-  let err = "";
-  child.stdout?.setEncoding("utf8").on("data", (d: string) => (out += d));
-  child.stderr?.setEncoding("utf8").on("data", (d: string) => (err += d));
-  return { out: () => out, err: () => err };
+  let out = ""
+  let err = ""
+  child.stdout?.setEncoding("utf8").on("data", (d: string) => (out += d))
+  child.stderr?.setEncoding("utf8").on("data", (d: string) => (err += d))
+  return { out: () => out, err: () => err }
 }
 
 export async function runOpencode(
   sb: Sandbox,
   opts: { script: Step[]; prompt?: string; args?: string[]; timeoutMs?: number },
 ): Promise<RunResult> {
-  const llm = await fakeLLM(opts.script, path.join(sb.root, "requests.jsonl"));
+  const llm = await fakeLLM(opts.script, path.join(sb.root, "requests.jsonl"))
   try {
-    const args = ["run", "--format", "json", "--model", MODEL, ...(opts.args ?? [])];
-    if (opts.prompt !== undefined) args.push(opts.prompt);
+    const args = ["run", "--format", "json", "--model", MODEL, ...(opts.args ?? [])]
+    if (opts.prompt !== undefined) args.push(opts.prompt)
     const child = spawn(OPENCODE_BIN, args, {
       cwd: sb.project,
       env: { ...sb.env, PWD: sb.project, FAKE_LLM_BASE_URL: llm.baseURL },
       stdio: ["ignore", "pipe", "pipe"],
-    });
-    const io = collect(child);
-    const code = await waitExit(child, opts.timeoutMs ?? 90_000);
-    const stdout = io.out();
+    })
+    const io = collect(child)
+    const code = await waitExit(child, opts.timeoutMs ?? 90_000)
+    const stdout = io.out()
     const events = stdout
       .split("\n")
       .filter((l) => l.startsWith("{"))
       .map((l) => {
         try {
-          return JSON.parse(l);
+          return JSON.parse(l)
         } catch {
-          return { type: "unparsed", line: l };
+          return { type: "unparsed", line: l }
         }
-      });
-    return { code, stdout, stderr: io.err(), events, llm };
+      })
+    return { code, stdout, stderr: io.err(), events, llm }
   } finally {
-    await llm.close();
+    await llm.close()
   }
 }
 
 function waitExit(child: ChildProcess, timeoutMs: number): Promise<number | null> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
-      child.kill("SIGKILL");
-      reject(new Error(`opencode did not exit within ${timeoutMs} ms`));
-    }, timeoutMs);
+      child.kill("SIGKILL")
+      reject(new Error(`opencode did not exit within ${timeoutMs} ms`))
+    }, timeoutMs)
     child.once("exit", (code) => {
-      clearTimeout(timer);
-      resolve(code);
-    });
-  });
+      clearTimeout(timer)
+      resolve(code)
+    })
+  })
 }
 
 // ---------------------------------------------------------------------------------------------------------------
 // opencode serve
 
 export interface Serve {
-  url: string;
-  llm: FakeLLM;
+  url: string
+  llm: FakeLLM
   /** Every event seen on GET /event so far (parsed `data:` payloads). */
-  events: any[];
-  api(method: string, pathname: string, body?: unknown): Promise<{ status: number; json: any; text: string }>;
-  createSession(): Promise<string>;
+  events: any[]
+  api(method: string, pathname: string, body?: unknown): Promise<{ status: number; json: any; text: string }>
+  createSession(): Promise<string>
   /** POST /session/:id/message; resolves when the agent loop for that message has finished. */
-  prompt(sessionID: string, text: string, agent?: string): Promise<any>;
+  prompt(sessionID: string, text: string, agent?: string): Promise<any>
   /** POST /session/:id/command. */
-  command(sessionID: string, command: string, args: string, agent?: string): Promise<{ status: number; json: any; text: string }>;
-  waitForEvent(pred: (e: any) => boolean, timeoutMs?: number): Promise<any>;
-  stderr(): string;
-  close(): Promise<void>;
+  command(
+    sessionID: string,
+    command: string,
+    args: string,
+    agent?: string,
+  ): Promise<{ status: number; json: any; text: string }>
+  waitForEvent(pred: (e: any) => boolean, timeoutMs?: number): Promise<any>
+  stderr(): string
+  close(): Promise<void>
 }
 
 export async function startServe(sb: Sandbox, opts: { script: Step[]; beforeReply?: BeforeReply }): Promise<Serve> {
-  const llm = await fakeLLM(opts.script, path.join(sb.root, "requests.jsonl"), opts.beforeReply);
+  const llm = await fakeLLM(opts.script, path.join(sb.root, "requests.jsonl"), opts.beforeReply)
   const child = spawn(OPENCODE_BIN, ["serve", "--port", "0", "--hostname", "127.0.0.1"], {
     cwd: sb.project,
     env: { ...sb.env, PWD: sb.project, FAKE_LLM_BASE_URL: llm.baseURL },
     stdio: ["ignore", "pipe", "pipe"],
-  });
-  const io = collect(child);
-  let url: string;
+  })
+  const io = collect(child)
+  let url: string
   try {
     url = await new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`opencode serve printed no URL:\n${io.out()}\n${io.err()}`)), 60_000);
+      const timer = setTimeout(
+        () => reject(new Error(`opencode serve printed no URL:\n${io.out()}\n${io.err()}`)),
+        60_000,
+      )
       const check = () => {
-        const m = /(http:\/\/127\.0\.0\.1:\d+)/.exec(io.out() + io.err());
+        const m = /(http:\/\/127\.0\.0\.1:\d+)/.exec(io.out() + io.err())
         if (m) {
-          clearTimeout(timer);
-          resolve(m[1]);
+          clearTimeout(timer)
+          resolve(m[1])
         }
-      };
-      child.stdout?.on("data", check);
-      child.stderr?.on("data", check);
-      child.once("exit", (c) => reject(new Error(`opencode serve exited (${c}):\n${io.out()}\n${io.err()}`)));
-    });
+      }
+      child.stdout?.on("data", check)
+      child.stderr?.on("data", check)
+      child.once("exit", (c) => reject(new Error(`opencode serve exited (${c}):\n${io.out()}\n${io.err()}`)))
+    })
   } catch (e) {
-    child.kill("SIGKILL");
-    await llm.close();
-    throw e;
+    child.kill("SIGKILL")
+    await llm.close()
+    throw e
   }
 
-  const events: any[] = [];
-  const waiters: { pred: (e: any) => boolean; resolve: (e: any) => void }[] = [];
-  const abort = new AbortController();
+  const events: any[] = []
+  const waiters: { pred: (e: any) => boolean; resolve: (e: any) => void }[] = []
+  const abort = new AbortController()
   const eventStream = (async () => {
-    const res = await fetch(`${url}/event`, { signal: abort.signal });
-    const reader = res.body!.getReader();
-    const dec = new TextDecoder();
-    let buf = "";
+    const res = await fetch(`${url}/event`, { signal: abort.signal })
+    const reader = res.body!.getReader()
+    const dec = new TextDecoder()
+    let buf = ""
     for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return;
-      buf += dec.decode(value, { stream: true });
-      let idx: number;
+      const { value, done } = await reader.read()
+      if (done) return
+      buf += dec.decode(value, { stream: true })
+      let idx: number
       while ((idx = buf.indexOf("\n\n")) >= 0) {
-        const block = buf.slice(0, idx);
-        buf = buf.slice(idx + 2);
+        const block = buf.slice(0, idx)
+        buf = buf.slice(idx + 2)
         const data = block
           .split("\n")
           .filter((l) => l.startsWith("data:"))
           .map((l) => l.slice(5).trim())
-          .join("");
-        if (!data) continue;
-        let e: any;
+          .join("")
+        if (!data) continue
+        let e: any
         try {
-          e = JSON.parse(data);
+          e = JSON.parse(data)
         } catch {
-          continue;
+          continue
         }
-        events.push(e);
+        events.push(e)
         for (const w of [...waiters]) {
           if (w.pred(e)) {
-            waiters.splice(waiters.indexOf(w), 1);
-            w.resolve(e);
+            waiters.splice(waiters.indexOf(w), 1)
+            w.resolve(e)
           }
         }
       }
     }
-  })().catch(() => {});
+  })().catch(() => {})
 
   const api = async (method: string, pathname: string, body?: unknown) => {
     const res = await fetch(`${url}${pathname}`, {
       method,
       headers: body === undefined ? {} : { "content-type": "application/json" },
       body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await res.text();
-    let json: any;
+    })
+    const text = await res.text()
+    let json: any
     try {
-      json = JSON.parse(text);
+      json = JSON.parse(text)
     } catch {
-      json = undefined;
+      json = undefined
     }
-    return { status: res.status, json, text };
-  };
-  const [providerID, modelID] = MODEL.split("/");
+    return { status: res.status, json, text }
+  }
+  const [providerID, modelID] = MODEL.split("/")
   const serve: Serve = {
     url,
     llm,
     events,
     api,
     async createSession() {
-      const r = await api("POST", "/session", {});
-      if (r.status !== 200 || !r.json?.id) throw new Error(`POST /session: ${r.status} ${r.text}`);
-      return r.json.id;
+      const r = await api("POST", "/session", {})
+      if (r.status !== 200 || !r.json?.id) throw new Error(`POST /session: ${r.status} ${r.text}`)
+      return r.json.id
     },
     async prompt(sessionID, text, agent = "build") {
       const r = await api("POST", `/session/${sessionID}/message`, {
         agent,
         model: { providerID, modelID },
         parts: [{ type: "text", text }],
-      });
-      if (r.status !== 200) throw new Error(`POST /session/${sessionID}/message: ${r.status} ${r.text}`);
-      return r.json;
+      })
+      if (r.status !== 200) throw new Error(`POST /session/${sessionID}/message: ${r.status} ${r.text}`)
+      return r.json
     },
     command(sessionID, command, args, agent = "build") {
-      return api("POST", `/session/${sessionID}/command`, { command, arguments: args, agent, model: MODEL });
+      return api("POST", `/session/${sessionID}/command`, { command, arguments: args, agent, model: MODEL })
     },
     waitForEvent(pred, timeoutMs = 30_000) {
-      const seen = events.find(pred);
-      if (seen) return Promise.resolve(seen);
+      const seen = events.find(pred)
+      if (seen) return Promise.resolve(seen)
       return new Promise((resolve, reject) => {
-        const w = { pred, resolve: (e: any) => (clearTimeout(timer), resolve(e)) };
+        const w = { pred, resolve: (e: any) => (clearTimeout(timer), resolve(e)) }
         const timer = setTimeout(() => {
-          waiters.splice(waiters.indexOf(w), 1);
-          reject(new Error("event not seen within timeout"));
-        }, timeoutMs);
-        waiters.push(w);
-      });
+          waiters.splice(waiters.indexOf(w), 1)
+          reject(new Error("event not seen within timeout"))
+        }, timeoutMs)
+        waiters.push(w)
+      })
     },
     stderr: () => io.err(),
     async close() {
-      abort.abort();
-      await eventStream;
+      abort.abort()
+      await eventStream
       if (child.exitCode === null) {
-        const exited = new Promise((r) => child.once("exit", r));
-        child.kill("SIGTERM");
-        const t = setTimeout(() => child.kill("SIGKILL"), 5000);
-        await exited;
-        clearTimeout(t);
+        const exited = new Promise((r) => child.once("exit", r))
+        child.kill("SIGTERM")
+        const t = setTimeout(() => child.kill("SIGKILL"), 5000)
+        await exited
+        clearTimeout(t)
       }
-      await llm.close();
+      await llm.close()
     },
-  };
-  return serve;
+  }
+  return serve
 }
