@@ -35,8 +35,8 @@ declare const Bun: {
 declare const process: { env: Record<string, string | undefined> }
 
 // Tuning constants (bounds that keep memory and time flat however long a session runs).
-export const MAX_SESSIONS = 128 // root sessions kept; the oldest is dropped beyond this
-const MAX_PARENT_LINKS = 4096 // child -> parent session links kept
+export const MAX_ROOT_SESSIONS = 128 // root sessions kept; beyond this the least recently used is dropped
+const MAX_PARENT_LINKS = 4096 // child -> parent session links kept; beyond this the least recently used is dropped
 const MAX_SEEN = 16 // texts kept per session for re-checking `unlessSeen` after a reload
 const SEEN_CAP = 8192 // characters of one seen text that are kept and matched (head and tail)
 export const REGEX_INPUT_CAP = 10_000 // characters a user regex ever runs on
@@ -46,15 +46,15 @@ const MAX_LOGGED_PROBLEMS = 50 // config problems logged per file; the rest are 
 const DEFAULT_MAX_OVERRIDES = 3
 const SERVICE = "semantic-anchors"
 const TAG = "[semantic-anchors]"
-export const CONFIG_FILE_NAME = "opencode-semantic-anchors.yaml"
+const CONFIG_FILE_NAME = "opencode-semantic-anchors.yaml"
 const OWN_TOOLS = new Set(["anchor_status", "anchor_bypass"])
 
 // =================================================================================================================
-// Layer 1, pure core: names, paths, globs, regexes
+// Pure core: names, paths, globs, regexes
 // =================================================================================================================
 
-export type Mode = "block" | "warn" | "info"
-export const MODES: readonly Mode[] = ["block", "warn", "info"]
+type Mode = "block" | "warn" | "info"
+const MODES: readonly Mode[] = ["block", "warn", "info"]
 const MODE_RANK: Record<Mode | "allow", number> = { allow: 0, info: 1, warn: 2, block: 3 }
 
 /** The 12 Semantic-Anchors roles (catalog `roles`). */
@@ -150,7 +150,7 @@ function closestGuess(word: string, candidates: Iterable<string>): Guess {
   return result
 }
 
-export function closest(word: string, candidates: Iterable<string>): string | undefined {
+function closest(word: string, candidates: Iterable<string>): string | undefined {
   return closestGuess(word, candidates).guess
 }
 
@@ -163,7 +163,7 @@ function didYouMean(word: string, candidates: Iterable<string>): string {
 }
 
 /** POSIX path normalisation: collapses `//`, `.` and `..` (never above the root). */
-export function normalizePath(path: string): string {
+function normalizePath(path: string): string {
   const absolute = path.startsWith("/")
   const out: string[] = []
   for (const segment of path.split("/")) {
@@ -177,7 +177,7 @@ export function normalizePath(path: string): string {
   return absolute ? `/${joined}` : joined || "."
 }
 
-export function resolvePath(base: string, path: string, home?: string): string {
+function resolvePath(base: string, path: string, home?: string): string {
   if (home && (path === "~" || path.startsWith("~/"))) return normalizePath(home + path.slice(1))
   return normalizePath(path.startsWith("/") ? path : `${base}/${path}`)
 }
@@ -196,7 +196,7 @@ function escapeRegex(text: string): string {
  * A glob as a RegExp: `**` spans directories (`**\/` also matches none), `*` and `?` stay within one segment.
  * With `hideDotfiles`, a segment that starts with a wildcard does not match a leading dot, as in the shell.
  */
-export function globToRegExp(glob: string, hideDotfiles = false): RegExp {
+function globToRegExp(glob: string, hideDotfiles = false): RegExp {
   let source = ""
   let segmentStart = true
   for (let i = 0; i < glob.length; i++) {
@@ -280,7 +280,7 @@ const BOUNDED_OPTIONAL_LIMIT = 10
  *   BOUNDED_OPTIONAL_LIMIT or more times by a counted quantifier, as in `(a?){25}`.
  * A heuristic: it can miss a slow regex and flag a harmless one (`(a|ab)*`); the message says how to rewrite it.
  */
-export function regexHazard(source: string): string | undefined {
+function regexHazard(source: string): string | undefined {
   type Group = { open: number; body: number; unbounded: boolean; optional: boolean }
   const stack: Group[] = []
   for (let i = 0; i < source.length;) {
@@ -337,11 +337,11 @@ export function regexHazard(source: string): string | undefined {
 }
 
 // =================================================================================================================
-// Layer 1, pure core: contract model, built-ins, presets
+// Pure core: contract model, built-ins, presets
 // =================================================================================================================
 
 /** Where the plugin looks, resolved once from the plugin input and the environment. */
-export type Paths = {
+type Paths = {
   directory: string
   worktree: string
   home: string
@@ -354,9 +354,9 @@ export type Paths = {
 /** What a matcher needs besides the value: paths are matched relative to the project when they lie inside it. */
 type MatchContext = { directory: string; worktree: string }
 
-type ArgMatcher = { path: string[]; test(value: unknown, ctx: MatchContext): boolean }
+type ArgMatcher = { keyPath: string[]; test(value: unknown, ctx: MatchContext): boolean }
 
-export type Trigger =
+type Trigger =
   | { type: "tool"; tools: RegExp[]; args: ArgMatcher[]; unlessSeen: RegExp | null }
   | { type: "message"; pattern: RegExp | null; unless: RegExp | null; minLength: number }
   | { type: "state"; every: number; tools: RegExp[] }
@@ -365,7 +365,7 @@ export type Trigger =
   | { type: "spread"; maxDirs: number }
   | { type: "integrity" }
 
-export type Contract = {
+type Contract = {
   id: string
   description: string
   mode: Mode
@@ -380,7 +380,7 @@ export type Contract = {
 }
 
 /** Tools that change files. opencode names its patch tool `patch` or `apply_patch` depending on the model. */
-export const EDIT_TOOLS = ["edit", "write", "patch", "multiedit", "apply_patch"]
+const EDIT_TOOLS = ["edit", "write", "patch", "multiedit", "apply_patch"]
 const EDIT_TOOL_RES = EDIT_TOOLS.map((name) => globToRegExp(name))
 const BOUNDARY_GLOBS = ["docs/**", "**/*.md", "**/*.adoc", "adr/**"]
 
@@ -390,7 +390,7 @@ const INTENT_WORDS =
   "assert|accept|done when|success|ziel|damit|um zu|weil|warum|soll|muss|erwart|prüf|pruef|test|sicherstell|" +
   "abnahme|fertig wenn|erfolg|nachweis)"
 
-export function builtinContracts(): Contract[] {
+function builtinContracts(): Contract[] {
   const base = {
     anchorRefs: [] as string[],
     roles: null,
@@ -427,7 +427,7 @@ export function builtinContracts(): Contract[] {
       mode: "warn",
       trigger: {
         type: "tool",
-        tools: ["write", "edit", "patch", "multiedit", "apply_patch"].map((name) => globToRegExp(name)),
+        tools: EDIT_TOOLS.map((name) => globToRegExp(name)),
         args: [],
         unlessSeen: /https?:\/\/\S|\b(?:Source|Quelle)\s*:/i,
       },
@@ -516,7 +516,7 @@ export const BUILTIN_PRESETS: Record<(typeof ROLES)[number], { contracts: string
 }
 
 // =================================================================================================================
-// Layer 1, pure core: the validator
+// Pure core: the validator
 // =================================================================================================================
 
 /** Every key and enum the validator accepts; a test keeps `opencode-semantic-anchors.schema.json` equal to it. */
@@ -538,17 +538,17 @@ const TRIGGER_KEYS_BY_TYPE: Record<string, readonly string[]> = {
   state: ["type", "every", "tools"],
 }
 
-export type Severity = "error" | "warning"
-export type Problem = { severity: Severity; file: string; path: string; text: string }
+type Severity = "error" | "warning"
+type Problem = { severity: Severity; file: string; keyPath: string; text: string }
 
 export function formatProblem(problem: Problem): string {
-  return `${problem.file}: ${problem.path ? `${problem.path}: ` : ""}${problem.text}`
+  return `${problem.file}: ${problem.keyPath ? `${problem.keyPath}: ` : ""}${problem.text}`
 }
 
-export type Settings = { maxOverrides: number; confirmPattern: RegExp | null }
+type Settings = { maxOverrides: number; confirmPattern: RegExp | null }
 
 /** The merged, compiled configuration the engine runs on. */
-export type Config = {
+type Config = {
   settings: Settings
   defaultRole: string
   agents: Map<string, string> // opencode agent name -> role
@@ -560,7 +560,7 @@ export type Config = {
   files: { label: string; status: string }[]
 }
 
-export function defaultConfig(): Config {
+function defaultConfig(): Config {
   const contracts = new Map<string, Contract>()
   for (const contract of builtinContracts()) contracts.set(contract.id, contract)
   const presets = new Map<string, string[]>()
@@ -599,28 +599,28 @@ class Reporter {
     readonly file: string,
     readonly out: Problem[],
   ) {}
-  error(path: string, text: string): void {
+  error(keyPath: string, text: string): void {
     this.errors++
-    this.out.push({ severity: "error", file: this.file, path, text })
+    this.out.push({ severity: "error", file: this.file, keyPath, text })
   }
-  warn(path: string, text: string): void {
-    this.out.push({ severity: "warning", file: this.file, path, text })
+  warn(keyPath: string, text: string): void {
+    this.out.push({ severity: "warning", file: this.file, keyPath, text })
   }
   /** Unknown keys are warnings: a typo must not pass silently, but it must not break the rest either. */
-  unknownKeys(value: Raw, allowed: readonly string[], path: string): void {
+  unknownKeys(value: Raw, allowed: readonly string[], keyPath: string): void {
     for (const key of Object.keys(value)) {
       if (allowed.includes(key)) continue
       const hint = didYouMean(key, allowed)
       this.warn(
-        join(path, key),
+        join(keyPath, key),
         `unknown key "${key}"${hint || ` (allowed here: ${allowed.join(", ")})`}; it is ignored`,
       )
     }
   }
 }
 
-const join = (path: string, key: string | number): string =>
-  typeof key === "number" ? `${path}[${key}]` : path ? `${path}.${key}` : key
+const join = (keyPath: string, key: string | number): string =>
+  typeof key === "number" ? `${keyPath}[${key}]` : keyPath ? `${keyPath}.${key}` : key
 
 const ALLOWED_FLAGS = /^[imsu]*$/ // g and y would make repeated tests stateful
 
@@ -628,12 +628,12 @@ const ALLOWED_FLAGS = /^[imsu]*$/ // g and y would make repeated tests stateful
 function compileRegex(
   source: unknown,
   flags: unknown,
-  path: string,
+  keyPath: string,
   flagsPath: string,
   r: Reporter,
 ): RegExp | null | undefined {
   if (typeof source !== "string" || source === "") {
-    r.error(path, `must be a non-empty string holding a regular expression (got ${describe(source)})`)
+    r.error(keyPath, `must be a non-empty string holding a regular expression (got ${describe(source)})`)
     return undefined
   }
   let flagText = ""
@@ -652,7 +652,7 @@ function compileRegex(
     const hazard = regexHazard(source)
     if (hazard) {
       r.error(
-        path,
+        keyPath,
         `${hazard}. The regex is refused: capping its input at ${REGEX_INPUT_CAP} characters does not bound this`,
       )
       return undefined
@@ -663,24 +663,24 @@ function compileRegex(
       /^Invalid regular expression:\s*(\/.*\/[a-z]*:\s*)?/,
       "",
     )
-    r.error(path, `invalid regular expression (${reason})`)
+    r.error(keyPath, `invalid regular expression (${reason})`)
     return undefined
   }
 }
 
-function stringList(value: unknown, path: string, r: Reporter, what: string): string[] | undefined {
+function stringList(value: unknown, keyPath: string, r: Reporter, what: string): string[] | undefined {
   const list = typeof value === "string" ? [value] : value
   if (!Array.isArray(list) || list.length === 0 || list.some((item) => typeof item !== "string" || item === "")) {
-    r.error(path, `must be a non-empty list of ${what} (got ${describe(value)})`)
+    r.error(keyPath, `must be a non-empty list of ${what} (got ${describe(value)})`)
     return undefined
   }
   return list as string[]
 }
 
 /** The value at a dot path (`edits.0.filePath`) inside the tool arguments; undefined when any step is missing. */
-function valueAt(args: unknown, path: readonly string[]): unknown {
+function valueAt(args: unknown, keyPath: readonly string[]): unknown {
   let value = args
-  for (const key of path) {
+  for (const key of keyPath) {
     if (typeof value !== "object" || value === null || !Object.prototype.hasOwnProperty.call(value, key))
       return undefined
     value = (value as Raw)[key]
@@ -723,16 +723,16 @@ function pathForGlobUncached(value: string, ctx: MatchContext): string {
   return normalizePath(value)
 }
 
-function compileMatcher(key: string, spec: unknown, path: string, r: Reporter): ArgMatcher | undefined {
+function compileMatcher(key: string, spec: unknown, keyPath: string, r: Reporter): ArgMatcher | undefined {
   if (!isMapping(spec)) {
-    r.error(path, `must be a mapping with one of ${SCHEMA_KEYS.matcherKinds.join(", ")} (got ${describe(spec)})`)
+    r.error(keyPath, `must be a mapping with one of ${SCHEMA_KEYS.matcherKinds.join(", ")} (got ${describe(spec)})`)
     return undefined
   }
-  r.unknownKeys(spec, SCHEMA_KEYS.matcher, path)
+  r.unknownKeys(spec, SCHEMA_KEYS.matcher, keyPath)
   const kinds = SCHEMA_KEYS.matcherKinds.filter((kind) => spec[kind] !== undefined)
   if (kinds.length !== 1) {
     r.error(
-      path,
+      keyPath,
       kinds.length === 0
         ? `needs one of ${SCHEMA_KEYS.matcherKinds.join(", ")}`
         : `has ${kinds.join(" and ")}; use one matcher per argument (split the rule into two contracts)`,
@@ -740,12 +740,12 @@ function compileMatcher(key: string, spec: unknown, path: string, r: Reporter): 
     return undefined
   }
   if (spec.not !== undefined && typeof spec.not !== "boolean") {
-    r.error(join(path, "not"), `must be true or false (got ${describe(spec.not)})`)
+    r.error(join(keyPath, "not"), `must be true or false (got ${describe(spec.not)})`)
     return undefined
   }
   const negate = spec.not === true
   if (spec.flags !== undefined && kinds[0] !== "regex")
-    r.warn(join(path, "flags"), "is used only with regex; it is ignored")
+    r.warn(join(keyPath, "flags"), "is used only with regex; it is ignored")
   const kind = kinds[0]
   const value = spec[kind]
   const argPath = key.split(".")
@@ -753,26 +753,26 @@ function compileMatcher(key: string, spec: unknown, path: string, r: Reporter): 
   switch (kind) {
     case "exists":
       if (typeof value !== "boolean") {
-        r.error(join(path, kind), `must be true or false (got ${describe(value)})`)
+        r.error(join(keyPath, kind), `must be true or false (got ${describe(value)})`)
         return undefined
       }
       // The one matcher a missing argument can satisfy.
-      return { path: argPath, test: (present) => ((present !== undefined) === value) !== negate }
+      return { keyPath: argPath, test: (present) => ((present !== undefined) === value) !== negate }
     case "equals":
       if (typeof value !== "string" && typeof value !== "number" && typeof value !== "boolean") {
-        r.error(join(path, kind), `must be a string, number or boolean (got ${describe(value)})`)
+        r.error(join(keyPath, kind), `must be a string, number or boolean (got ${describe(value)})`)
         return undefined
       }
       test = (present) => present === value || (typeof present !== "object" && String(present) === String(value))
       break
     case "regex": {
-      const regex = compileRegex(value, spec.flags, join(path, kind), join(path, "flags"), r)
+      const regex = compileRegex(value, spec.flags, join(keyPath, kind), join(keyPath, "flags"), r)
       if (!regex) return undefined
       test = (present) => regex.test(capText(asText(present), REGEX_INPUT_CAP))
       break
     }
     case "glob": {
-      const globs = stringList(value, join(path, kind), r, "globs")
+      const globs = stringList(value, join(keyPath, kind), r, "globs")
       if (!globs) return undefined
       const regexes = globs.map((glob) => globToRegExp(glob))
       test = (present, ctx) => typeof present === "string" && anyMatch(regexes, pathForGlob(present, ctx))
@@ -781,7 +781,7 @@ function compileMatcher(key: string, spec: unknown, path: string, r: Reporter): 
     case "contains":
     case "startsWith":
       if (typeof value !== "string") {
-        r.error(join(path, kind), `must be a string (got ${describe(value)})`)
+        r.error(join(keyPath, kind), `must be a string (got ${describe(value)})`)
         return undefined
       }
       test =
@@ -792,24 +792,24 @@ function compileMatcher(key: string, spec: unknown, path: string, r: Reporter): 
   }
   const check = test!
   // A missing argument makes every matcher but `exists` false, `not` or not.
-  return { path: argPath, test: (present, ctx) => present !== undefined && check(present, ctx) !== negate }
+  return { keyPath: argPath, test: (present, ctx) => present !== undefined && check(present, ctx) !== negate }
 }
 
-function toolGlobs(value: unknown, path: string, r: Reporter): RegExp[] | undefined {
+function toolGlobs(value: unknown, keyPath: string, r: Reporter): RegExp[] | undefined {
   if (value === undefined) return [/^/]
-  const globs = stringList(value, path, r, "tool-name globs")
+  const globs = stringList(value, keyPath, r, "tool-name globs")
   return globs?.map((glob) => globToRegExp(glob))
 }
 
-function compileTrigger(spec: unknown, path: string, r: Reporter, mode: Mode | undefined): Trigger | undefined {
+function compileTrigger(spec: unknown, keyPath: string, r: Reporter, mode: Mode | undefined): Trigger | undefined {
   if (!isMapping(spec)) {
-    r.error(path, `must be a mapping with a type (tool, message or state) (got ${describe(spec)})`)
+    r.error(keyPath, `must be a mapping with a type (tool, message or state) (got ${describe(spec)})`)
     return undefined
   }
   const type = spec.type
   if (typeof type !== "string" || !(SCHEMA_KEYS.triggerTypes as readonly string[]).includes(type)) {
     r.error(
-      join(path, "type"),
+      join(keyPath, "type"),
       `must be one of tool, message, state (got ${describe(type)})${typeof type === "string" ? didYouMean(type, SCHEMA_KEYS.triggerTypes) : ""}`,
     )
     return undefined
@@ -817,28 +817,28 @@ function compileTrigger(spec: unknown, path: string, r: Reporter, mode: Mode | u
   for (const key of Object.keys(spec)) {
     if ((TRIGGER_KEYS_BY_TYPE[type] ?? []).includes(key)) continue
     if ((SCHEMA_KEYS.trigger as readonly string[]).includes(key))
-      r.warn(join(path, key), `is not used by a trigger of type ${type}; it is ignored`)
+      r.warn(join(keyPath, key), `is not used by a trigger of type ${type}; it is ignored`)
     else
       r.warn(
-        join(path, key),
+        join(keyPath, key),
         `unknown key "${key}"${didYouMean(key, TRIGGER_KEYS_BY_TYPE[type]) || ` (allowed here: ${TRIGGER_KEYS_BY_TYPE[type].join(", ")})`}; it is ignored`,
       )
   }
   const errorsBefore = r.errors
   const failed = () => r.errors > errorsBefore
-  const flagsPath = join(path, "flags")
+  const flagsPath = join(keyPath, "flags")
   const optionalRegex = (key: string): RegExp | null | undefined =>
-    spec[key] === undefined ? null : compileRegex(spec[key], spec.flags, join(path, key), flagsPath, r)
+    spec[key] === undefined ? null : compileRegex(spec[key], spec.flags, join(keyPath, key), flagsPath, r)
 
   if (type === "tool") {
-    const tools = toolGlobs(spec.tools, join(path, "tools"), r)
+    const tools = toolGlobs(spec.tools, join(keyPath, "tools"), r)
     const args: ArgMatcher[] = []
     if (spec.args !== undefined) {
       if (!isMapping(spec.args))
-        r.error(join(path, "args"), `must be a mapping of argument name to matcher (got ${describe(spec.args)})`)
+        r.error(join(keyPath, "args"), `must be a mapping of argument name to matcher (got ${describe(spec.args)})`)
       else {
         for (const [key, matcher] of Object.entries(spec.args)) {
-          const compiled = compileMatcher(key, matcher, join(join(path, "args"), key), r)
+          const compiled = compileMatcher(key, matcher, join(join(keyPath, "args"), key), r)
           if (compiled) args.push(compiled)
         }
       }
@@ -853,18 +853,18 @@ function compileTrigger(spec: unknown, path: string, r: Reporter, mode: Mode | u
     let minLength = 0
     if (spec.minLength !== undefined) {
       if (!Number.isInteger(spec.minLength) || (spec.minLength as number) < 0) {
-        r.error(join(path, "minLength"), `must be a whole number >= 0 (got ${describe(spec.minLength)})`)
+        r.error(join(keyPath, "minLength"), `must be a whole number >= 0 (got ${describe(spec.minLength)})`)
       } else minLength = spec.minLength as number
     }
     if (spec.pattern === undefined && spec.unless === undefined) {
       r.error(
-        path,
+        keyPath,
         "a message trigger needs pattern (fires when the user's text matches) or unless (fires when it does not)",
       )
     }
     if (mode === "block") {
       r.warn(
-        join(path, "type"),
+        join(keyPath, "type"),
         "a user message cannot be blocked (that would fail the user's prompt); this contract warns instead",
       )
     }
@@ -872,10 +872,10 @@ function compileTrigger(spec: unknown, path: string, r: Reporter, mode: Mode | u
     return { type, pattern, unless, minLength }
   }
   // state
-  const tools = toolGlobs(spec.tools, join(path, "tools"), r)
+  const tools = toolGlobs(spec.tools, join(keyPath, "tools"), r)
   if (!Number.isInteger(spec.every) || (spec.every as number) < 1) {
     r.error(
-      join(path, "every"),
+      join(keyPath, "every"),
       `must be a whole number >= 1: how many matching calls pass before the human must confirm (got ${describe(spec.every)})`,
     )
     return undefined
@@ -885,22 +885,22 @@ function compileTrigger(spec: unknown, path: string, r: Reporter, mode: Mode | u
 }
 
 /** Which layer a file is: the project file cannot change what the global file locked. */
-type Layer = "global" | "project"
+type FileLayer = "global" | "project"
 
-function applyContracts(config: Config, list: unknown, layer: Layer, r: Reporter): void {
+function applyContracts(config: Config, list: unknown, layer: FileLayer, r: Reporter): void {
   if (!Array.isArray(list)) {
     r.error("contracts", `must be a list of contracts (got ${describe(list)}); start each one with "- id: ..."`)
     return
   }
   const seen = new Map<string, number>()
   list.forEach((entry, index) => {
-    const path = `contracts[${index}]`
+    const keyPath = `contracts[${index}]`
     if (!isMapping(entry)) {
-      r.error(path, `must be a mapping with id, description, mode and trigger (got ${describe(entry)})`)
+      r.error(keyPath, `must be a mapping with id, description, mode and trigger (got ${describe(entry)})`)
       return
     }
     const errorsBefore = r.errors
-    r.unknownKeys(entry, SCHEMA_KEYS.contract, path)
+    r.unknownKeys(entry, SCHEMA_KEYS.contract, keyPath)
     const id = entry.id
     if (typeof id !== "string" || !/^[a-z0-9-]+$/.test(id)) {
       const suggestion =
@@ -911,7 +911,7 @@ function applyContracts(config: Config, list: unknown, layer: Layer, r: Reporter
               .replace(/^-+|-+$/g, "")
           : ""
       r.error(
-        join(path, "id"),
+        join(keyPath, "id"),
         id === undefined
           ? `is required: a name of a-z, 0-9 and "-", unique in the file`
           : `must use only a-z, 0-9 and "-" (got ${describe(id)})${suggestion ? `; try "${suggestion}"` : ""}`,
@@ -919,14 +919,14 @@ function applyContracts(config: Config, list: unknown, layer: Layer, r: Reporter
       return
     }
     if (seen.has(id)) {
-      r.error(join(path, "id"), `duplicate id "${id}" (also contracts[${seen.get(id)}]); give each contract its own id`)
+      r.error(join(keyPath, "id"), `duplicate id "${id}" (also contracts[${seen.get(id)}]); give each contract its own id`)
       return
     }
     seen.set(id, index)
     const existing = config.contracts.get(id)
     if (existing?.locked && (existing.builtin || layer === "project")) {
       r.error(
-        path,
+        keyPath,
         `contract "${id}" is locked by ${existing.builtin ? "the plugin" : "the global file"}; ${existing.builtin ? "no file" : "the project file"} can change or disable it. Remove this entry${existing.builtin ? "" : " or change it in the global file"}`,
       )
       return
@@ -934,7 +934,7 @@ function applyContracts(config: Config, list: unknown, layer: Layer, r: Reporter
     const mode = entry.mode
     if (mode !== undefined && (typeof mode !== "string" || !(MODES as readonly string[]).includes(mode))) {
       r.error(
-        join(path, "mode"),
+        join(keyPath, "mode"),
         `must be one of block, warn, info (got ${describe(mode)})${typeof mode === "string" ? didYouMean(mode, MODES) : ""}`,
       )
     }
@@ -942,24 +942,24 @@ function applyContracts(config: Config, list: unknown, layer: Layer, r: Reporter
     for (const key of ["description", "message"] as const) {
       const value = entry[key]
       if (value !== undefined && (typeof value !== "string" || value.trim() === ""))
-        r.error(join(path, key), `must be a non-empty string (got ${describe(value)})`)
+        r.error(join(keyPath, key), `must be a non-empty string (got ${describe(value)})`)
     }
     for (const key of ["enabled", "locked"] as const) {
       if (entry[key] !== undefined && typeof entry[key] !== "boolean")
-        r.error(join(path, key), `must be true or false (got ${describe(entry[key])})`)
+        r.error(join(keyPath, key), `must be true or false (got ${describe(entry[key])})`)
     }
     if (entry.locked !== undefined && layer === "project")
-      r.warn(join(path, "locked"), "is honoured only in the global file; it is ignored here")
+      r.warn(join(keyPath, "locked"), "is honoured only in the global file; it is ignored here")
     let anchorRefs: string[] | undefined
     if (entry.anchorRefs !== undefined) {
       if (!Array.isArray(entry.anchorRefs) || entry.anchorRefs.some((ref) => typeof ref !== "string")) {
-        r.error(join(path, "anchorRefs"), `must be a list of Semantic-Anchors ids (got ${describe(entry.anchorRefs)})`)
+        r.error(join(keyPath, "anchorRefs"), `must be a list of Semantic-Anchors ids (got ${describe(entry.anchorRefs)})`)
       } else {
         anchorRefs = entry.anchorRefs as string[]
         anchorRefs.forEach((ref, i) => {
           if (!ANCHOR_IDS.has(ref))
             r.warn(
-              join(join(path, "anchorRefs"), i),
+              join(join(keyPath, "anchorRefs"), i),
               `unknown Semantic-Anchors id "${ref}" (closest: "${closest(ref, ANCHOR_IDS)}")`,
             )
         })
@@ -973,7 +973,7 @@ function applyContracts(config: Config, list: unknown, layer: Layer, r: Reporter
         entry.roles.some((role) => typeof role !== "string" || role === "")
       ) {
         r.error(
-          join(path, "roles"),
+          join(keyPath, "roles"),
           `must be a non-empty list of role names or ["*"] (got ${describe(entry.roles)}); leave it out for every role`,
         )
       } else roles = entry.roles as string[]
@@ -981,11 +981,11 @@ function applyContracts(config: Config, list: unknown, layer: Layer, r: Reporter
     const trigger =
       entry.trigger === undefined
         ? undefined
-        : compileTrigger(entry.trigger, join(path, "trigger"), r, validMode ?? existing?.mode)
+        : compileTrigger(entry.trigger, join(keyPath, "trigger"), r, validMode ?? existing?.mode)
     if (!existing) {
       for (const key of ["description", "mode", "trigger"] as const) {
         if (entry[key] === undefined)
-          r.error(join(path, key), `is required for a new contract ("${id}" is not a built-in or earlier contract)`)
+          r.error(join(keyPath, key), `is required for a new contract ("${id}" is not a built-in or earlier contract)`)
       }
     }
     if (r.errors > errorsBefore) return // an invalid contract disables only itself
@@ -1016,9 +1016,9 @@ function applyPresets(config: Config, presets: unknown, r: Reporter): void {
     return
   }
   for (const [role, ids] of Object.entries(presets)) {
-    const path = join("presets", role)
+    const keyPath = join("presets", role)
     if (!Array.isArray(ids) || ids.some((id) => typeof id !== "string")) {
-      r.error(path, `must be a list of contract ids (got ${describe(ids)}); the role keeps its previous preset`)
+      r.error(keyPath, `must be a list of contract ids (got ${describe(ids)}); the role keeps its previous preset`)
       continue
     }
     const kept: string[] = []
@@ -1026,23 +1026,23 @@ function applyPresets(config: Config, presets: unknown, r: Reporter): void {
       if (config.contracts.has(id)) kept.push(id)
       else
         r.warn(
-          join(path, i),
+          join(keyPath, i),
           `unknown contract id "${id}" (closest: "${closest(id, config.contracts.keys())}"); it is left out`,
         )
     })
     if (!(ROLES as readonly string[]).includes(role)) {
       const hint = didYouMean(role, ROLES)
-      if (hint) r.warn(path, `"${role}" is not a Semantic-Anchors role${hint}; it is kept as a custom role`)
+      if (hint) r.warn(keyPath, `"${role}" is not a Semantic-Anchors role${hint}; it is kept as a custom role`)
     }
     if (config.presets === config.presetsBeforeProject) config.presets = new Map(config.presets)
     config.presets.set(role, kept)
   }
 }
 
-function checkRoleName(config: Config, role: string, path: string, r: Reporter): void {
+function checkRoleName(config: Config, role: string, keyPath: string, r: Reporter): void {
   if (!knownRoles(config).has(role)) {
     r.warn(
-      path,
+      keyPath,
       `unknown role "${role}" (closest: "${closest(role, knownRoles(config))}"); with no preset it gets only contracts for every role`,
     )
   }
@@ -1107,7 +1107,7 @@ function applySettings(config: Config, settings: unknown, r: Reporter): void {
  * Validates one parsed file and merges it into `config` (mutated). Problems go to config.problems. A file whose top
  * level is unusable (not a mapping, wrong version) is skipped whole; otherwise each part stands on its own.
  */
-export function applyFile(config: Config, raw: unknown, file: string, layer: Layer): string {
+function applyFile(config: Config, raw: unknown, file: string, layer: FileLayer): string {
   const r = new Reporter(file, config.problems)
   if (raw === null || raw === undefined) return "empty"
   if (!isMapping(raw)) {
@@ -1163,7 +1163,7 @@ function flowOpened(text: string): number {
   return text.includes("{") || text.includes("[") ? Math.max(0, flowDepthChange(text)) : 0
 }
 
-export type DuplicateKey = { path: string; key: string; line: number; firstLine: number }
+type DuplicateKey = { keyPath: string; key: string; line: number; firstLine: number }
 
 const KEY_LINE = /^("(?:[^"\\]|\\.)*"|'(?:[^']|'')*'|[^\s#'"{[\]}&*!|>%@`,?:-][^#]*?)\s*:(?=\s|$)/
 const BLOCK_SCALAR = /^\s*[|>][-+0-9]*\s*(#.*)?$/
@@ -1174,12 +1174,12 @@ const BLOCK_SCALAR = /^\s*[|>][-+0-9]*\s*(#.*)?$/
  * style only (indentation, `- ` items, `key: value` lines), and skips block scalars (`|`, `>`), comments and flow
  * collections (`{...}`, `[...]`), whose keys it does not check. Lines are numbered from 1.
  */
-export function duplicateKeys(text: string): DuplicateKey[] {
-  type Scope = { indent: number; path: string; keys: Map<string, number>; lastKey?: string; items: Map<string, number> }
+function duplicateKeys(text: string): DuplicateKey[] {
+  type Scope = { indent: number; keyPath: string; keys: Map<string, number>; lastKey?: string; items: Map<string, number> }
   const found: DuplicateKey[] = []
-  const scope = (indent: number, path: string): Scope => ({ indent, path, keys: new Map(), items: new Map() })
+  const scope = (indent: number, keyPath: string): Scope => ({ indent, keyPath, keys: new Map(), items: new Map() })
   const childPath = (parent: Scope | undefined): string =>
-    !parent ? "" : !parent.lastKey ? parent.path : parent.path ? `${parent.path}.${parent.lastKey}` : parent.lastKey
+    !parent ? "" : !parent.lastKey ? parent.keyPath : parent.keyPath ? `${parent.keyPath}.${parent.lastKey}` : parent.lastKey
   let stack: Scope[] = []
   let blockScalarIndent = -1 // inside a | or > scalar: lines indented deeper than this belong to it
   let flowDepth = 0 // inside a flow collection that spans lines
@@ -1235,7 +1235,7 @@ export function duplicateKeys(text: string): DuplicateKey[] {
     const name = key[1][0] === '"' || key[1][0] === "'" ? key[1].slice(1, -1) : key[1]
     const first = current.keys.get(name)
     if (first !== undefined && name !== "<<") {
-      found.push({ path: current.path ? `${current.path}.${name}` : name, key: name, line: n + 1, firstLine: first })
+      found.push({ keyPath: current.keyPath ? `${current.keyPath}.${name}` : name, key: name, line: n + 1, firstLine: first })
     } else current.keys.set(name, n + 1)
     current.lastKey = name
     const value = rest.slice(key[0].length)
@@ -1246,7 +1246,7 @@ export function duplicateKeys(text: string): DuplicateKey[] {
 }
 
 /** Parses YAML text (JSON is YAML too) and applies it; a parse error skips the file. */
-export function applyText(config: Config, text: string, file: string, layer: Layer): string {
+function applyText(config: Config, text: string, file: string, layer: FileLayer): string {
   let raw: unknown
   try {
     raw = Bun.YAML.parse(text)
@@ -1255,7 +1255,7 @@ export function applyText(config: Config, text: string, file: string, layer: Lay
     config.problems.push({
       severity: "error",
       file,
-      path: "",
+      keyPath: "",
       text: `cannot parse YAML (${reason}); the file is ignored and the other files stay in force`,
     })
     return "ignored"
@@ -1266,7 +1266,7 @@ export function applyText(config: Config, text: string, file: string, layer: Lay
       config.problems.push({
         severity: "warning",
         file,
-        path: dup.path,
+        keyPath: dup.keyPath,
         text: `key "${dup.key}" is written twice in one mapping (lines ${dup.firstLine} and ${dup.line}); YAML keeps only the last one, so line ${dup.firstLine} has no effect. Delete one of them`,
       })
     }
@@ -1287,7 +1287,7 @@ function finishConfig(config: Config): Config {
   return config
 }
 
-export type FileRead = { path: string; label: string; layer: Layer; text?: string; error?: string }
+type FileRead = { path: string; label: string; layer: FileLayer; text?: string; error?: string }
 
 /** Builds the configuration from file contents already read (no I/O here, so it is fast and testable). */
 export function buildConfig(reads: FileRead[]): Config {
@@ -1301,7 +1301,7 @@ export function buildConfig(reads: FileRead[]): Config {
       config.problems.push({
         severity: "error",
         file: read.label,
-        path: "",
+        keyPath: "",
         text: `cannot read the file (${read.error}); it is ignored and the other files stay in force`,
       })
       config.files.push({ label: read.label, status: "unreadable" })
@@ -1311,11 +1311,11 @@ export function buildConfig(reads: FileRead[]): Config {
 }
 
 // =================================================================================================================
-// Layer 2, rule engine: what an edit touches, the integrity guard, active contracts
+// Rule engine: what an edit touches, the integrity guard, active contracts
 // =================================================================================================================
 
 /** The files an edit-tool call writes: `filePath`, or the paths named in a patch text. */
-export function editTargets(args: unknown): string[] {
+function editTargets(args: unknown): string[] {
   if (!isMapping(args)) return []
   const targets: string[] = []
   for (const key of ["filePath", "file_path", "path"])
@@ -1332,9 +1332,9 @@ export function editTargets(args: unknown): string[] {
 }
 
 /** The guard's own files: config files, opencode config, plugin directories. */
-export type GuardFiles = { exact: Set<string>; roots: string[]; mentions: string[] }
+type GuardFiles = { exact: Set<string>; roots: string[]; mentions: string[] }
 
-export function guardFiles(paths: Paths): GuardFiles {
+function guardFiles(paths: Paths): GuardFiles {
   const projectDir = `${paths.directory}/.opencode`
   const exact = new Set<string>([
     paths.globalFile,
@@ -1377,7 +1377,7 @@ export function guardFiles(paths: Paths): GuardFiles {
 const PLUGIN_DIR_FILE = /(?:^|\/)\.?opencode\/plugins?\/[^/]+/
 const CONFIG_BASENAME = /(?:^|\/)opencode-semantic-anchors\.(?:ya?ml|json)$/
 
-export function isGuardPath(abs: string, guard: GuardFiles): boolean {
+function isGuardPath(abs: string, guard: GuardFiles): boolean {
   return guard.exact.has(abs) || CONFIG_BASENAME.test(abs) || PLUGIN_DIR_FILE.test(abs)
 }
 
@@ -1472,7 +1472,7 @@ function ancestorsAndSelf(abs: string): string[] {
 const WRITE_THROUGH_LINKS = new Set(["tee", "truncate", "shred", "chmod", "chown", "cp"])
 
 /** Resolves symbolic links of a path that exists (or of its parent); the identity where nothing is known. */
-export type RealPath = (abs: string) => string
+type RealPath = (abs: string) => string
 
 /** `git clean` deletes untracked files under its paths, the current directory when none is given; -n only lists. */
 function gitCleanArgs(words: string[]): string[] | undefined {
@@ -1491,7 +1491,7 @@ function gitCleanArgs(words: string[]): string[] | undefined {
  * its parents. Redirect targets and the arguments of commands that write through links are resolved with
  * `realpath` (links that exist) before the check.
  */
-export function bashTouchesGuard(
+function bashTouchesGuard(
   command: string,
   paths: Paths,
   guard: GuardFiles,
@@ -1545,10 +1545,10 @@ export function bashTouchesGuard(
 }
 
 // =================================================================================================================
-// Layer 2, rule engine: session state and verdicts
+// Rule engine: session state and verdicts
 // =================================================================================================================
 
-export type SessionState = {
+type SessionState = {
   role: string
   agent?: string
   steps: Map<string, number> // state-contract id -> matching calls since the last confirmation
@@ -1591,7 +1591,7 @@ function recordSeen(state: SessionState, text: string, patterns: readonly RegExp
 }
 
 /** The role an agent gets: the configured mapping, else the agent's own name when it is a role, else the default. */
-export function roleForAgent(config: Config, agent: string | undefined): string {
+function roleForAgent(config: Config, agent: string | undefined): string {
   if (agent === undefined) return config.defaultRole
   return config.agents.get(agent) ?? (knownRoles(config).has(agent) ? agent : config.defaultRole)
 }
@@ -1600,7 +1600,7 @@ export function roleForAgent(config: Config, agent: string | undefined): string 
  * Active contracts of a role, in a fixed order: guard-integrity, the role's preset, then file contracts whose
  * `roles` are absent, "*" or name the role; locked contracts keep what the global layer gave them.
  */
-export function activeContracts(config: Config, role: string): Contract[] {
+function activeContracts(config: Config, role: string): Contract[] {
   const active: Contract[] = []
   const add = (contract: Contract | undefined) => {
     if (contract && contract.enabled && !active.includes(contract)) active.push(contract)
@@ -1616,8 +1616,8 @@ export function activeContracts(config: Config, role: string): Contract[] {
   return active
 }
 
-export type Hit = { contract: Contract; detail: string }
-export type Verdict = { mode: Mode | "allow"; hits: Hit[] }
+type Hit = { contract: Contract; detail: string }
+type Verdict = { mode: Mode | "allow"; hits: Hit[] }
 
 /** What a contract says about one tool call; pure given the state (nothing is recorded here). */
 function checkToolContract(
@@ -1631,7 +1631,7 @@ function checkToolContract(
   switch (trigger.type) {
     case "tool": {
       if (!anyMatch(trigger.tools, tool)) return undefined
-      for (const matcher of trigger.args) if (!matcher.test(valueAt(args, matcher.path), env.match)) return undefined
+      for (const matcher of trigger.args) if (!matcher.test(valueAt(args, matcher.keyPath), env.match)) return undefined
       if (trigger.unlessSeen && state.seenHits.has(trigger.unlessSeen)) return undefined
       return trigger.unlessSeen
         ? `${tool} call and nothing seen in this session matches /${trigger.unlessSeen.source}/`
@@ -1694,7 +1694,7 @@ function topDirs(args: unknown, env: EngineEnv): string[] {
 /** What the engine needs from outside: paths, the guard's files, and a realpath (the only file-system access). */
 type EngineEnv = { paths: Paths; guard: GuardFiles; match: MatchContext; realpath: RealPath }
 
-export function evaluateTool(
+function evaluateTool(
   contracts: readonly Contract[],
   tool: string,
   args: unknown,
@@ -1734,7 +1734,7 @@ function recordAllowed(
   if (anyMatch(EDIT_TOOL_RES, tool)) for (const dir of topDirs(args, env)) state.touchedDirs.add(dir)
 }
 
-export function evaluateMessage(contracts: readonly Contract[], text: string): Hit[] {
+function evaluateMessage(contracts: readonly Contract[], text: string): Hit[] {
   const capped = capText(text, MESSAGE_CAP)
   const hits: Hit[] = []
   for (const contract of contracts) {
@@ -1754,7 +1754,7 @@ function anchorsText(contract: Contract): string {
   return contract.anchorRefs.length ? ` (anchors: ${contract.anchorRefs.join(", ")})` : ""
 }
 
-export function blockMessage(hits: Hit[], state: SessionState, settings: Settings): string {
+function blockMessage(hits: Hit[], state: SessionState, settings: Settings): string {
   const left = Math.max(0, settings.maxOverrides - state.overridesUsed)
   const lines = [`${TAG} BLOCKED: this call did not run.`]
   for (const { contract, detail } of hits) {
@@ -1775,7 +1775,7 @@ export function blockMessage(hits: Hit[], state: SessionState, settings: Setting
   return lines.join("\n")
 }
 
-export function warnNote(hits: Hit[]): string {
+function warnNote(hits: Hit[]): string {
   return hits
     .map(
       ({ contract }) =>
@@ -1784,12 +1784,12 @@ export function warnNote(hits: Hit[]): string {
     .join("\n")
 }
 
-export function tipText(hit: Hit): string {
+function tipText(hit: Hit): string {
   return `Tip (${hit.contract.id}): ${hit.contract.message ?? hit.contract.description}`
 }
 
 // =================================================================================================================
-// Layer 3, the opencode adapter
+// Adapter: opencode's hooks, the /anchor command and the two tools
 // =================================================================================================================
 
 /** Resolves every path from the plugin input and the environment at server() time (never process.cwd()). */
@@ -1876,7 +1876,7 @@ type Part = { type?: string; text?: string; synthetic?: boolean; ignored?: boole
 const ECHO_MARK = `${TAG} /anchor`
 
 /** Strips the literal double quotes `opencode run` wraps around a multi-word argument. */
-export function stripArgumentQuotes(text: string): string {
+function stripArgumentQuotes(text: string): string {
   let out = text.trim()
   while (out.length >= 2 && ((out.startsWith('"') && out.endsWith('"')) || (out.startsWith("'") && out.endsWith("'"))))
     out = out.slice(1, -1).trim()
@@ -1973,7 +1973,7 @@ const server: Plugin = async (input) => {
     if (!state) {
       state = newState(config.defaultRole)
       sessions.set(rootID, state)
-      if (sessions.size > MAX_SESSIONS) sessions.delete(sessions.keys().next().value as string)
+      if (sessions.size > MAX_ROOT_SESSIONS) sessions.delete(sessions.keys().next().value as string)
     }
     return state
   }

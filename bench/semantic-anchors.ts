@@ -3,7 +3,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import plugin, { MAX_SESSIONS, loadConfig, resolvePaths } from "../semantic-anchors.ts"
+import plugin, { MAX_ROOT_SESSIONS, loadConfig, resolvePaths } from "../semantic-anchors.ts"
 import { heapUsed, now, summarize, type Row } from "./lib.ts"
 
 /** N user contracts for every role: even ones a regex on `command`, odd ones a glob on `filePath`; none fires. */
@@ -214,9 +214,9 @@ export async function memoryScenario(
         if (i % 3 === 2) await userMessage(hooks, sessionID, worst ? `${bigResult} ${i}` : "ok, go on")
       }
     }
-    for (let s = 0; s < MAX_SESSIONS; s++) await session(`live-${s}`, kind === "worst" ? 90 : 2, kind === "worst")
+    for (let s = 0; s < MAX_ROOT_SESSIONS; s++) await session(`live-${s}`, kind === "worst" ? 90 : 2, kind === "worst")
     out.atCapacity = heapUsed() - base
-    out.perSession = (out.atCapacity - out.plugin) / MAX_SESSIONS
+    out.perSession = (out.atCapacity - out.plugin) / MAX_ROOT_SESSIONS
     let done = 0
     for (const checkpoint of checkpoints) {
       for (let s = done; s < checkpoint; s++) {

@@ -13,7 +13,7 @@
 // (test/corpus-semantic-anchors.test.ts): a fuzzer that found one would hang, not fail.
 import { prng, type Rng } from "./lib/prng"
 import { describe, expect, test } from "bun:test"
-import { MAX_SESSIONS, SCHEMA_KEYS } from "../semantic-anchors"
+import { MAX_ROOT_SESSIONS, SCHEMA_KEYS } from "../semantic-anchors"
 import { start } from "./fixtures/semantic-anchors/harness"
 
 const TOTAL = Math.max(2000, Math.round(Number(process.env.BENCH_FUZZ ?? 1e5)))
@@ -253,7 +253,7 @@ describe(`semantic-anchors fuzz (${TOTAL.toLocaleString("en")} calls, seed ${SEE
           return id
         }
         const ids: string[] = []
-        const sessionCount = 2 + rng.int(Math.min(40, MAX_SESSIONS - 10))
+        const sessionCount = 2 + rng.int(Math.min(40, MAX_ROOT_SESSIONS - 10))
         for (let step = 0; step < 300 && budget > 0; step++, budget--) {
           const r = rng.next()
           if (r < 0.08 || ids.length === 0) {

@@ -1,6 +1,6 @@
 // semantic-anchors.ts through the interface opencode uses: server(input), then the hooks.
 import { describe, expect, test } from "bun:test"
-import { MAX_SESSIONS } from "../semantic-anchors"
+import { MAX_ROOT_SESSIONS } from "../semantic-anchors"
 import { edit, start } from "./fixtures/semantic-anchors/harness"
 
 const S = "ses_root"
@@ -318,7 +318,7 @@ describe("sessions and roles", () => {
     const h = await start()
     for (let i = 1; i <= 3; i++) await h.tool("ses_old", "edit", edit(i))
     expect(await h.tool("ses_old", "edit", edit(4))).toBeDefined()
-    for (let n = 0; n < MAX_SESSIONS; n++) await h.tool(`ses_${n}`, "read", {})
+    for (let n = 0; n < MAX_ROOT_SESSIONS; n++) await h.tool(`ses_${n}`, "read", {})
     expect(await h.tool("ses_old", "edit", edit(4))).toBeUndefined() // a fresh state: its counter starts again
   })
 
