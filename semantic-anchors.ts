@@ -919,7 +919,10 @@ function applyContracts(config: Config, list: unknown, layer: FileLayer, r: Repo
       return
     }
     if (seen.has(id)) {
-      r.error(join(keyPath, "id"), `duplicate id "${id}" (also contracts[${seen.get(id)}]); give each contract its own id`)
+      r.error(
+        join(keyPath, "id"),
+        `duplicate id "${id}" (also contracts[${seen.get(id)}]); give each contract its own id`,
+      )
       return
     }
     seen.set(id, index)
@@ -953,7 +956,10 @@ function applyContracts(config: Config, list: unknown, layer: FileLayer, r: Repo
     let anchorRefs: string[] | undefined
     if (entry.anchorRefs !== undefined) {
       if (!Array.isArray(entry.anchorRefs) || entry.anchorRefs.some((ref) => typeof ref !== "string")) {
-        r.error(join(keyPath, "anchorRefs"), `must be a list of Semantic-Anchors ids (got ${describe(entry.anchorRefs)})`)
+        r.error(
+          join(keyPath, "anchorRefs"),
+          `must be a list of Semantic-Anchors ids (got ${describe(entry.anchorRefs)})`,
+        )
       } else {
         anchorRefs = entry.anchorRefs as string[]
         anchorRefs.forEach((ref, i) => {
@@ -1175,11 +1181,23 @@ const BLOCK_SCALAR = /^\s*[|>][-+0-9]*\s*(#.*)?$/
  * collections (`{...}`, `[...]`), whose keys it does not check. Lines are numbered from 1.
  */
 function duplicateKeys(text: string): DuplicateKey[] {
-  type Scope = { indent: number; keyPath: string; keys: Map<string, number>; lastKey?: string; items: Map<string, number> }
+  type Scope = {
+    indent: number
+    keyPath: string
+    keys: Map<string, number>
+    lastKey?: string
+    items: Map<string, number>
+  }
   const found: DuplicateKey[] = []
   const scope = (indent: number, keyPath: string): Scope => ({ indent, keyPath, keys: new Map(), items: new Map() })
   const childPath = (parent: Scope | undefined): string =>
-    !parent ? "" : !parent.lastKey ? parent.keyPath : parent.keyPath ? `${parent.keyPath}.${parent.lastKey}` : parent.lastKey
+    !parent
+      ? ""
+      : !parent.lastKey
+        ? parent.keyPath
+        : parent.keyPath
+          ? `${parent.keyPath}.${parent.lastKey}`
+          : parent.lastKey
   let stack: Scope[] = []
   let blockScalarIndent = -1 // inside a | or > scalar: lines indented deeper than this belong to it
   let flowDepth = 0 // inside a flow collection that spans lines
@@ -1235,7 +1253,12 @@ function duplicateKeys(text: string): DuplicateKey[] {
     const name = key[1][0] === '"' || key[1][0] === "'" ? key[1].slice(1, -1) : key[1]
     const first = current.keys.get(name)
     if (first !== undefined && name !== "<<") {
-      found.push({ keyPath: current.keyPath ? `${current.keyPath}.${name}` : name, key: name, line: n + 1, firstLine: first })
+      found.push({
+        keyPath: current.keyPath ? `${current.keyPath}.${name}` : name,
+        key: name,
+        line: n + 1,
+        firstLine: first,
+      })
     } else current.keys.set(name, n + 1)
     current.lastKey = name
     const value = rest.slice(key[0].length)
@@ -1590,6 +1613,102 @@ function recordSeen(state: SessionState, text: string, patterns: readonly RegExp
   for (const pattern of patterns) if (!state.seenHits.has(pattern) && pattern.test(kept)) state.seenHits.add(pattern)
 }
 
+/**
+ * A bounded map that drops the least recently used entry: Map insertion order is the recency order, and a get moves
+ * its entry to the end. The one eviction rule here, for root sessions and for child -> parent links (as loop-guard).
+ */
+class RecentMap<V> {
+  private readonly map = new Map<string, V>()
+  constructor(readonly capacity: number) {}
+
+  /** The value, marked most recently used. */
+  get(key: string): V | undefined {
+    const value = this.map.get(key)
+    if (value !== undefined) {
+      this.map.delete(key)
+      this.map.set(key, value)
+    }
+    return value
+  }
+
+  /** Stores the value as the most recently used, dropping the least recently used beyond the capacity. */
+  set(key: string, value: V): void {
+    this.map.delete(key)
+    this.map.set(key, value)
+    if (this.map.size > this.capacity) this.map.delete(this.map.keys().next().value as string)
+  }
+
+  delete(key: string): void {
+    this.map.delete(key)
+  }
+
+  values(): IterableIterator<V> {
+    return this.map.values()
+  }
+}
+
+/**
+ * Session state lives with the root session: a subagent's calls count for the session that started it. At most
+ * MAX_ROOT_SESSIONS states and MAX_PARENT_LINKS links are kept; beyond that the least recently used is dropped.
+ */
+class RootSessions {
+  private readonly states = new RecentMap<SessionState>(MAX_ROOT_SESSIONS)
+  private readonly parents = new RecentMap<string>(MAX_PARENT_LINKS)
+
+  link(childID: string, parentID: string): void {
+    if (parentID !== childID) this.parents.set(childID, parentID)
+  }
+
+  /** The root of a session: parent links followed (a bounded walk, so a linked loop cannot hang a call). */
+  rootOf(sessionID: string): string {
+    let id = sessionID
+    for (let hops = 0; hops < 32; hops++) {
+      const parent = this.parents.get(id)
+      if (!parent || parent === id) break
+      id = parent
+    }
+    return id
+  }
+
+  /** The state of a root session, created with `role` when new. */
+  state(rootID: string, role: string): SessionState {
+    let state = this.states.get(rootID)
+    if (!state) this.states.set(rootID, (state = newState(role)))
+    return state
+  }
+
+  /** session.deleted: the session's state and its own parent link go. */
+  forget(sessionID: string): void {
+    this.states.delete(sessionID)
+    this.parents.delete(sessionID)
+  }
+
+  all(): IterableIterator<SessionState> {
+    return this.states.values()
+  }
+}
+
+/**
+ * Why a bypass cannot be granted now, or undefined. The one list of refusals, in one order and one wording, for both
+ * ways to ask: the human's `/anchor bypass` and the model's anchor_bypass (checked before the human is asked, and
+ * again when granting, since the state may change while the question is open).
+ */
+function bypassRefusal(state: SessionState, reason: string, settings: Settings): string | undefined {
+  if (!reason)
+    return "Bypass refused: a reason is required (/anchor bypass <reason>; for anchor_bypass the string `reason` is required)."
+  if (state.passes > 0) return "Bypass refused: a bypass is already pending; it lets the next blocked call run once."
+  if (state.overridesUsed >= settings.maxOverrides)
+    return `Error: Max overrides (${settings.maxOverrides}) reached. Cannot bypass.`
+  return undefined
+}
+
+/** Grants one pass: an override is spent, the next blocked call runs once, and the grant confirms. */
+function grantPass(state: SessionState, now: number): void {
+  state.overridesUsed++
+  state.passes = 1
+  confirm(state, now)
+}
+
 /** The role an agent gets: the configured mapping, else the agent's own name when it is a role, else the default. */
 function roleForAgent(config: Config, agent: string | undefined): string {
   if (agent === undefined) return config.defaultRole
@@ -1872,6 +1991,10 @@ function withResolvedLinks(guard: GuardFiles, realpath: RealPath): GuardFiles {
 type Client = PluginInput["client"]
 type Level = "debug" | "info" | "warn" | "error"
 type Part = { type?: string; text?: string; synthetic?: boolean; ignored?: boolean }
+type HookName =
+  "config" | "event" | "chat.message" | "command.execute.before" | "tool.execute.before" | "tool.execute.after"
+type HookInput<K extends HookName> = Parameters<NonNullable<Hooks[K]>>[0]
+type HookOutput<K extends HookName> = Parameters<NonNullable<Hooks[K]>>[1]
 
 const ECHO_MARK = `${TAG} /anchor`
 
@@ -1883,401 +2006,224 @@ function stripArgumentQuotes(text: string): string {
   return out
 }
 
-const server: Plugin = async (input) => {
-  const client: Client | undefined = input?.client
-  const paths = resolvePaths(input ?? {}, process.env)
-  const guard = withResolvedLinks(guardFiles(paths), realpathOf)
-  const env: EngineEnv = {
-    paths,
-    guard,
-    match: { directory: paths.directory, worktree: paths.worktree },
-    realpath: realpathOf,
-  }
-  let config = defaultConfig()
-  let activeCache = new Map<string, Contract[]>()
-  const sessions = new Map<string, SessionState>()
-  const parents = new Map<string, string>()
-  const loggedFailures = new Set<string>()
+/** One plugin instance: the config in force, the root sessions, and the host's client. */
+class Anchors {
+  config = defaultConfig()
+  readonly sessions = new RootSessions()
+  private activeCache = new Map<string, Contract[]>()
+  private readonly loggedFailures = new Set<string>()
+
+  constructor(
+    readonly client: Client | undefined,
+    readonly paths: Paths,
+    readonly env: EngineEnv,
+  ) {}
 
   // Client calls are fire and forget: never awaited (an awaited toast at init hung opencode), failures swallowed.
-  const log = (level: Level, message: string, extra?: Record<string, unknown>) => {
+  log(level: Level, message: string, extra?: Record<string, unknown>): void {
     try {
-      const pending = client?.app?.log?.({ body: { service: SERVICE, level, message, extra } })
+      const pending = this.client?.app?.log?.({ body: { service: SERVICE, level, message, extra } })
       ;(pending as Promise<unknown> | undefined)?.catch?.(() => {})
     } catch {
       // logging must never break the session
     }
   }
-  const toast = (message: string, variant: "info" | "success" | "warning" | "error") => {
+
+  toast(message: string, variant: "info" | "success" | "warning" | "error"): void {
     try {
-      const pending = client?.tui?.showToast?.({ body: { message, variant } })
+      const pending = this.client?.tui?.showToast?.({ body: { message, variant } })
       ;(pending as Promise<unknown> | undefined)?.catch?.(() => {})
     } catch {
       // no TUI, or an older client: the log has it
     }
   }
+
   /** Fail open: an internal error allows, and is logged once per distinct message. */
-  const failOpen = (where: string, error: unknown) => {
+  failOpen(where: string, error: unknown): void {
     const text = `${where}: ${(error as Error)?.message ?? String(error)}`
-    if (loggedFailures.has(text)) return
-    if (loggedFailures.size < 100) loggedFailures.add(text)
-    log("error", `${TAG} internal error, allowing (fail-open): ${text}`)
+    if (this.loggedFailures.has(text)) return
+    if (this.loggedFailures.size < 100) this.loggedFailures.add(text)
+    this.log("error", `${TAG} internal error, allowing (fail-open): ${text}`)
   }
 
   /** Logs each file's first MAX_LOGGED_PROBLEMS problems, then one line with the rest's count; status lists all. */
-  const reportProblems = () => {
+  reportProblems(): void {
+    const problems = this.config.problems
     const perFile = new Map<string, number>()
-    for (const problem of config.problems) {
+    for (const problem of problems) {
       const count = (perFile.get(problem.file) ?? 0) + 1
       perFile.set(problem.file, count)
       if (count <= MAX_LOGGED_PROBLEMS)
-        log(problem.severity === "error" ? "error" : "warn", `${TAG} ${formatProblem(problem)}`)
+        this.log(problem.severity === "error" ? "error" : "warn", `${TAG} ${formatProblem(problem)}`)
     }
     for (const [file, count] of perFile) {
       if (count > MAX_LOGGED_PROBLEMS)
-        log(
+        this.log(
           "warn",
           `${TAG} ${file}: ${count - MAX_LOGGED_PROBLEMS} more problems not logged (${count} in all); run /anchor status to see them all`,
         )
     }
-    if (config.problems.length) {
-      const errors = config.problems.filter((p) => p.severity === "error").length
-      toast(
-        `semantic-anchors: ${config.problems.length} config problem${config.problems.length === 1 ? "" : "s"} (${errors} error${errors === 1 ? "" : "s"}); run /anchor status`,
+    if (problems.length) {
+      const errors = problems.filter((p) => p.severity === "error").length
+      this.toast(
+        `semantic-anchors: ${problems.length} config problem${problems.length === 1 ? "" : "s"} (${errors} error${errors === 1 ? "" : "s"}); run /anchor status`,
         errors ? "error" : "warning",
       )
     }
   }
 
-  const install = (next: Config) => {
-    config = next
-    activeCache = new Map()
+  install(next: Config): void {
+    this.config = next
+    this.activeCache = new Map()
   }
-  const active = (role: string): Contract[] => {
-    let list = activeCache.get(role)
-    if (!list) activeCache.set(role, (list = activeContracts(config, role)))
+
+  /** The active contracts of a role, computed once per config. */
+  active(role: string): Contract[] {
+    let list = this.activeCache.get(role)
+    if (!list) this.activeCache.set(role, (list = activeContracts(this.config, role)))
     return list
   }
 
-  const rootOf = (sessionID: string): string => {
-    let id = sessionID
-    for (let hops = 0; hops < 32; hops++) {
-      const parent = parents.get(id)
-      if (!parent || parent === id) break
-      id = parent
-    }
-    return id
+  /** The state a session's calls count in: its root session's. */
+  stateOf(sessionID: string): SessionState {
+    return this.sessions.state(this.sessions.rootOf(sessionID), this.config.defaultRole)
   }
-  const stateOf = (rootID: string): SessionState => {
-    let state = sessions.get(rootID)
-    if (!state) {
-      state = newState(config.defaultRole)
-      sessions.set(rootID, state)
-      if (sessions.size > MAX_ROOT_SESSIONS) sessions.delete(sessions.keys().next().value as string)
-    }
-    return state
-  }
+}
 
-  const statusText = (sessionID: string): string => {
-    const root = rootOf(sessionID)
-    const state = stateOf(root)
-    const lines = [`semantic-anchors status (session ${sessionID}${root !== sessionID ? `, root ${root}` : ""})`]
-    lines.push(`role: ${state.role}${state.agent ? ` (agent ${state.agent})` : ""}`)
-    lines.push("active contracts:")
-    for (const contract of active(state.role)) {
-      const trigger = contract.trigger
-      const counter =
-        trigger.type === "state"
-          ? ` (${state.steps.get(contract.id) ?? 0}/${trigger.every} since the last confirmation)`
-          : ""
-      const spread = trigger.type === "spread" ? ` (${state.touchedDirs.size} top-level directories touched)` : ""
-      lines.push(
-        `  ${effectiveMode(contract).padEnd(5)} ${contract.id}${contract.locked ? " [locked]" : ""}${counter}${spread} - ${contract.description}`,
-      )
-    }
-    const max = config.settings.maxOverrides
+/** The files read and what each gave, as one line: `built-ins (6 contracts, 12 presets); ~/.config/... (loaded)`. */
+function filesSummary(config: Config): string {
+  return config.files.map((file) => `${file.label} (${file.status})`).join("; ")
+}
+
+/** The text of `/anchor status` and of the anchor_status tool. */
+function statusText(anchors: Anchors, sessionID: string): string {
+  const { config } = anchors
+  const root = anchors.sessions.rootOf(sessionID)
+  const state = anchors.stateOf(sessionID)
+  const lines = [`semantic-anchors status (session ${sessionID}${root !== sessionID ? `, root ${root}` : ""})`]
+  lines.push(`role: ${state.role}${state.agent ? ` (agent ${state.agent})` : ""}`)
+  lines.push("active contracts:")
+  for (const contract of anchors.active(state.role)) {
+    const trigger = contract.trigger
+    const counter =
+      trigger.type === "state"
+        ? ` (${state.steps.get(contract.id) ?? 0}/${trigger.every} since the last confirmation)`
+        : ""
+    const spread = trigger.type === "spread" ? ` (${state.touchedDirs.size} top-level directories touched)` : ""
     lines.push(
-      `overrides: ${state.overridesUsed} used, ${Math.max(0, max - state.overridesUsed)} left (max ${max}); pending pass: ${state.passes > 0 ? "yes" : "no"}`,
+      `  ${effectiveMode(contract).padEnd(5)} ${contract.id}${contract.locked ? " [locked]" : ""}${counter}${spread} - ${contract.description}`,
     )
-    lines.push(
-      `last confirmation: ${state.lastConfirmation ? new Date(state.lastConfirmation).toISOString() : "none yet"}`,
-    )
-    lines.push(`files: ${config.files.map((file) => `${file.label} (${file.status})`).join("; ")}`)
-    lines.push(config.problems.length ? `problems (${config.problems.length}):` : "problems: none")
-    for (const problem of config.problems) lines.push(`  ${problem.severity}: ${formatProblem(problem)}`)
-    return lines.join("\n")
   }
+  const max = config.settings.maxOverrides
+  lines.push(
+    `overrides: ${state.overridesUsed} used, ${Math.max(0, max - state.overridesUsed)} left (max ${max}); pending pass: ${state.passes > 0 ? "yes" : "no"}`,
+  )
+  lines.push(
+    `last confirmation: ${state.lastConfirmation ? new Date(state.lastConfirmation).toISOString() : "none yet"}`,
+  )
+  lines.push(`files: ${filesSummary(config)}`)
+  lines.push(config.problems.length ? `problems (${config.problems.length}):` : "problems: none")
+  for (const problem of config.problems) lines.push(`  ${problem.severity}: ${formatProblem(problem)}`)
+  return lines.join("\n")
+}
 
-  /** The one place a bypass is granted. Callers: the human's /anchor command, and anchor_bypass after ctx.ask resolved. */
-  const grantBypass = (sessionID: string, reason: string, via: string): { ok: boolean; text: string } => {
-    const state = stateOf(rootOf(sessionID))
-    const max = config.settings.maxOverrides
-    if (!reason) return { ok: false, text: "Bypass refused: a reason is required (/anchor bypass <reason>)." }
-    if (state.passes > 0)
-      return { ok: false, text: "Bypass refused: a bypass is already pending; it lets the next blocked call run once." }
-    if (state.overridesUsed >= max) return { ok: false, text: `Error: Max overrides (${max}) reached. Cannot bypass.` }
-    state.overridesUsed++
-    state.passes = 1
-    confirm(state, Date.now())
-    log("info", `${TAG} bypass granted (${via}), override ${state.overridesUsed}/${max}: ${reason}`, {
-      reason,
-      sessionID,
-    })
-    return {
-      ok: true,
-      text: `Override ${state.overridesUsed}/${max} granted (${via}): the next blocked call in this session may run once, and the step counters are reset. Reason: ${reason}`,
-    }
+/**
+ * The one bypass path. Callers: the human's `/anchor bypass`, and anchor_bypass once the human approved. Returns what
+ * the caller shows: the refusal, or the grant.
+ */
+function bypass(anchors: Anchors, sessionID: string, reason: string, via: string): string {
+  const state = anchors.stateOf(sessionID)
+  const settings = anchors.config.settings
+  const refusal = bypassRefusal(state, reason, settings)
+  if (refusal) return refusal
+  grantPass(state, Date.now())
+  const max = settings.maxOverrides
+  anchors.log("info", `${TAG} bypass granted (${via}), override ${state.overridesUsed}/${max}: ${reason}`, {
+    reason,
+    sessionID,
+  })
+  return `Override ${state.overridesUsed}/${max} granted (${via}): the next blocked call in this session may run once, and the step counters are reset. Reason: ${reason}`
+}
+
+/** `/anchor reload`: the files read again; every session's counters and overrides reset, its role and evidence kept. */
+async function reload(anchors: Anchors): Promise<string> {
+  anchors.install(await loadConfig(anchors.paths))
+  const { config } = anchors
+  for (const state of anchors.sessions.all()) {
+    const kept = newState(state.role)
+    kept.agent = state.agent
+    kept.seen = state.seen
+    for (const text of kept.seen)
+      for (const pattern of config.seenPatterns) if (pattern.test(text)) kept.seenHits.add(pattern)
+    Object.assign(state, kept)
   }
+  anchors.reportProblems()
+  return `Reloaded: ${filesSummary(config)}; ${config.problems.length} problem(s). Counters and overrides reset; roles kept.`
+}
 
-  const reload = async (): Promise<string> => {
-    install(await loadConfig(paths))
-    for (const state of sessions.values()) {
-      const kept = newState(state.role)
-      kept.agent = state.agent
-      kept.seen = state.seen
-      for (const text of kept.seen)
-        for (const pattern of config.seenPatterns) if (pattern.test(text)) kept.seenHits.add(pattern)
-      Object.assign(state, kept)
-    }
-    reportProblems()
-    return `Reloaded: ${config.files.map((file) => `${file.label} (${file.status})`).join("; ")}; ${config.problems.length} problem(s). Counters and overrides reset; roles kept.`
+/** The human's `/anchor` command: status, bypass or reload. */
+async function runAnchorCommand(anchors: Anchors, sessionID: string, rawArguments: string): Promise<string> {
+  const text = stripArgumentQuotes(rawArguments ?? "")
+  const [sub = "", ...rest] = text.split(/\s+/)
+  switch (sub.toLowerCase()) {
+    case "bypass":
+      return bypass(anchors, sessionID, stripArgumentQuotes(rest.join(" ")), "/anchor bypass by the user")
+    case "status":
+    case "":
+      return statusText(anchors, sessionID)
+    case "reload":
+      return await reload(anchors)
+    default:
+      return `Unknown /anchor subcommand "${sub}". Use: /anchor status | /anchor bypass <reason> | /anchor reload`
   }
+}
 
-  const runAnchorCommand = async (sessionID: string, rawArguments: string): Promise<string> => {
-    const text = stripArgumentQuotes(rawArguments ?? "")
-    const [sub = "", ...rest] = text.split(/\s+/)
-    switch (sub.toLowerCase()) {
-      case "bypass":
-        return grantBypass(sessionID, stripArgumentQuotes(rest.join(" ")), "/anchor bypass by the user").text
-      case "status":
-      case "":
-        return statusText(sessionID)
-      case "reload":
-        return await reload()
-      default:
-        return `Unknown /anchor subcommand "${sub}". Use: /anchor status | /anchor bypass <reason> | /anchor reload`
-    }
-  }
-
-  // Startup: read and validate the files. No client call is awaited here.
+/**
+ * The model's anchor_bypass: refusals first (the human is not asked for what would be refused), then opencode's
+ * permission prompt `anchor-bypass`; only an approved prompt (ctx.ask resolves) reaches the bypass.
+ */
+async function askForBypass(anchors: Anchors, args: unknown, ctx: ToolContext): Promise<string> {
+  const reason = isMapping(args) && typeof args.reason === "string" ? args.reason.trim().slice(0, 500) : ""
+  const state = anchors.stateOf(ctx.sessionID)
+  const settings = anchors.config.settings
+  const refusal = bypassRefusal(state, reason, settings)
+  if (refusal) return refusal
+  if (typeof ctx?.ask !== "function") return "Bypass refused: this host cannot ask the human."
   try {
-    install(await loadConfig(paths))
+    await ctx.ask({
+      permission: "anchor-bypass",
+      patterns: [state.lastBlocked ?? "*"],
+      always: [],
+      metadata: { reason, contract: state.lastBlocked, overridesLeft: settings.maxOverrides - state.overridesUsed },
+    })
   } catch (error) {
-    failOpen("config load", error)
+    anchors.log("info", `${TAG} anchor_bypass not approved: ${(error as Error)?.message ?? error}`)
+    return "Bypass refused: the human did not approve. Do not retry the blocked call; ask the user how to proceed."
   }
-  reportProblems()
-  log("info", `${TAG} loaded: ${config.files.map((file) => `${file.label} (${file.status})`).join("; ")}`)
+  return bypass(anchors, ctx.sessionID, reason, "anchor_bypass approved by the human")
+}
 
-  const bypassArgs = {
-    reason: {
-      type: "string",
-      description: "Why this blocked call should run anyway; shown to the human, who must approve.",
-    },
-  }
-  const tools: Record<string, ToolDefinition> = {
+/** The two tools the model gets: read the status, ask the human for a bypass. */
+function anchorTools(anchors: Anchors): Record<string, ToolDefinition> {
+  return {
     anchor_status: plainTool({
       description:
         "Show the semantic-anchors contracts in force for this session: role, active contracts, counters, overrides, config problems. Read-only.",
       args: {},
-      execute: async (_args, ctx) => statusText(ctx.sessionID),
+      execute: async (_args, ctx) => statusText(anchors, ctx.sessionID),
     }),
     anchor_bypass: plainTool({
       description:
         "Ask the human to let the next blocked call run once. Needs a reason; the human must approve the permission prompt. You cannot grant it yourself.",
-      args: bypassArgs,
-      execute: async (args, ctx) => {
-        const reason = isMapping(args) && typeof args.reason === "string" ? args.reason.trim().slice(0, 500) : ""
-        if (!reason) return "anchor_bypass: a non-empty string `reason` is required."
-        const state = stateOf(rootOf(ctx.sessionID))
-        if (state.overridesUsed >= config.settings.maxOverrides)
-          return `Error: Max overrides (${config.settings.maxOverrides}) reached. Cannot bypass.`
-        if (state.passes > 0) return "A bypass is already pending; retry the blocked call."
-        if (typeof ctx?.ask !== "function") return "Bypass refused: this host cannot ask the human."
-        try {
-          await ctx.ask({
-            permission: "anchor-bypass",
-            patterns: [state.lastBlocked ?? "*"],
-            always: [],
-            metadata: {
-              reason,
-              contract: state.lastBlocked,
-              overridesLeft: config.settings.maxOverrides - state.overridesUsed,
-            },
-          })
-        } catch (error) {
-          log("info", `${TAG} anchor_bypass not approved: ${(error as Error)?.message ?? error}`)
-          return "Bypass refused: the human did not approve. Do not retry the blocked call; ask the user how to proceed."
-        }
-        return grantBypass(ctx.sessionID, reason, "anchor_bypass approved by the human").text
+      args: {
+        reason: {
+          type: "string",
+          description: "Why this blocked call should run anyway; shown to the human, who must approve.",
+        },
       },
+      execute: (args, ctx) => askForBypass(anchors, args, ctx),
     }),
   }
-
-  const hooks: Hooks = {
-    tool: tools,
-
-    config: async (cfg) => {
-      try {
-        const target = cfg as unknown as Raw
-        const commands = isMapping(target.command) ? target.command : {}
-        target.command = {
-          ...commands,
-          anchor: {
-            template:
-              "The user ran /anchor $ARGUMENTS (semantic-anchors). Report the result to the user in one or two sentences.",
-            description: "semantic-anchors: status | bypass <reason> | reload",
-          },
-        }
-        const permission = target.permission
-        if (typeof permission === "string") target.permission = { "*": permission, "anchor-bypass": "ask" }
-        else if (isMapping(permission)) {
-          permission["anchor-bypass"] ??= "ask"
-          if (permission["anchor-bypass"] === "allow")
-            log("warn", `${TAG} permission "anchor-bypass" is "allow": the model can then grant itself bypasses`)
-        } else target.permission = { "anchor-bypass": "ask" }
-      } catch (error) {
-        failOpen("config hook", error)
-      }
-    },
-
-    event: async ({ event }) => {
-      try {
-        const e = event as unknown as {
-          type?: string
-          properties?: { sessionID?: string; info?: { id?: string; parentID?: string } }
-        }
-        const info = e.properties?.info
-        const id = info?.id ?? e.properties?.sessionID
-        if (!id) return
-        if (e.type === "session.created" || e.type === "session.updated") {
-          if (info?.parentID && info.parentID !== id) {
-            parents.set(id, info.parentID)
-            if (parents.size > MAX_PARENT_LINKS) parents.delete(parents.keys().next().value as string)
-          }
-        } else if (e.type === "session.deleted") {
-          sessions.delete(id)
-          parents.delete(id)
-        }
-      } catch (error) {
-        failOpen("event", error)
-      }
-    },
-
-    "chat.message": async (hookInput, output) => {
-      try {
-        const root = rootOf(hookInput.sessionID)
-        // A subagent's prompt is written by the model: it neither confirms nor changes the role.
-        if (root !== hookInput.sessionID) return
-        const state = stateOf(root)
-        const agent = (output?.message as { agent?: string } | undefined)?.agent ?? hookInput.agent
-        if (agent !== undefined) {
-          if (state.agent !== undefined && state.agent !== agent) {
-            state.steps.clear()
-            state.touchedDirs.clear()
-          }
-          state.agent = agent
-          state.role = roleForAgent(config, agent)
-        }
-        const text = ((output?.parts ?? []) as Part[])
-          .filter((part) => part?.type === "text" && !part.synthetic && !part.ignored && typeof part.text === "string")
-          .map((part) => part.text as string)
-          .join("\n")
-        if (!text.trim() || text.startsWith(ECHO_MARK)) return // our own /anchor result is not a user message
-        recordSeen(state, text, config.seenPatterns)
-        const { confirmPattern } = config.settings
-        if (!confirmPattern || confirmPattern.test(capText(text, MESSAGE_CAP))) confirm(state, Date.now())
-        for (const hit of evaluateMessage(active(state.role), text)) {
-          toast(tipText(hit), hit.contract.mode === "info" ? "info" : "warning")
-          log(
-            hit.contract.mode === "info" ? "info" : "warn",
-            `${TAG} ${hit.contract.mode} ${hit.contract.id}: ${tipText(hit)}`,
-            { sessionID: hookInput.sessionID },
-          )
-        }
-      } catch (error) {
-        failOpen("chat.message", error)
-      }
-    },
-
-    "command.execute.before": async (hookInput, output) => {
-      if (hookInput?.command !== "anchor") return
-      try {
-        const result = await runAnchorCommand(hookInput.sessionID, hookInput.arguments)
-        const text = `${ECHO_MARK} ${stripArgumentQuotes(hookInput.arguments ?? "")}\n${result}\n(Report this to the user; do not call tools for it.)`
-        // Edit in place: opencode ignores a new array.
-        const parts = output.parts as Part[]
-        const first = parts.findIndex((part) => part?.type === "text")
-        if (first === -1) {
-          log("warn", `${TAG} /anchor: no text part to write the result into`)
-          return
-        }
-        parts[first].text = text
-        for (let i = parts.length - 1; i > first; i--) if (parts[i]?.type === "text") parts.splice(i, 1)
-      } catch (error) {
-        failOpen("command.execute.before", error)
-      }
-    },
-
-    "tool.execute.before": async (hookInput, output) => {
-      let blocked: string | undefined
-      try {
-        if (OWN_TOOLS.has(hookInput.tool)) return
-        const state = stateOf(rootOf(hookInput.sessionID))
-        const contracts = active(state.role)
-        const args = output?.args
-        const verdict = evaluateTool(contracts, hookInput.tool, args, state, env)
-        if (verdict.mode === "block") {
-          const blocking = verdict.hits.filter((hit) => hit.contract.mode === "block")
-          const ids = blocking.map((hit) => hit.contract.id).join(", ")
-          state.lastBlocked = blocking[0].contract.id
-          if (state.passes > 0) {
-            state.passes--
-            log("info", `${TAG} bypass used for ${ids} (${hookInput.tool})`, { sessionID: hookInput.sessionID })
-          } else {
-            log("warn", `${TAG} blocked ${hookInput.tool}: ${ids}`, { sessionID: hookInput.sessionID })
-            blocked = blockMessage(blocking, state, config.settings)
-          }
-        }
-        if (!blocked) {
-          recordAllowed(contracts, hookInput.tool, args, state, env)
-          const warns = verdict.hits.filter((hit) => hit.contract.mode === "warn")
-          if (warns.length) {
-            state.pendingNotes.set(hookInput.callID, warnNote(warns))
-            if (state.pendingNotes.size > MAX_PENDING_NOTES)
-              state.pendingNotes.delete(state.pendingNotes.keys().next().value as string)
-            log("warn", warnNote(warns), { sessionID: hookInput.sessionID, tool: hookInput.tool })
-          }
-          for (const hit of verdict.hits.filter((hit) => hit.contract.mode === "info")) {
-            toast(tipText(hit), "info")
-            log("info", `${TAG} ${tipText(hit)}`, { sessionID: hookInput.sessionID, tool: hookInput.tool })
-          }
-        }
-      } catch (error) {
-        failOpen("tool.execute.before", error)
-        return
-      }
-      if (blocked) throw new Error(blocked)
-    },
-
-    "tool.execute.after": async (hookInput, output) => {
-      try {
-        if (OWN_TOOLS.has(hookInput.tool)) return
-        const state = stateOf(rootOf(hookInput.sessionID))
-        const original = typeof output?.output === "string" ? output.output : ""
-        const note = state.pendingNotes.get(hookInput.callID)
-        if (note !== undefined) {
-          state.pendingNotes.delete(hookInput.callID)
-          output.output = `${original}\n\n${note}`
-        }
-        // Our own note is not evidence (it mentions "Source:" itself).
-        const seen = [typeof output?.title === "string" ? output.title : "", original].filter(Boolean).join("\n")
-        recordSeen(state, seen, config.seenPatterns)
-      } catch (error) {
-        failOpen("tool.execute.after", error)
-      }
-    },
-  }
-  return hooks
 }
 
 /**
@@ -2290,6 +2236,233 @@ function plainTool(definition: {
   execute(args: unknown, ctx: ToolContext): Promise<string>
 }): ToolDefinition {
   return definition as unknown as ToolDefinition
+}
+
+// The hooks: what opencode calls, and what we decide. Each fails open: an internal error allows and is logged once.
+
+/** opencode's config: register `/anchor`, and make `anchor-bypass` a question for the human unless the user chose. */
+async function onConfig(anchors: Anchors, cfg: HookInput<"config">): Promise<void> {
+  try {
+    const target = cfg as unknown as Raw
+    const commands = isMapping(target.command) ? target.command : {}
+    target.command = {
+      ...commands,
+      anchor: {
+        template:
+          "The user ran /anchor $ARGUMENTS (semantic-anchors). Report the result to the user in one or two sentences.",
+        description: "semantic-anchors: status | bypass <reason> | reload",
+      },
+    }
+    const permission = target.permission
+    if (typeof permission === "string") target.permission = { "*": permission, "anchor-bypass": "ask" }
+    else if (isMapping(permission)) {
+      permission["anchor-bypass"] ??= "ask"
+      if (permission["anchor-bypass"] === "allow")
+        anchors.log("warn", `${TAG} permission "anchor-bypass" is "allow": the model can then grant itself bypasses`)
+    } else target.permission = { "anchor-bypass": "ask" }
+  } catch (error) {
+    anchors.failOpen("config hook", error)
+  }
+}
+
+/** A session created or updated links a subagent to its parent; a deleted session's state goes. */
+async function onEvent(anchors: Anchors, { event }: HookInput<"event">): Promise<void> {
+  try {
+    const e = event as unknown as {
+      type?: string
+      properties?: { sessionID?: string; info?: { id?: string; parentID?: string } }
+    }
+    const info = e.properties?.info
+    const id = info?.id ?? e.properties?.sessionID
+    if (!id) return
+    if (e.type === "session.created" || e.type === "session.updated") {
+      if (info?.parentID) anchors.sessions.link(id, info.parentID)
+    } else if (e.type === "session.deleted") anchors.sessions.forget(id)
+  } catch (error) {
+    anchors.failOpen("event", error)
+  }
+}
+
+/** A user message: the agent sets the role; real text is evidence, confirms, and may earn a tip. */
+async function onChatMessage(
+  anchors: Anchors,
+  hookInput: HookInput<"chat.message">,
+  output: HookOutput<"chat.message">,
+): Promise<void> {
+  try {
+    const { config } = anchors
+    const root = anchors.sessions.rootOf(hookInput.sessionID)
+    // A subagent's prompt is written by the model: it neither confirms nor changes the role.
+    if (root !== hookInput.sessionID) return
+    const state = anchors.sessions.state(root, config.defaultRole)
+    const agent = (output?.message as { agent?: string } | undefined)?.agent ?? hookInput.agent
+    if (agent !== undefined) {
+      if (state.agent !== undefined && state.agent !== agent) {
+        state.steps.clear()
+        state.touchedDirs.clear()
+      }
+      state.agent = agent
+      state.role = roleForAgent(config, agent)
+    }
+    const text = ((output?.parts ?? []) as Part[])
+      .filter((part) => part?.type === "text" && !part.synthetic && !part.ignored && typeof part.text === "string")
+      .map((part) => part.text as string)
+      .join("\n")
+    if (!text.trim() || text.startsWith(ECHO_MARK)) return // our own /anchor result is not a user message
+    recordSeen(state, text, config.seenPatterns)
+    const { confirmPattern } = config.settings
+    if (!confirmPattern || confirmPattern.test(capText(text, MESSAGE_CAP))) confirm(state, Date.now())
+    for (const hit of evaluateMessage(anchors.active(state.role), text)) {
+      anchors.toast(tipText(hit), hit.contract.mode === "info" ? "info" : "warning")
+      anchors.log(
+        hit.contract.mode === "info" ? "info" : "warn",
+        `${TAG} ${hit.contract.mode} ${hit.contract.id}: ${tipText(hit)}`,
+        { sessionID: hookInput.sessionID },
+      )
+    }
+  } catch (error) {
+    anchors.failOpen("chat.message", error)
+  }
+}
+
+/** `/anchor ...`: run it here and put the result in the command's text, which the model then reads and reports. */
+async function onCommand(
+  anchors: Anchors,
+  hookInput: HookInput<"command.execute.before">,
+  output: HookOutput<"command.execute.before">,
+): Promise<void> {
+  if (hookInput?.command !== "anchor") return
+  try {
+    const result = await runAnchorCommand(anchors, hookInput.sessionID, hookInput.arguments)
+    const text = `${ECHO_MARK} ${stripArgumentQuotes(hookInput.arguments ?? "")}\n${result}\n(Report this to the user; do not call tools for it.)`
+    // Edit in place: opencode ignores a new array.
+    const parts = output.parts as Part[]
+    const first = parts.findIndex((part) => part?.type === "text")
+    if (first === -1) {
+      anchors.log("warn", `${TAG} /anchor: no text part to write the result into`)
+      return
+    }
+    parts[first].text = text
+    for (let i = parts.length - 1; i > first; i--) if (parts[i]?.type === "text") parts.splice(i, 1)
+  } catch (error) {
+    anchors.failOpen("command.execute.before", error)
+  }
+}
+
+/**
+ * The verdict on a tool call before it runs: the block message, or undefined when it may run. A pending pass lets
+ * one blocked call through; an allowed call is counted, its warns wait for tool.execute.after, its tips are shown.
+ */
+function decideToolCall(
+  anchors: Anchors,
+  hookInput: HookInput<"tool.execute.before">,
+  output: HookOutput<"tool.execute.before">,
+): string | undefined {
+  if (OWN_TOOLS.has(hookInput.tool)) return undefined
+  const { tool, sessionID } = hookInput
+  const state = anchors.stateOf(sessionID)
+  const contracts = anchors.active(state.role)
+  const args = output?.args
+  const verdict = evaluateTool(contracts, tool, args, state, anchors.env)
+  if (verdict.mode === "block") {
+    const blocking = verdict.hits.filter((hit) => hit.contract.mode === "block")
+    const ids = blocking.map((hit) => hit.contract.id).join(", ")
+    state.lastBlocked = blocking[0].contract.id
+    if (state.passes === 0) {
+      anchors.log("warn", `${TAG} blocked ${tool}: ${ids}`, { sessionID })
+      return blockMessage(blocking, state, anchors.config.settings)
+    }
+    state.passes--
+    anchors.log("info", `${TAG} bypass used for ${ids} (${tool})`, { sessionID })
+  }
+  recordAllowed(contracts, tool, args, state, anchors.env)
+  const warns = verdict.hits.filter((hit) => hit.contract.mode === "warn")
+  if (warns.length) {
+    state.pendingNotes.set(hookInput.callID, warnNote(warns))
+    if (state.pendingNotes.size > MAX_PENDING_NOTES)
+      state.pendingNotes.delete(state.pendingNotes.keys().next().value as string)
+    anchors.log("warn", warnNote(warns), { sessionID, tool })
+  }
+  for (const hit of verdict.hits.filter((hit) => hit.contract.mode === "info")) {
+    anchors.toast(tipText(hit), "info")
+    anchors.log("info", `${TAG} ${tipText(hit)}`, { sessionID, tool })
+  }
+  return undefined
+}
+
+/** Before a tool runs: a block is a thrown error, which opencode shows as the call's result. */
+async function onToolBefore(
+  anchors: Anchors,
+  hookInput: HookInput<"tool.execute.before">,
+  output: HookOutput<"tool.execute.before">,
+): Promise<void> {
+  let blocked: string | undefined
+  try {
+    blocked = decideToolCall(anchors, hookInput, output)
+  } catch (error) {
+    anchors.failOpen("tool.execute.before", error)
+    return
+  }
+  // Thrown outside the try on purpose: inside it, the fail-open catch would swallow the block and the call would run.
+  if (blocked) throw new Error(blocked)
+}
+
+/** After a tool ran: its pending warn note is appended to the result, and the result is evidence. */
+async function onToolAfter(
+  anchors: Anchors,
+  hookInput: HookInput<"tool.execute.after">,
+  output: HookOutput<"tool.execute.after">,
+): Promise<void> {
+  try {
+    if (OWN_TOOLS.has(hookInput.tool)) return
+    const state = anchors.stateOf(hookInput.sessionID)
+    const original = typeof output?.output === "string" ? output.output : ""
+    const note = state.pendingNotes.get(hookInput.callID)
+    if (note !== undefined) {
+      state.pendingNotes.delete(hookInput.callID)
+      output.output = `${original}\n\n${note}`
+    }
+    // Our own note is not evidence (it mentions "Source:" itself).
+    const seen = [typeof output?.title === "string" ? output.title : "", original].filter(Boolean).join("\n")
+    recordSeen(state, seen, anchors.config.seenPatterns)
+  } catch (error) {
+    anchors.failOpen("tool.execute.after", error)
+  }
+}
+
+/** Startup: paths from the plugin input, then the files read and validated. No client call is awaited here. */
+async function startAnchors(input: PluginInput | undefined): Promise<Anchors> {
+  const paths = resolvePaths(input ?? {}, process.env)
+  const guard = withResolvedLinks(guardFiles(paths), realpathOf)
+  const env: EngineEnv = {
+    paths,
+    guard,
+    match: { directory: paths.directory, worktree: paths.worktree },
+    realpath: realpathOf,
+  }
+  const anchors = new Anchors(input?.client, paths, env)
+  try {
+    anchors.install(await loadConfig(paths))
+  } catch (error) {
+    anchors.failOpen("config load", error)
+  }
+  anchors.reportProblems()
+  anchors.log("info", `${TAG} loaded: ${filesSummary(anchors.config)}`)
+  return anchors
+}
+
+// The adapter: opencode's hooks, each handed to its named function above.
+const server: Plugin = async (input) => {
+  const anchors = await startAnchors(input)
+  return {
+    tool: anchorTools(anchors),
+    config: (cfg) => onConfig(anchors, cfg),
+    event: (hookInput) => onEvent(anchors, hookInput),
+    "chat.message": (hookInput, output) => onChatMessage(anchors, hookInput, output),
+    "command.execute.before": (hookInput, output) => onCommand(anchors, hookInput, output),
+    "tool.execute.before": (hookInput, output) => onToolBefore(anchors, hookInput, output),
+    "tool.execute.after": (hookInput, output) => onToolAfter(anchors, hookInput, output),
+  }
 }
 
 export default { id: "semantic-anchors", server }
