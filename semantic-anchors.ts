@@ -19,8 +19,13 @@
  * stops a session: a broken file is skipped, a broken contract disables only itself, and every problem is reported
  * with file, key path and fix (log, one toast, `/anchor status`).
  *
- * Layout: (1) pure core: paths and globs, regexes, the built-ins and presets, the validator; (2) the rule engine:
- * session state and verdicts; (3) the opencode adapter: hooks, the /anchor command and the two tools.
+ * The bounds that keep memory flat (root sessions kept, text caps, overrides by default) are the constants below.
+ *
+ * Layout, top-down: (1) pure core, no I/O: names, paths, globs, regexes, the contract model, built-ins and presets,
+ * the validator; (2) rule engine: what an edit touches, the integrity guard, session state (RootSessions: one
+ * eviction rule, least recently used), the bypass refusals, verdicts and the texts; (3) adapter, last: the plugin
+ * instance (Anchors: config, sessions, client), `/anchor` and the two tools with their one bypass path, each hook a
+ * named function (onConfig, onEvent, onChatMessage, onCommand, onToolBefore, onToolAfter), then server().
  */
 import type { Hooks, Plugin, PluginInput, ToolContext, ToolDefinition } from "@opencode-ai/plugin"
 // @ts-ignore -- no Node types in this zero-dependency project; node:fs is built into Bun, which runs the plugin.
@@ -36,7 +41,7 @@ declare const process: { env: Record<string, string | undefined> }
 
 // Tuning constants (bounds that keep memory and time flat however long a session runs).
 export const MAX_ROOT_SESSIONS = 128 // root sessions kept; beyond this the least recently used is dropped
-const MAX_PARENT_LINKS = 4096 // child -> parent session links kept; beyond this the least recently used is dropped
+export const MAX_PARENT_LINKS = 4096 // child -> parent session links kept; beyond this the least recently used is dropped
 const MAX_SEEN = 16 // texts kept per session for re-checking `unlessSeen` after a reload
 const SEEN_CAP = 8192 // characters of one seen text that are kept and matched (head and tail)
 export const REGEX_INPUT_CAP = 10_000 // characters a user regex ever runs on

@@ -1,6 +1,6 @@
 // semantic-anchors.ts through the interface opencode uses: server(input), then the hooks.
 import { describe, expect, test } from "bun:test"
-import { MAX_ROOT_SESSIONS } from "../semantic-anchors"
+import { MAX_PARENT_LINKS, MAX_ROOT_SESSIONS } from "../semantic-anchors"
 import { edit, start } from "./fixtures/semantic-anchors/harness"
 
 const S = "ses_root"
@@ -314,12 +314,36 @@ describe("sessions and roles", () => {
     expect(await h.tool(S, "edit", edit(4))).toBeUndefined()
   })
 
-  test("the number of sessions kept is bounded: the oldest root session's state is dropped", async () => {
+  test("the number of sessions kept is bounded: the least recently used root session's state is dropped", async () => {
     const h = await start()
     for (let i = 1; i <= 3; i++) await h.tool("ses_old", "edit", edit(i))
     expect(await h.tool("ses_old", "edit", edit(4))).toBeDefined()
     for (let n = 0; n < MAX_ROOT_SESSIONS; n++) await h.tool(`ses_${n}`, "read", {})
     expect(await h.tool("ses_old", "edit", edit(4))).toBeUndefined() // a fresh state: its counter starts again
+  })
+
+  test("a root session in use is kept however many sessions came after it (least recently used, not oldest)", async () => {
+    const h = await start()
+    for (let i = 1; i <= 3; i++) await h.tool("ses_first", "edit", edit(i))
+    for (let n = 0; n < MAX_ROOT_SESSIONS * 2; n++) {
+      await h.tool(`ses_${n}`, "read", {})
+      await h.tool("ses_first", "read", {}) // still active: marked most recently used each time
+    }
+    expect(await h.tool("ses_first", "edit", edit(4))).toContain("step-confirmation") // its counter survived
+    expect(await h.tool("ses_0", "edit", edit(1))).toBeUndefined() // long unused: dropped, a fresh state
+  })
+
+  test("child -> parent links are bounded the same way: a subagent in use keeps its link to the root", async () => {
+    const h = await start()
+    await h.child(S, "ses_sub")
+    for (let i = 1; i <= 3; i++) await h.tool(S, "edit", edit(i))
+    for (let n = 0; n < MAX_PARENT_LINKS * 2; n++) {
+      await h.child(`ses_p${n}`, `ses_c${n}`)
+      if (n % 1000 === 0) await h.tool("ses_sub", "read", {}) // the subagent is still working
+    }
+    expect(await h.tool("ses_sub", "edit", edit(4))).toContain("step-confirmation") // still counts toward S
+    for (let n = 0; n < MAX_PARENT_LINKS; n++) await h.child(`ses_q${n}`, `ses_d${n}`)
+    expect(await h.tool("ses_sub", "edit", edit(4))).toBeUndefined() // unused since: its link was dropped
   })
 
   test("deterministic: the same config and events give the same verdicts", async () => {
@@ -437,6 +461,26 @@ describe("bypass: only the human grants it", () => {
     ])
     expect(await h.tool(S, "edit", edit(4))).toBeUndefined()
   })
+
+  // [case, global settings, a pass granted first, reason, words both paths say]
+  test.each([
+    ["no reason", "", false, "", "Bypass refused: a reason is required"],
+    ["a pass already pending", "", true, "please", "Bypass refused: a bypass is already pending"],
+    ["no overrides left", "settings: { maxOverrides: 0 }\n", false, "please", "Max overrides (0) reached"],
+  ] as const)(
+    "refused (%s): /anchor bypass and anchor_bypass say the same words, and the human is not asked",
+    async (_, settings, passFirst, reason, words) => {
+      const h = await start({ global: `version: 1\n${settings}` })
+      if (passFirst) expect(await h.command(S, "bypass first")).toContain("Override 1/3 granted")
+      let asked = 0
+      const counting = async () => void asked++
+      const byTool = await h.hooks.tool.anchor_bypass.execute({ reason } as never, h.ctx(S, counting))
+      expect(byTool).toContain(words)
+      expect(await h.command(S, `bypass ${reason}`)).toContain(`\n${byTool}\n`)
+      expect(asked).toBe(0)
+      expect(await h.status(S)).toContain(`overrides: ${passFirst ? 1 : 0} used`)
+    },
+  )
 
   test("no model-reachable path grants a bypass", async () => {
     const h = await start({
