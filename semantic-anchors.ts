@@ -40,8 +40,8 @@ declare const Bun: {
 declare const process: { env: Record<string, string | undefined> }
 
 // Tuning constants (bounds that keep memory and time flat however long a session runs).
-export const MAX_ROOT_SESSIONS = 128 // root sessions kept; beyond this the least recently used is dropped
-export const MAX_PARENT_LINKS = 4096 // child -> parent session links kept; beyond this the least recently used is dropped
+export const MAX_ROOT_SESSIONS = 128 // root sessions kept; the least recently used is dropped beyond
+export const MAX_PARENT_LINKS = 4096 // child -> parent links kept; the least recently used is dropped beyond
 const MAX_SEEN = 16 // texts kept per session for re-checking `unlessSeen` after a reload
 const SEEN_CAP = 8192 // characters of one seen text that are kept and matched (head and tail)
 export const REGEX_INPUT_CAP = 10_000 // characters a user regex ever runs on
