@@ -370,6 +370,12 @@ type Trigger =
   | { type: "spread"; maxDirs: number }
   | { type: "integrity" }
 
+/**
+ * Who locked a contract, so a refusal can say who may change it: the plugin (guard-integrity; no file may) or the
+ * global file (only that file may; the project file may not).
+ */
+type Lock = { by: "plugin" } | { by: "global"; file: string }
+
 type Contract = {
   id: string
   description: string
@@ -378,7 +384,7 @@ type Contract = {
   anchorRefs: string[]
   roles: string[] | null // null: built-ins -> their presets only; file contracts -> every role
   enabled: boolean
-  locked: boolean
+  lockedBy: Lock | null // null: not locked
   trigger: Trigger
   origin: string // "built-in" or the file label that defined or last changed it
   builtin: boolean
@@ -400,7 +406,7 @@ function builtinContracts(): Contract[] {
     anchorRefs: [] as string[],
     roles: null,
     enabled: true,
-    locked: false,
+    lockedBy: null,
     origin: "built-in",
     builtin: true,
   }
@@ -412,7 +418,7 @@ function builtinContracts(): Contract[] {
       message: "These files define the rules the agent works under; only the human changes them.",
       mode: "block",
       anchorRefs: ["meaningful-human-control"],
-      locked: true,
+      lockedBy: { by: "plugin" },
       trigger: { type: "integrity" },
     },
     {
@@ -552,17 +558,26 @@ export function formatProblem(problem: Problem): string {
 
 type Settings = { maxOverrides: number; confirmPattern: RegExp | null }
 
-/** The merged, compiled configuration the engine runs on. */
-type Config = {
-  settings: Settings
+/** Which role an agent gets, and which contracts a role's preset names. */
+type RoleView = {
   defaultRole: string
   agents: Map<string, string> // opencode agent name -> role
   presets: Map<string, string[]> // role -> contract ids
-  presetsBeforeProject: Map<string, string[]> // what locked contracts keep when the project file edits presets
+}
+
+/** The merged, compiled configuration the engine runs on. */
+type Config = RoleView & {
+  settings: Settings
+  globalView: RoleView // the roles and presets after the global file: where the locked contracts keep applying
   contracts: Map<string, Contract> // merge order
   seenPatterns: RegExp[] // every distinct `unlessSeen`, tested once per seen text
   problems: Problem[]
   files: { label: string; status: string }[]
+}
+
+/** A copy of the roles and presets, which later files then cannot change. */
+function copyView(view: RoleView): RoleView {
+  return { defaultRole: view.defaultRole, agents: new Map(view.agents), presets: new Map(view.presets) }
 }
 
 function defaultConfig(): Config {
@@ -570,15 +585,18 @@ function defaultConfig(): Config {
   for (const contract of builtinContracts()) contracts.set(contract.id, contract)
   const presets = new Map<string, string[]>()
   for (const role of ROLES) presets.set(role, [...BUILTIN_PRESETS[role].contracts])
-  return {
-    settings: { maxOverrides: DEFAULT_MAX_OVERRIDES, confirmPattern: null },
+  const view: RoleView = {
     defaultRole: "software-developer",
     agents: new Map([
       ["build", "software-developer"],
       ["plan", "software-architect"],
     ]),
     presets,
-    presetsBeforeProject: presets,
+  }
+  return {
+    settings: { maxOverrides: DEFAULT_MAX_OVERRIDES, confirmPattern: null },
+    ...view,
+    globalView: copyView(view),
     contracts,
     seenPatterns: [],
     problems: [],
@@ -892,6 +910,14 @@ function compileTrigger(spec: unknown, keyPath: string, r: Reporter, mode: Mode 
 /** Which layer a file is: the project file cannot change what the global file locked. */
 type FileLayer = "global" | "project"
 
+/** Why a file may not change a locked contract, naming who locked it and who may change it; undefined: it may. */
+function lockRefusal(id: string, lock: Lock, layer: FileLayer): string | undefined {
+  if (lock.by === "plugin")
+    return `contract "${id}" is locked by the plugin; no file can change or disable it. Remove this entry`
+  if (layer === "global") return undefined
+  return `contract "${id}" is locked by the global file (${lock.file}); the project file cannot change or disable it. Remove this entry, or change it in the global file`
+}
+
 function applyContracts(config: Config, list: unknown, layer: FileLayer, r: Reporter): void {
   if (!Array.isArray(list)) {
     r.error("contracts", `must be a list of contracts (got ${describe(list)}); start each one with "- id: ..."`)
@@ -932,11 +958,9 @@ function applyContracts(config: Config, list: unknown, layer: FileLayer, r: Repo
     }
     seen.set(id, index)
     const existing = config.contracts.get(id)
-    if (existing?.locked && (existing.builtin || layer === "project")) {
-      r.error(
-        keyPath,
-        `contract "${id}" is locked by ${existing.builtin ? "the plugin" : "the global file"}; ${existing.builtin ? "no file" : "the project file"} can change or disable it. Remove this entry${existing.builtin ? "" : " or change it in the global file"}`,
-      )
+    const refusal = existing?.lockedBy ? lockRefusal(id, existing.lockedBy, layer) : undefined
+    if (refusal) {
+      r.error(keyPath, refusal)
       return
     }
     const mode = entry.mode
@@ -1001,7 +1025,7 @@ function applyContracts(config: Config, list: unknown, layer: FileLayer, r: Repo
     }
     if (r.errors > errorsBefore) return // an invalid contract disables only itself
     const merged: Contract = {
-      ...(existing ?? { anchorRefs: [], roles: null, enabled: true, locked: false, builtin: false }),
+      ...(existing ?? { anchorRefs: [], roles: null, enabled: true, lockedBy: null, builtin: false }),
       id,
       description: (entry.description as string | undefined) ?? existing?.description ?? "",
       mode: validMode ?? existing!.mode,
@@ -1012,13 +1036,14 @@ function applyContracts(config: Config, list: unknown, layer: FileLayer, r: Repo
     if (anchorRefs) merged.anchorRefs = anchorRefs
     if (roles) merged.roles = roles
     if (entry.enabled !== undefined) merged.enabled = entry.enabled as boolean
-    if (entry.locked !== undefined && layer === "global") merged.locked = entry.locked as boolean
+    if (entry.locked !== undefined && layer === "global")
+      merged.lockedBy = entry.locked ? { by: "global", file: r.file } : null
     config.contracts.set(id, merged)
   })
 }
 
-function knownRoles(config: Config): Set<string> {
-  return new Set<string>([...ROLES, ...config.presets.keys()])
+function knownRoles(view: RoleView): Set<string> {
+  return new Set<string>([...ROLES, ...view.presets.keys()])
 }
 
 function applyPresets(config: Config, presets: unknown, r: Reporter): void {
@@ -1045,7 +1070,6 @@ function applyPresets(config: Config, presets: unknown, r: Reporter): void {
       const hint = didYouMean(role, ROLES)
       if (hint) r.warn(keyPath, `"${role}" is not a Semantic-Anchors role${hint}; it is kept as a custom role`)
     }
-    if (config.presets === config.presetsBeforeProject) config.presets = new Map(config.presets)
     config.presets.set(role, kept)
   }
 }
@@ -1088,6 +1112,42 @@ function applyRoles(config: Config, roles: unknown, r: Reporter): void {
       config.agents.set(agent, role)
     }
   }
+}
+
+/**
+ * Locks hold (activeContracts keeps them in force); this reports each project `roles` or `presets` entry that tries
+ * to drop a locked contract, so the project's author learns it has no effect there. The rest of the entry applies.
+ */
+function reportDroppedLocks(config: Config, r: Reporter): void {
+  const lockedBy = (contract: Contract) =>
+    contract.lockedBy?.by === "global" ? `the global file (${contract.lockedBy.file})` : "the plugin"
+  const dropped = (locked: Contract[], kept: Contract[]) => locked.filter((contract) => !kept.includes(contract))
+  const global = config.globalView
+  for (const role of new Set([...global.presets.keys(), ...config.presets.keys()])) {
+    const locked = contractsOfRole(config, global.presets, role).filter((contract) => contract.lockedBy)
+    for (const contract of dropped(locked, contractsOfRole(config, config.presets, role)))
+      r.error(
+        join("presets", role),
+        `leaves out contract "${contract.id}", locked by ${lockedBy(contract)}; it stays in force for every agent with role "${role}" under the global file's roles. Add it to this preset, or unlock the contract in the global file`,
+      )
+  }
+  const remapped = (agent: string | undefined) => roleForAgent(config, agent) !== roleForAgent(global, agent)
+  const droppedFor = (agent: string | undefined) =>
+    dropped(lockedForAgent(config, agent), contractsOfRole(config, config.presets, roleForAgent(config, agent)))
+  for (const agent of config.agents.keys()) {
+    if (!remapped(agent)) continue
+    for (const contract of droppedFor(agent))
+      r.error(
+        join("roles.agents", agent),
+        `maps agent "${agent}" to "${roleForAgent(config, agent)}", which would drop contract "${contract.id}", locked by ${lockedBy(contract)}; it stays in force for this agent. Remove the mapping, or unlock the contract in the global file`,
+      )
+  }
+  if (!remapped(undefined)) return
+  for (const contract of droppedFor(undefined))
+    r.error(
+      "roles.default",
+      `gives the agents not in roles.agents the role "${config.defaultRole}", which would drop contract "${contract.id}", locked by ${lockedBy(contract)}; it stays in force for those agents. Remove roles.default here, or unlock the contract in the global file`,
+    )
 }
 
 function applySettings(config: Config, settings: unknown, r: Reporter): void {
@@ -1141,13 +1201,13 @@ function applyFile(config: Config, raw: unknown, file: string, layer: FileLayer)
     return "ignored"
   }
   r.unknownKeys(raw, SCHEMA_KEYS.top, "")
-  if (layer === "project") config.presetsBeforeProject = config.presets
   const before = config.contracts.size
   if (raw.contracts !== undefined && raw.contracts !== null) applyContracts(config, raw.contracts, layer, r)
   if (raw.presets !== undefined) applyPresets(config, raw.presets, r)
-  if (layer !== "project") config.presetsBeforeProject = config.presets
   if (raw.roles !== undefined) applyRoles(config, raw.roles, r)
   if (raw.settings !== undefined) applySettings(config, raw.settings, r)
+  if (layer === "global") config.globalView = copyView(config)
+  else reportDroppedLocks(config, r)
   const added = config.contracts.size - before
   return `loaded${added ? `, ${added} new contract${added === 1 ? "" : "s"}` : ""}`
 }
@@ -1715,28 +1775,46 @@ function grantPass(state: SessionState, now: number): void {
 }
 
 /** The role an agent gets: the configured mapping, else the agent's own name when it is a role, else the default. */
-function roleForAgent(config: Config, agent: string | undefined): string {
-  if (agent === undefined) return config.defaultRole
-  return config.agents.get(agent) ?? (knownRoles(config).has(agent) ? agent : config.defaultRole)
+function roleForAgent(view: RoleView, agent: string | undefined): string {
+  if (agent === undefined) return view.defaultRole
+  return view.agents.get(agent) ?? (knownRoles(view).has(agent) ? agent : view.defaultRole)
 }
 
 /**
- * Active contracts of a role, in a fixed order: guard-integrity, the role's preset, then file contracts whose
- * `roles` are absent, "*" or name the role; locked contracts keep what the global layer gave them.
+ * The contracts a role gets from one set of presets, in a fixed order: guard-integrity, the role's preset, then
+ * file contracts whose `roles` are absent, "*" or name the role.
  */
-function activeContracts(config: Config, role: string): Contract[] {
+function contractsOfRole(config: Config, presets: RoleView["presets"], role: string): Contract[] {
   const active: Contract[] = []
   const add = (contract: Contract | undefined) => {
     if (contract && contract.enabled && !active.includes(contract)) active.push(contract)
   }
   add(config.contracts.get("guard-integrity"))
-  for (const id of config.presets.get(role) ?? []) add(config.contracts.get(id))
+  for (const id of presets.get(role) ?? []) add(config.contracts.get(id))
   for (const contract of config.contracts.values()) {
     const forRole =
       contract.roles === null ? !contract.builtin : contract.roles.includes("*") || contract.roles.includes(role)
     if (forRole) add(contract)
-    if (contract.locked && (config.presetsBeforeProject.get(role) ?? []).includes(contract.id)) add(contract)
   }
+  return active
+}
+
+/** The locked contracts an agent gets under the global file's roles and presets (globalView). */
+function lockedForAgent(config: Config, agent: string | undefined): Contract[] {
+  const globalRole = roleForAgent(config.globalView, agent)
+  return contractsOfRole(config, config.globalView.presets, globalRole).filter((contract) => contract.lockedBy)
+}
+
+/**
+ * The one decision on what applies to a session: the contracts of its role, plus the locked contracts its agent
+ * gets under the global file's roles and presets. Why the agent too: a lock must hold whatever the project file says
+ * about `roles` or `presets`, and a project that maps the agent to another role (or edits the role's preset) would
+ * otherwise drop a contract the global file locked for it. The project file cannot change a locked contract itself
+ * (lockRefusal), so its global definition is the one in `config.contracts`.
+ */
+function activeContracts(config: Config, role: string, agent: string | undefined): Contract[] {
+  const active = contractsOfRole(config, config.presets, role)
+  for (const contract of lockedForAgent(config, agent)) if (!active.includes(contract)) active.push(contract)
   return active
 }
 
@@ -2082,10 +2160,11 @@ class Anchors {
     this.activeCache = new Map()
   }
 
-  /** The active contracts of a role, computed once per config. */
-  active(role: string): Contract[] {
-    let list = this.activeCache.get(role)
-    if (!list) this.activeCache.set(role, (list = activeContracts(this.config, role)))
+  /** The active contracts of a role and agent (locks follow the agent), computed once per config. */
+  active(role: string, agent: string | undefined): Contract[] {
+    const key = `${role}\0${agent ?? ""}`
+    let list = this.activeCache.get(key)
+    if (!list) this.activeCache.set(key, (list = activeContracts(this.config, role, agent)))
     return list
   }
 
@@ -2108,7 +2187,7 @@ function statusText(anchors: Anchors, sessionID: string): string {
   const lines = [`semantic-anchors status (session ${sessionID}${root !== sessionID ? `, root ${root}` : ""})`]
   lines.push(`role: ${state.role}${state.agent ? ` (agent ${state.agent})` : ""}`)
   lines.push("active contracts:")
-  for (const contract of anchors.active(state.role)) {
+  for (const contract of anchors.active(state.role, state.agent)) {
     const trigger = contract.trigger
     const counter =
       trigger.type === "state"
@@ -2116,7 +2195,7 @@ function statusText(anchors: Anchors, sessionID: string): string {
         : ""
     const spread = trigger.type === "spread" ? ` (${state.touchedDirs.size} top-level directories touched)` : ""
     lines.push(
-      `  ${effectiveMode(contract).padEnd(5)} ${contract.id}${contract.locked ? " [locked]" : ""}${counter}${spread} - ${contract.description}`,
+      `  ${effectiveMode(contract).padEnd(5)} ${contract.id}${contract.lockedBy ? " [locked]" : ""}${counter}${spread} - ${contract.description}`,
     )
   }
   const max = config.settings.maxOverrides
@@ -2317,7 +2396,7 @@ async function onChatMessage(
     recordSeen(state, text, config.seenPatterns)
     const { confirmPattern } = config.settings
     if (!confirmPattern || confirmPattern.test(capText(text, MESSAGE_CAP))) confirm(state, Date.now())
-    for (const hit of evaluateMessage(anchors.active(state.role), text)) {
+    for (const hit of evaluateMessage(anchors.active(state.role, state.agent), text)) {
       anchors.toast(tipText(hit), hit.contract.mode === "info" ? "info" : "warning")
       anchors.log(
         hit.contract.mode === "info" ? "info" : "warn",
@@ -2366,7 +2445,7 @@ function decideToolCall(
   if (OWN_TOOLS.has(hookInput.tool)) return undefined
   const { tool, sessionID } = hookInput
   const state = anchors.stateOf(sessionID)
-  const contracts = anchors.active(state.role)
+  const contracts = anchors.active(state.role, state.agent)
   const args = output?.args
   const verdict = evaluateTool(contracts, tool, args, state, anchors.env)
   if (verdict.mode === "block") {

@@ -4,7 +4,7 @@ import { describe, expect, test } from "bun:test"
 import { mkdirSync, readdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import { ANCHOR_IDS, BUILTIN_PRESETS, ROLES, SCHEMA_KEYS } from "../semantic-anchors"
-import { PROJECT_FILE, edit, start } from "./fixtures/semantic-anchors/harness"
+import { type Harness, PROJECT_FILE, edit, start } from "./fixtures/semantic-anchors/harness"
 
 const S = "ses_cfg"
 const CORPUS = join(import.meta.dir, "fixtures/semantic-anchors/malformed")
@@ -160,30 +160,253 @@ describe("files and merging", () => {
 })
 
 describe("locked contracts vs the project file", () => {
-  const global =
-    "version: 1\ncontracts:\n  - id: no-force-push\n    description: Never rewrite shared history.\n    mode: block\n    locked: true\n    trigger: { type: tool, tools: [bash], args: { command: { regex: '\\bgit\\s+push\\b.*\\s(--force|-f)\\b' } } }\n  - id: step-confirmation\n    locked: true\n"
+  const FORCE_PUSH = "git push --force origin main"
+  const noForcePush = (extra: string) =>
+    `  - id: no-force-push\n    description: Never rewrite shared history.\n    mode: block\n${extra}    trigger: { type: tool, tools: [bash], args: { command: { regex: '\\bgit\\s+push\\b.*\\s(--force|-f)\\b' } } }\n`
+  const global = `version: 1\ncontracts:\n${noForcePush("    locked: true\n")}  - id: step-confirmation\n    locked: true\n`
 
-  test("the project file cannot disable or change a locked contract", async () => {
+  /** Error problems of a harness, as opencode's log has them: `[semantic-anchors] <file>: <keyPath>: <text>`. */
+  const errorLines = (h: Harness) =>
+    h.logs.filter((l) => l.level === "error").map((l) => l.message.replace(h.dirs.globalFile, "<global>"))
+
+  // Who locked a contract decides who may change it, and the refusal says so.
+  const refusals: [string, { global?: string; project?: string }, string][] = [
+    [
+      "a built-in locked by the plugin, from the project file",
+      { project: "version: 1\ncontracts:\n  - { id: guard-integrity, enabled: false }\n" },
+      `[semantic-anchors] ${PROJECT_FILE}: contracts[0]: contract "guard-integrity" is locked by the plugin; no file can change or disable it. Remove this entry`,
+    ],
+    [
+      "a built-in locked by the plugin, from the global file",
+      { global: "version: 1\ncontracts:\n  - { id: guard-integrity, mode: warn }\n" },
+      `[semantic-anchors] <global>: contracts[0]: contract "guard-integrity" is locked by the plugin; no file can change or disable it. Remove this entry`,
+    ],
+    [
+      "a file contract locked by the global file, from the project file",
+      { global, project: "version: 1\ncontracts:\n  - { id: no-force-push, enabled: false }\n" },
+      `[semantic-anchors] ${PROJECT_FILE}: contracts[0]: contract "no-force-push" is locked by the global file (<global>); the project file cannot change or disable it. Remove this entry, or change it in the global file`,
+    ],
+    [
+      "a built-in locked by the global file, from the project file",
+      { global, project: "version: 1\ncontracts:\n  - { id: step-confirmation, mode: info }\n" },
+      `[semantic-anchors] ${PROJECT_FILE}: contracts[0]: contract "step-confirmation" is locked by the global file (<global>); the project file cannot change or disable it. Remove this entry, or change it in the global file`,
+    ],
+  ]
+  for (const [name, files, line] of refusals) {
+    test(`refused with who locked it: ${name}`, async () => {
+      const h = await start(files)
+      expect(errorLines(h)).toEqual([line])
+    })
+  }
+
+  test("a refused change leaves the locked contract as the global file has it", async () => {
     const project =
       "version: 1\ncontracts:\n  - id: no-force-push\n    enabled: false\n  - id: step-confirmation\n    mode: info\n"
     const h = await start({ global, project })
-    const status = await h.status(S)
-    expect(status).toContain(
-      `error: ${PROJECT_FILE}: contracts[0]: contract "no-force-push" is locked by the global file; the project file can change or disable it. Remove this entry or change it in the global file`.replace(
-        "the project file can change",
-        "the project file can change",
-      ),
-    )
-    expect(await h.tool(S, "bash", { command: "git push --force origin main" })).toContain("no-force-push")
-    for (let i = 1; i <= 3; i++) await h.tool(S, "edit", edit(i))
-    expect(await h.tool(S, "edit", edit(4))).toContain("step-confirmation")
+    expect(errorLines(h).length).toBe(2)
+    await h.user(S, "go", "build")
+    expect(await h.tool(S, "bash", { command: FORCE_PUSH })).toContain('Contract "no-force-push"')
+    for (let i = 1; i <= 3; i++) expect((await h.run(S, "edit", edit(i))).blocked).toBeUndefined()
+    expect((await h.run(S, "edit", edit(4))).blocked).toContain('Contract "step-confirmation"')
   })
 
-  test("the project's presets cannot drop a locked built-in from a role either", async () => {
+  // Locks hold: the project's roles and presets cannot drop a locked contract from an agent the global file's roles
+  // and presets gave it to. Each row: the files, the agent, whether the locked contract still applies, the error.
+  type LockCase = {
+    name: string
+    global: string
+    project: string
+    agent: string
+    check: "force-push" | "4th edit"
+    holds: boolean // the contract still blocks for this agent
+    role: string // the session's role: the rest of the project's mapping applies
+    errors: string[]
+  }
+  const dropNote = (keyPath: string, what: string, id: string, stays: string, fix: string) =>
+    `[semantic-anchors] ${PROJECT_FILE}: ${keyPath}: ${what}contract "${id}", locked by the global file (<global>); it stays in force for ${stays}. ${fix}, or unlock the contract in the global file`
+  const lockedForDevelopers = `version: 1\ncontracts:\n${noForcePush("    locked: true\n    roles: [software-developer]\n")}`
+  const lockedStep = "version: 1\ncontracts:\n  - id: step-confirmation\n    locked: true\n"
+  const cases: LockCase[] = [
+    {
+      name: "locked file contract, project roles.agents.build remaps build",
+      global: lockedForDevelopers,
+      project: "version: 1\nroles:\n  agents: { build: team-lead }\n",
+      agent: "build",
+      check: "force-push",
+      holds: true,
+      role: "team-lead",
+      errors: [
+        dropNote(
+          "roles.agents.build",
+          'maps agent "build" to "team-lead", which would drop ',
+          "no-force-push",
+          "this agent",
+          "Remove the mapping",
+        ),
+      ],
+    },
+    {
+      name: "locked file contract, project roles.default remaps agents not in the map",
+      global: lockedForDevelopers,
+      project: "version: 1\nroles:\n  default: team-lead\n",
+      agent: "coder",
+      check: "force-push",
+      holds: true,
+      role: "team-lead",
+      errors: [
+        dropNote(
+          "roles.default",
+          'gives the agents not in roles.agents the role "team-lead", which would drop ',
+          "no-force-push",
+          "those agents",
+          "Remove roles.default here",
+        ),
+      ],
+    },
+    {
+      name: "locked file contract, project maps an agent the global file left to the default",
+      global: lockedForDevelopers,
+      project: "version: 1\nroles:\n  agents: { docs: technical-writer }\n",
+      agent: "docs",
+      check: "force-push",
+      holds: true,
+      role: "technical-writer",
+      errors: [
+        dropNote(
+          "roles.agents.docs",
+          'maps agent "docs" to "technical-writer", which would drop ',
+          "no-force-push",
+          "this agent",
+          "Remove the mapping",
+        ),
+      ],
+    },
+    {
+      name: "locked built-in reaching a role through a global preset, project roles.agents.build remaps build",
+      global: lockedStep,
+      project: "version: 1\nroles:\n  agents: { build: team-lead }\n",
+      agent: "build",
+      check: "4th edit",
+      holds: true,
+      role: "team-lead",
+      errors: [
+        dropNote(
+          "roles.agents.build",
+          'maps agent "build" to "team-lead", which would drop ',
+          "step-confirmation",
+          "this agent",
+          "Remove the mapping",
+        ),
+      ],
+    },
+    {
+      name: "locked built-in reaching a role through a global file preset, project presets edit drops it",
+      global: `${lockedStep}presets:\n  team-lead: [step-confirmation, intent-anchor]\nroles:\n  agents: { build: team-lead }\n`,
+      project: "version: 1\npresets:\n  team-lead: [intent-anchor]\n",
+      agent: "build",
+      check: "4th edit",
+      holds: true,
+      role: "team-lead",
+      errors: [
+        dropNote(
+          "presets.team-lead",
+          "leaves out ",
+          "step-confirmation",
+          'every agent with role "team-lead" under the global file\'s roles',
+          "Add it to this preset",
+        ),
+      ],
+    },
+    {
+      name: "control: an unlocked file contract is switched off by the remap",
+      global: `version: 1\ncontracts:\n${noForcePush("    roles: [software-developer]\n")}`,
+      project: "version: 1\nroles:\n  agents: { build: team-lead }\n",
+      agent: "build",
+      check: "force-push",
+      holds: false,
+      role: "team-lead",
+      errors: [],
+    },
+    {
+      name: "control: an unlocked built-in is switched off by the remap",
+      global: "version: 1\n",
+      project: "version: 1\nroles:\n  agents: { build: team-lead }\n",
+      agent: "build",
+      check: "4th edit",
+      holds: false,
+      role: "team-lead",
+      errors: [],
+    },
+    {
+      name: "control: a lock does not reach an agent the global file never gave it to",
+      global: lockedForDevelopers,
+      project: "version: 1\nroles:\n  agents: { build: team-lead }\n",
+      agent: "plan",
+      check: "force-push",
+      holds: false,
+      role: "software-architect",
+      errors: [expect.stringContaining("roles.agents.build") as unknown as string],
+    },
+  ]
+  for (const c of cases) {
+    test(`${c.name}: ${c.holds ? "still in force" : "off"} for agent ${c.agent}`, async () => {
+      const h = await start({ global: c.global, project: c.project })
+      expect(errorLines(h)).toEqual(c.errors)
+      await h.user(S, "go", c.agent)
+      const status = await h.status(S)
+      expect(status).toContain(`role: ${c.role} (agent ${c.agent})`)
+      if (c.check === "force-push") {
+        const result = await h.tool(S, "bash", { command: FORCE_PUSH })
+        if (c.holds) expect(result).toContain('Contract "no-force-push"')
+        else expect(result).toBeUndefined()
+      } else {
+        for (let i = 1; i <= 3; i++) await h.run(S, "edit", edit(i))
+        const result = (await h.run(S, "edit", edit(4))).blocked
+        if (c.holds) expect(result).toContain('Contract "step-confirmation"')
+        else expect(result).toBeUndefined()
+      }
+    })
+  }
+
+  test("the rest of the project's mapping applies: the remapped agent gets its new role's preset too", async () => {
+    const h = await start({
+      global: lockedForDevelopers,
+      project: "version: 1\nroles:\n  agents: { build: team-lead }\n",
+    })
+    await h.user(S, "go", "build")
+    expect(activeIds(await h.status(S))).toEqual([
+      "guard-integrity",
+      "intent-anchor",
+      "emergence-anchor",
+      "no-force-push",
+    ])
+  })
+
+  test("the same locks hold before the first user message names the agent (the global default role)", async () => {
     const h = await start({ global, project: "version: 1\npresets:\n  software-developer: [intent-anchor]\n" })
     const ids = activeIds(await h.status(S))
     expect(ids).toContain("step-confirmation")
     expect(ids).not.toContain("source-anchor") // unlocked ones follow the project's preset
+    expect(errorLines(h)).toEqual([
+      dropNote(
+        "presets.software-developer",
+        "leaves out ",
+        "step-confirmation",
+        'every agent with role "software-developer" under the global file\'s roles',
+        "Add it to this preset",
+      ),
+    ])
+  })
+
+  test("one session switching agents gets each agent's locks", async () => {
+    const h = await start({
+      global: lockedForDevelopers,
+      project: "version: 1\nroles:\n  agents: { build: team-lead, plan: team-lead }\n",
+    })
+    await h.user(S, "go", "plan")
+    expect(await h.tool(S, "bash", { command: FORCE_PUSH })).toBeUndefined()
+    await h.user(S, "go", "build")
+    expect(await h.tool(S, "bash", { command: FORCE_PUSH })).toContain('Contract "no-force-push"')
   })
 
   test("locked in the project file is ignored with a warning; the global file can still change its own contracts", async () => {
