@@ -955,6 +955,45 @@ describe("the README section is true", () => {
     for (const sample of [block, warn, tip, bypass]) expect(section).toContain("```\n" + sample + "\n```")
   })
 
+  test("What a lock covers: each report in the table and the log sample are what the plugin produces", async () => {
+    const lockSection = section.slice(section.indexOf("### What a lock covers"), section.indexOf("### Built-in"))
+    const HOME_LABEL = "~/.config/opencode/opencode-semantic-anchors.yaml"
+    const locked = (roles: string) =>
+      `version: 1\ncontracts:\n  - id: no-force-push\n    description: Never rewrite shared history.\n    mode: block\n    locked: true\n${roles}    trigger: { type: tool, tools: [bash], args: { command: { contains: push } } }\n  - { id: step-confirmation, locked: true }\n`
+    const scenarios = [
+      { global: locked(""), project: "version: 1\ncontracts:\n  - { id: no-force-push, enabled: false }\n" },
+      { project: "version: 1\ncontracts:\n  - { id: guard-integrity, enabled: false }\n" },
+      {
+        global: locked("    roles: [software-developer]\n"),
+        project: "version: 1\nroles:\n  agents: { build: team-lead }\n",
+      },
+      { global: locked("    roles: [software-developer]\n"), project: "version: 1\nroles:\n  default: team-lead\n" },
+      { global: locked(""), project: "version: 1\npresets:\n  software-developer: []\n" },
+    ]
+    const lines: string[] = []
+    for (const files of scenarios) {
+      const h = await start(files)
+      for (const l of h.logs.filter((l) => l.level === "error"))
+        lines.push(l.message.replace(h.dirs.globalFile, HOME_LABEL).replace(`[semantic-anchors] ${PROJECT_FILE}: `, ""))
+    }
+    // The table's third column: a full text, or a pattern where "..." stands for the rest and <agent>, <role> for names.
+    const cells = [...lockSection.matchAll(/ \| `((?:contracts\[0\]|roles\.|presets\.)[^`]*)` \|$/gm)].map((m) => m[1])
+    expect(cells.length).toBe(5)
+    for (const cell of cells) {
+      const pattern = cell
+        .split("...")
+        .map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&").replace(/<agent>|<role>/g, "[a-z-]+"))
+        .join(".*")
+      expect({ cell, matched: lines.some((line) => new RegExp(`^${pattern}$`).test(line)) }).toEqual({
+        cell,
+        matched: true,
+      })
+    }
+    const sample = /```\n(\[semantic-anchors\] [^\n]*roles\.agents\.build[^\n]*)\n```/.exec(lockSection)?.[1]
+    expect(sample).toBeDefined()
+    expect(lines.map((line) => `[semantic-anchors] ${PROJECT_FILE}: ${line}`)).toContain(sample!)
+  })
+
   test("the problem samples and the corpus size are real", () => {
     const samples = [...section.matchAll(/^(error|warning): \.opencode\/opencode-semantic-anchors\.yaml: (.+)$/gm)]
     expect(samples.length).toBe(2)
