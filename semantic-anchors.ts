@@ -47,6 +47,7 @@ const SEEN_CAP = 8192 // characters of one seen text that are kept and matched (
 export const REGEX_INPUT_CAP = 10_000 // characters a user regex ever runs on
 const MESSAGE_CAP = 20_000 // characters of a user message that message contracts look at
 const MAX_PENDING_NOTES = 256 // warn notes waiting for their tool.execute.after
+const MAX_RESERVED = 256 // counted calls waiting to be known as run (tool.execute.after) or not (an error part)
 const MAX_LOGGED_PROBLEMS = 50 // config problems logged per file; the rest are counted (status lists all)
 const DEFAULT_MAX_OVERRIDES = 3
 const SERVICE = "semantic-anchors"
@@ -1469,37 +1470,203 @@ function isGuardPath(abs: string, guard: GuardFiles): boolean {
   return guard.exact.has(abs) || CONFIG_BASENAME.test(abs) || PLUGIN_DIR_FILE.test(abs)
 }
 
-/** First words of commands that only read: a guard file named in them is read, not changed. */
-const READ_ONLY_COMMANDS = new Set([
-  "cat",
-  "less",
-  "more",
-  "head",
-  "tail",
+/**
+ * Whether a bash command only looks around (lists, reads, searches, asks git what is there) and so is not a changing
+ * step. A small quote-aware scan, not a shell: it splits the command into simple commands at unquoted `|`, `||`,
+ * `&&`, `;`, `&`, newlines and parentheses, and calls the whole command read-only only when every simple command is
+ * one it knows to be read-only and nothing writes a file. Anything it cannot be sure of (output redirection to a
+ * file, a here-document, command substitution, an unknown command, a `find -exec`) is a changing step: a false
+ * count asks the human once too often, a missed one lets a change through unconfirmed.
+ */
+function isReadOnlyCommand(command: string): boolean {
+  const simple = simpleCommands(command)
+  if (simple === null || simple.length === 0) return false
+  return simple.every(isReadOnlySimple)
+}
+
+/** The words of each simple command, or null when the text does something a scan cannot follow (see above). */
+function simpleCommands(command: string): string[][] | null {
+  const commands: string[][] = []
+  let words: string[] = []
+  let word = ""
+  let inWord = false
+  let quote = ""
+  const endWord = () => {
+    if (inWord) words.push(word)
+    word = ""
+    inWord = false
+  }
+  const endCommand = () => {
+    endWord()
+    if (words.length) commands.push(words)
+    words = []
+  }
+  for (let i = 0; i < command.length; i++) {
+    const ch = command[i]
+    if (quote) {
+      if (ch === quote) quote = ""
+      else if (quote === '"' && (ch === "`" || (ch === "$" && command[i + 1] === "("))) return null
+      else if (quote === '"' && ch === "\\" && i + 1 < command.length) word += command[++i]
+      else word += ch
+      continue
+    }
+    if (ch === "'" || ch === '"') {
+      quote = ch
+      inWord = true
+    } else if (ch === "\\") {
+      if (command[i + 1] === "\n")
+        i++ // a line continuation
+      else if (i + 1 < command.length) {
+        word += command[++i]
+        inWord = true
+      }
+    } else if (ch === "`" || (ch === "$" && command[i + 1] === "(")) return null
+    else if (ch === "#" && !inWord) {
+      while (i + 1 < command.length && command[i + 1] !== "\n") i++
+    } else if (ch === " " || ch === "\t") endWord()
+    else if (ch === "|" || ch === ";" || ch === "\n" || ch === "(" || ch === ")") endCommand()
+    else if (ch === "&") {
+      if (command[i + 1] === ">") {
+        // &> and &>> send both streams to a file
+        endWord()
+        const target = redirectTarget(command, i + (command[i + 2] === ">" ? 3 : 2))
+        if (!harmlessTarget(target.word)) return null
+        i = target.end - 1
+      } else endCommand()
+    } else if (ch === ">") {
+      // [n]>, >>, >|, n>&m: a write unless it goes to /dev/null or duplicates a descriptor
+      if (inWord && !/^\d+$/.test(word)) return null // `a>b` glued to a word: too odd to follow
+      word = ""
+      inWord = false
+      let at = i + 1
+      if (command[at] === ">" || command[at] === "|") at++
+      const target = redirectTarget(command, at)
+      if (!harmlessTarget(target.word)) return null
+      i = target.end - 1
+    } else if (ch === "<") {
+      if (command[i + 1] === "<" && command[i + 2] !== "<") return null // a here-document: its body is not commands
+      endWord()
+      let at = i + 1
+      while (command[at] === "<") at++
+      i = redirectTarget(command, at).end - 1 // input redirection reads: skip its source
+    } else {
+      word += ch
+      inWord = true
+    }
+  }
+  if (quote) return null
+  endCommand()
+  return commands
+}
+
+/** The word after a redirection operator (blanks skipped) and where it ends. Quotes are taken as they are. */
+function redirectTarget(command: string, start: number): { word: string; end: number } {
+  let at = start
+  while (command[at] === " " || command[at] === "\t") at++
+  const begin = at
+  while (at < command.length && !/[\s|;&()<>]/.test(command[at])) at++
+  if (command[begin] === "&" && /\d|-/.test(command[begin + 1] ?? "")) at = Math.max(at, begin + 2)
+  return { word: command.slice(begin, at).replace(/["']/g, ""), end: at }
+}
+
+function harmlessTarget(target: string): boolean {
+  return target === "/dev/null" || /^&(\d+|-)$/.test(target)
+}
+
+/** Commands that only read or print, whatever their options (the ones that can write are handled below). */
+const READ_ONLY_PROGRAMS = new Set(
+  `ls pwd cat head tail wc grep egrep fgrep rg ag which whereis type tree stat file echo printf less
+  more diff cmp comm du df basename dirname realpath readlink nl cut tr column jq sha1sum sha256sum
+  md5sum cksum test [ true false date whoami id uname hostname printenv env cd pushd popd ps od
+  hexdump xxd strings bat sleep wait`.split(/\s+/),
+)
+
+/** Words that run the rest of the simple command as a command of its own. */
+const PREFIX_PROGRAMS = new Set(["sudo", "command", "time", "nice", "nohup"])
+
+/** git subcommands that never write (besides `branch`, `diff`, `log` and `show`, checked with their options). */
+const READ_ONLY_GIT = new Set([
+  "status",
+  "blame",
+  "rev-parse",
+  "ls-files",
+  "describe",
+  "shortlog",
   "grep",
-  "egrep",
-  "fgrep",
-  "rg",
-  "ls",
-  "wc",
-  "diff",
-  "stat",
-  "file",
-  "echo",
-  "bat",
-  "jq",
-  "realpath",
-  "readlink",
-  "du",
-  "tree",
-  "sha256sum",
-  "md5sum",
-  "test",
-  "[",
-  "pwd",
-  "true",
+  "cat-file",
+  "ls-tree",
 ])
-const READ_ONLY_GIT = new Set(["diff", "log", "status", "show", "blame"])
+
+/** `git branch` options that list or filter; anything else (-d, -D, -m, -c, -u, --set-upstream-to, a name) changes. */
+const GIT_BRANCH_LISTING =
+  /^(-a|--all|-r|--remotes|-v+|--verbose|-l|--list|--show-current|--contains|--no-contains|--merged|--no-merged|--points-at|--sort(=.*)?|--format(=.*)?|--color(=.*)?|--no-color|--column(=.*)?|--no-column|-i|--ignore-case|--abbrev(=.*)?|--no-abbrev)$/
+
+function isReadOnlySimple(words: string[]): boolean {
+  let i = 0
+  while (i < words.length && (/^[A-Za-z_][A-Za-z0-9_]*=/.test(words[i]) || PREFIX_PROGRAMS.has(words[i]))) i++
+  if (words[i] === "timeout") i += 2 // timeout DURATION command
+  const program = words[i]
+  const args = words.slice(i + 1)
+  if (program === undefined) return true // only assignments: nothing runs
+  if (program === "env") return args.every((arg) => /^[A-Za-z_][A-Za-z0-9_]*=/.test(arg)) || isReadOnlySimple(args)
+  if (program === "git") return isReadOnlyGit(args)
+  if (program === "find")
+    return !args.some((arg) => /^-(delete|exec|execdir|ok|okdir|fprint|fprint0|fprintf|fls)$/.test(arg))
+  if (program === "sed")
+    return !args.some((arg) => /^(-[a-zA-Z]*i|--in-place)/.test(arg) || /^-[a-zA-Z]*w|^--write/.test(arg))
+  if (program === "sort") return !args.some((arg) => /^(-[a-zA-Z]*o|--output)/.test(arg))
+  if (program === "uniq") return args.filter((arg) => !arg.startsWith("-")).length <= 1 // `uniq in out` writes out
+  if (program === "xargs") return isReadOnlySimple(xargsCommand(args))
+  return READ_ONLY_PROGRAMS.has(program) && !(program === "tree" && args.some((arg) => arg === "-o"))
+}
+
+function isReadOnlyGit(args: string[]): boolean {
+  let i = 0
+  // Global options before the subcommand: -C <dir>, -c <key=value>, --no-pager, --git-dir=...
+  while (i < args.length && args[i].startsWith("-")) i += args[i] === "-C" || args[i] === "-c" ? 2 : 1
+  const sub = args[i]
+  const rest = args.slice(i + 1)
+  if (sub === undefined) return true
+  if (sub === "diff" || sub === "log" || sub === "show") return !rest.some((arg) => arg.startsWith("--output"))
+  if (sub === "branch") return isBranchListing(rest)
+  if (sub === "remote")
+    return rest.every((arg) => arg === "-v" || arg === "--verbose") || /^(show|get-url)$/.test(rest[0])
+  if (sub === "stash") return /^(list|show)$/.test(rest[0] ?? "")
+  if (sub === "tag") return rest.length === 0 || rest.includes("-l") || rest.includes("--list")
+  if (sub === "config")
+    return rest.some((arg) => arg === "--get" || arg === "--list" || arg === "-l" || arg === "--get-all")
+  return READ_ONLY_GIT.has(sub)
+}
+
+/**
+ * `git branch` lists when every word is a listing option, or a value of one (`--contains HEAD`); with `-l`/`--list`
+ * the other words are patterns. A bare name creates a branch.
+ */
+function isBranchListing(args: string[]): boolean {
+  const listing = args.includes("-l") || args.includes("--list")
+  return args.every((arg, i) => {
+    if (GIT_BRANCH_LISTING.test(arg)) return true
+    if (arg.startsWith("-")) return false
+    return listing || BRANCH_VALUE_OPTIONS.has(args[i - 1] ?? "")
+  })
+}
+const BRANCH_VALUE_OPTIONS = new Set([
+  "--contains",
+  "--no-contains",
+  "--merged",
+  "--no-merged",
+  "--points-at",
+  "--sort",
+  "--format",
+])
+
+/** The command xargs runs: its own options (and their values) skipped. */
+function xargsCommand(args: string[]): string[] {
+  let i = 0
+  while (i < args.length && args[i].startsWith("-")) i += /^-[nILPsdEa]$/.test(args[i]) ? 2 : 1
+  return args.slice(i)
+}
+
 const CHANGING_COMMANDS = new Set([
   "rm",
   "rmdir",
@@ -1536,17 +1703,6 @@ function commandWords(words: string[]): string[] {
   )
     i++
   return words.slice(i)
-}
-
-function isReadOnly(normalized: string, segments: string[][]): boolean {
-  if (/\$\(|`|>(?!\s*&\d|\s*\/dev\/null)/.test(normalized.replace(/\d?>\s*\/dev\/null|\d?>&\d/g, ""))) return false
-  return segments.every((segment) => {
-    const words = commandWords(segment)
-    if (words.length === 0) return true
-    if (words[0] === "git") return READ_ONLY_GIT.has(words[1] ?? "")
-    if (words[0] === "find") return !words.some((w) => /^-(delete|exec|execdir|ok|fprint)/.test(w))
-    return READ_ONLY_COMMANDS.has(words[0])
-  })
 }
 
 /** "/a/b/c" -> ["/a/b/c", "/a/b", "/a"]: a glob that matches a parent directory takes the file with it. */
@@ -1587,7 +1743,7 @@ function bashTouchesGuard(
 ): string | undefined {
   const normalized = command.replace(/\\\n/g, " ").replace(/["'\\]/g, "")
   const segments = splitSegments(normalized)
-  const readOnly = isReadOnly(normalized, segments)
+  const readOnly = isReadOnlyCommand(command)
   if (!readOnly) {
     for (const mention of guard.mentions) if (mention && normalized.includes(mention)) return mention
   }
@@ -1640,7 +1796,8 @@ type SessionState = {
   role: string
   agent?: string
   steps: Map<string, number> // state-contract id -> matching calls since the last confirmation
-  touchedDirs: Set<string> // top-level directories changed since the last confirmation
+  touchedDirs: Map<string, number> // top-level directory -> changing calls into it since the last confirmation
+  reserved: Map<string, Reservation> // callID -> what a call that has not finished yet was counted for
   overridesUsed: number
   passes: number // granted bypasses not yet used (0 or 1)
   lastConfirmation: number | null
@@ -1654,7 +1811,8 @@ function newState(role: string): SessionState {
   return {
     role,
     steps: new Map(),
-    touchedDirs: new Set(),
+    touchedDirs: new Map(),
+    reserved: new Map(),
     overridesUsed: 0,
     passes: 0,
     lastConfirmation: null,
@@ -1664,9 +1822,15 @@ function newState(role: string): SessionState {
   }
 }
 
-function confirm(state: SessionState, now: number): void {
+/** Step counters and the spread start again; calls still running belong before this point, so none is given back. */
+function resetCounters(state: SessionState): void {
   state.steps.clear()
   state.touchedDirs.clear()
+  state.reserved.clear()
+}
+
+function confirm(state: SessionState, now: number): void {
+  resetCounters(state)
   state.lastConfirmation = now
 }
 
@@ -1740,6 +1904,11 @@ class RootSessions {
     let state = this.states.get(rootID)
     if (!state) this.states.set(rootID, (state = newState(role)))
     return state
+  }
+
+  /** The state of a root session, or undefined when it has none (an event must not create one). */
+  find(rootID: string): SessionState | undefined {
+    return this.states.get(rootID)
   }
 
   /** session.deleted: the session's state and its own parent link go. */
@@ -1840,7 +2009,7 @@ function checkToolContract(
         : `${tool} call matched`
     }
     case "state": {
-      if (!anyMatch(trigger.tools, tool)) return undefined
+      if (!anyMatch(trigger.tools, tool) || !isChangingStep(tool, args)) return undefined
       const count = state.steps.get(contract.id) ?? 0
       return count >= trigger.every
         ? `${count} matching calls since the user's last confirmation (limit ${trigger.every})`
@@ -1857,7 +2026,7 @@ function checkToolContract(
       if (!anyMatch(EDIT_TOOL_RES, tool)) return undefined
       const written = topDirs(args, env)
       if (written.length === 0) return undefined
-      const dirs = new Set([...state.touchedDirs, ...written])
+      const dirs = new Set([...state.touchedDirs.keys(), ...written])
       return dirs.size > trigger.maxDirs
         ? `changes now span ${dirs.size} top-level directories (${[...dirs].sort().join(", ")}); limit ${trigger.maxDirs}`
         : undefined
@@ -1920,20 +2089,73 @@ function effectiveMode(contract: Contract): Mode {
   return contract.trigger.type === "message" && contract.mode === "block" ? "warn" : contract.mode
 }
 
-/** Records an allowed call: step counters and touched directories. Blocked calls never get here. */
-function recordAllowed(
+/**
+ * Tools that only look, plan or delegate: never a changing step. (A subagent's own changes count for its root
+ * session; the `task` call that starts it does not.) Any other tool, an MCP tool included, may change something.
+ */
+const LOOKING_TOOLS = new Set([
+  ...OWN_TOOLS,
+  ..."read grep glob list webfetch websearch codesearch todowrite todoread task skill lsp question".split(" "),
+])
+
+/** Whether a call counts as a changing step: an edit tool, a bash command that is not read-only, an unknown tool. */
+function isChangingStep(tool: string, args: unknown): boolean {
+  if (EDIT_TOOLS.includes(tool)) return true
+  if (tool === "bash") return !(isMapping(args) && typeof args.command === "string" && isReadOnlyCommand(args.command))
+  return !LOOKING_TOOLS.has(tool)
+}
+
+/** What one allowed call was counted for, to give back if it turns out not to have run. */
+type Reservation = { steps: string[]; dirs: string[] }
+
+/**
+ * Counts an allowed changing call at once (so parallel calls of one step never pass the limit together) and keeps
+ * what it counted until the call's end is known: `settle` when it ran, `release` when it did not (blocked by another
+ * plugin, denied by opencode's permissions, or failed). Blocked calls never get here.
+ */
+function reserve(
+  state: SessionState,
+  callID: string,
   contracts: readonly Contract[],
   tool: string,
   args: unknown,
-  state: SessionState,
   env: EngineEnv,
 ): void {
+  if (!isChangingStep(tool, args)) return
+  const counted: Reservation = { steps: [], dirs: [] }
   for (const contract of contracts) {
     if (contract.trigger.type === "state" && anyMatch(contract.trigger.tools, tool)) {
       state.steps.set(contract.id, (state.steps.get(contract.id) ?? 0) + 1)
+      counted.steps.push(contract.id)
     }
   }
-  if (anyMatch(EDIT_TOOL_RES, tool)) for (const dir of topDirs(args, env)) state.touchedDirs.add(dir)
+  if (anyMatch(EDIT_TOOL_RES, tool)) {
+    for (const dir of topDirs(args, env)) {
+      state.touchedDirs.set(dir, (state.touchedDirs.get(dir) ?? 0) + 1)
+      counted.dirs.push(dir)
+    }
+  }
+  state.reserved.set(callID, counted)
+  // Beyond the bound the oldest call is taken as run: counting one call too many is the safe side.
+  if (state.reserved.size > MAX_RESERVED) state.reserved.delete(state.reserved.keys().next().value as string)
+}
+
+/** The call ran: what it was counted for stays. */
+function settle(state: SessionState, callID: string): void {
+  state.reserved.delete(callID)
+}
+
+/** The call did not run or failed: what it was counted for is given back. */
+function release(state: SessionState, callID: string): void {
+  const counted = state.reserved.get(callID)
+  if (!counted) return
+  state.reserved.delete(callID)
+  for (const id of counted.steps) state.steps.set(id, Math.max(0, (state.steps.get(id) ?? 0) - 1))
+  for (const dir of counted.dirs) {
+    const left = (state.touchedDirs.get(dir) ?? 0) - 1
+    if (left > 0) state.touchedDirs.set(dir, left)
+    else state.touchedDirs.delete(dir)
+  }
 }
 
 function evaluateMessage(contracts: readonly Contract[], text: string): Hit[] {
@@ -2349,13 +2571,17 @@ async function onConfig(anchors: Anchors, cfg: HookInput<"config">): Promise<voi
   }
 }
 
-/** A session created or updated links a subagent to its parent; a deleted session's state goes. */
+/**
+ * A session created or updated links a subagent to its parent; a deleted session's state goes; a tool part that
+ * ended in error (the call failed, or was refused after our hook let it through) gives back what it was counted for.
+ */
 async function onEvent(anchors: Anchors, { event }: HookInput<"event">): Promise<void> {
   try {
     const e = event as unknown as {
       type?: string
-      properties?: { sessionID?: string; info?: { id?: string; parentID?: string } }
+      properties?: { sessionID?: string; info?: { id?: string; parentID?: string }; part?: ToolPartEvent }
     }
+    if (e.type === "message.part.updated") return onPartUpdated(anchors, e.properties?.part)
     const info = e.properties?.info
     const id = info?.id ?? e.properties?.sessionID
     if (!id) return
@@ -2365,6 +2591,15 @@ async function onEvent(anchors: Anchors, { event }: HookInput<"event">): Promise
   } catch (error) {
     anchors.failOpen("event", error)
   }
+}
+
+type ToolPartEvent = { type?: string; sessionID?: string; callID?: string; state?: { status?: string } }
+
+function onPartUpdated(anchors: Anchors, part: ToolPartEvent | undefined): void {
+  if (part?.type !== "tool" || part.state?.status !== "error") return
+  if (typeof part.sessionID !== "string" || typeof part.callID !== "string") return
+  const state = anchors.sessions.find(anchors.sessions.rootOf(part.sessionID))
+  if (state) release(state, part.callID)
 }
 
 /** A user message: the agent sets the role; real text is evidence, confirms, and may earn a tip. */
@@ -2382,8 +2617,7 @@ async function onChatMessage(
     const agent = (output?.message as { agent?: string } | undefined)?.agent ?? hookInput.agent
     if (agent !== undefined) {
       if (state.agent !== undefined && state.agent !== agent) {
-        state.steps.clear()
-        state.touchedDirs.clear()
+        resetCounters(state)
       }
       state.agent = agent
       state.role = roleForAgent(config, agent)
@@ -2459,7 +2693,7 @@ function decideToolCall(
     state.passes--
     anchors.log("info", `${TAG} bypass used for ${ids} (${tool})`, { sessionID })
   }
-  recordAllowed(contracts, tool, args, state, anchors.env)
+  reserve(state, hookInput.callID, contracts, tool, args, anchors.env)
   const warns = verdict.hits.filter((hit) => hit.contract.mode === "warn")
   if (warns.length) {
     state.pendingNotes.set(hookInput.callID, warnNote(warns))
@@ -2500,6 +2734,7 @@ async function onToolAfter(
   try {
     if (OWN_TOOLS.has(hookInput.tool)) return
     const state = anchors.stateOf(hookInput.sessionID)
+    settle(state, hookInput.callID)
     const original = typeof output?.output === "string" ? output.output : ""
     const note = state.pendingNotes.get(hookInput.callID)
     if (note !== undefined) {

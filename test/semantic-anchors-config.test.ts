@@ -728,11 +728,12 @@ describe("message and state triggers", () => {
         "version: 1\npresets: { software-developer: [] }\ncontracts:\n  - { id: ask-often, description: Ask every 2 commands., mode: warn, trigger: { type: state, every: 2, tools: [bash] } }\n",
     })
     const outputs: string[] = []
-    for (let i = 0; i < 4; i++) outputs.push((await h.run(S, "bash", { command: "ls" }, "ok")).output!)
+    for (let i = 0; i < 4; i++) outputs.push((await h.run(S, "bash", { command: "npm run build" }, "ok")).output!)
     expect(outputs.map((o) => o.includes("WARN ask-often"))).toEqual([false, false, true, true])
     expect((await h.run(S, "edit", edit(1), "ok")).output).toBe("ok") // not a counted tool
+    expect((await h.run(S, "bash", { command: "ls" }, "ok")).output).toBe("ok") // read-only: not a changing step
     await h.user(S, "fine")
-    expect((await h.run(S, "bash", { command: "ls" }, "ok")).output).toBe("ok")
+    expect((await h.run(S, "bash", { command: "npm run build" }, "ok")).output).toBe("ok")
   })
 })
 
@@ -903,8 +904,9 @@ describe("the README section is true", () => {
     expect(h.toasts.map((t) => t.message)).toContain("Tip (deploy-needs-ticket): Name the ticket of a deploy.")
     // ask-every-5-commands: team-lead only
     await h.user("lead", "start", "team-lead")
-    for (let i = 0; i < 5; i++) expect(await h.tool("lead", "bash", { command: "ls" })).toBeUndefined()
-    expect(await h.tool("lead", "bash", { command: "ls" })).toContain("ask-every-5-commands")
+    for (let i = 0; i < 5; i++) expect(await h.tool("lead", "bash", { command: "make" })).toBeUndefined()
+    expect(await h.tool("lead", "bash", { command: "ls" })).toBeUndefined() // looking around is not counted
+    expect(await h.tool("lead", "bash", { command: "make" })).toContain("ask-every-5-commands")
     expect(activeIds(await h.status("ops"))).not.toContain("ask-every-5-commands")
     // source-anchor now blocks; emergence-anchor is off
     await h.user("dev", "next")
