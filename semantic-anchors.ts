@@ -2622,6 +2622,7 @@ async function onChatMessage(
       state.agent = agent
       state.role = roleForAgent(config, agent)
     }
+    refreshStatus(anchors, hookInput.sessionID, (output?.parts ?? []) as Part[])
     const text = ((output?.parts ?? []) as Part[])
       .filter((part) => part?.type === "text" && !part.synthetic && !part.ignored && typeof part.text === "string")
       .map((part) => part.text as string)
@@ -2643,6 +2644,24 @@ async function onChatMessage(
   }
 }
 
+/** What the model reads for `/anchor <args>`: the marked echo line, then the result. */
+function anchorCommandText(args: string, result: string): string {
+  return `${ECHO_MARK} ${args}\n${result}\n(Report this to the user; do not call tools for it.)`
+}
+
+/**
+ * opencode runs the command hook before chat.message names the agent, so a status written there shows the role of
+ * the session's previous agent (or the default one, in a new session). Written again once the agent is known.
+ */
+function refreshStatus(anchors: Anchors, sessionID: string, parts: Part[]): void {
+  for (const part of parts) {
+    if (part?.type !== "text" || typeof part.text !== "string" || !part.text.startsWith(ECHO_MARK)) continue
+    const end = part.text.indexOf("\n")
+    const args = part.text.slice(ECHO_MARK.length, end === -1 ? undefined : end).trim()
+    if (/^(status)?$/i.test(args.split(/\s+/)[0])) part.text = anchorCommandText(args, statusText(anchors, sessionID))
+  }
+}
+
 /** `/anchor ...`: run it here and put the result in the command's text, which the model then reads and reports. */
 async function onCommand(
   anchors: Anchors,
@@ -2652,7 +2671,7 @@ async function onCommand(
   if (hookInput?.command !== "anchor") return
   try {
     const result = await runAnchorCommand(anchors, hookInput.sessionID, hookInput.arguments)
-    const text = `${ECHO_MARK} ${stripArgumentQuotes(hookInput.arguments ?? "")}\n${result}\n(Report this to the user; do not call tools for it.)`
+    const text = anchorCommandText(stripArgumentQuotes(hookInput.arguments ?? ""), result)
     // Edit in place: opencode ignores a new array.
     const parts = output.parts as Part[]
     const first = parts.findIndex((part) => part?.type === "text")

@@ -5,6 +5,7 @@ import { afterAll, describe, expect, test } from "bun:test"
 import fs from "node:fs"
 import path from "node:path"
 import {
+  agentRequests,
   createSandbox,
   resultSeenFor,
   runOpencode,
@@ -13,6 +14,7 @@ import {
   type Sandbox,
   type SandboxOptions,
   type Serve,
+  userTexts,
 } from "./e2e/harness"
 
 const sandboxes: Sandbox[] = []
@@ -264,5 +266,18 @@ contracts:
     expect(exists(sb, "push.log")).toBe(false)
     const line = r.stderr.split("\n").find((l) => l.includes("roles.agents.build") && l.includes("no-force-push"))
     expect(line).toContain("level=ERROR")
+  })
+
+  test("/anchor status as a plan session's first command names the plan agent's role", async () => {
+    const sb = sandbox({ files: PROJECT_FILES })
+    const r = await runOpencode(sb, {
+      args: ["--agent", "plan", "--command", "anchor", "status"],
+      script: [{ text: "Status reported." }],
+    })
+
+    expect(r.code).toBe(0)
+    const seen = userTexts(agentRequests(r.llm)[0]).join("\n")
+    expect(seen).toContain("role: software-architect (agent plan)")
+    expect(seen).toContain("boundary-anchor")
   })
 })

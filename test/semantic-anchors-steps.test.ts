@@ -248,3 +248,29 @@ describe("only calls that ran count", () => {
     expect(await h.tool(S, "write", write(4))).toContain(STEP_BLOCK)
   })
 })
+
+describe("/anchor status names the agent's role from the session's first command on", () => {
+  test.each([
+    ["plan", "role: software-architect (agent plan)"],
+    ["build", "role: software-developer (agent build)"],
+  ])("a new session's first command under the %s agent", async (agent, line) => {
+    const h = await start()
+    const text = await h.command("ses_new", "status", agent)
+    expect(text).toContain(line)
+    expect(text).toContain("step-confirmation")
+  })
+
+  test("a switch of agent shows the new role in the same command", async () => {
+    const h = await start()
+    await h.user(S, "hello", "build")
+    expect(await h.command(S, "status", "plan")).toContain("role: software-architect (agent plan)")
+    expect(await h.command(S, "", "build")).toContain("role: software-developer (agent build)")
+  })
+
+  test("other subcommands are left as they ran", async () => {
+    const h = await start()
+    const text = await h.command(S, "bypass because", "plan")
+    expect(text).toContain("Override 1/3 granted")
+    expect(text).not.toContain("role:")
+  })
+})
