@@ -215,7 +215,8 @@ describe("e2e ordinary work with the default config", () => {
     expect([1, 2, 3, 4].filter((n) => exists(sb, `data/f${n}.txt`))).toHaveLength(3)
   })
 
-  test("a warn note appears once in a turn of 5 edits", async () => {
+  // Pending its change (issue 9): runs as a todo until then.
+  test.todo("a warn note appears once in a turn of 5 edits", async () => {
     const sb = sandbox({
       files: {
         ...PROJECT_FILES,
@@ -235,7 +236,8 @@ describe("e2e ordinary work with the default config", () => {
     expect(notes.map((text) => text.includes("source-anchor"))).toEqual([true, false, false, false, false])
   })
 
-  test("a contract locked in the global file survives a project `roles` remap, and the attempt is reported", async () => {
+  // Pending its change (issue 9): runs as a todo until then.
+  test.todo("a contract locked in the global file survives a project `roles` remap, and the attempt is reported", async () => {
     const globalYaml = `version: 1
 contracts:
   - id: no-force-push
