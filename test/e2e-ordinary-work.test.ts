@@ -236,8 +236,7 @@ describe("e2e ordinary work with the default config", () => {
     expect(notes.map((text) => text.includes("source-anchor"))).toEqual([true, false, false, false, false])
   })
 
-  // Pending its change (issue 9): runs as a todo until then.
-  test.todo("a contract locked in the global file survives a project `roles` remap, and the attempt is reported", async () => {
+  test("a contract locked in the global file survives a project `roles` remap, and the attempt is reported", async () => {
     const globalYaml = `version: 1
 contracts:
   - id: no-force-push
