@@ -1804,8 +1804,12 @@ type SessionState = {
   lastBlocked?: string
   seen: string[] // bounded evidence: user messages and tool results
   seenHits: Set<RegExp> // which unlessSeen patterns matched anything seen so far
-  pendingNotes: Map<string, string> // callID -> warn note for tool.execute.after
+  pendingNotes: Map<string, PendingNote> // callID -> warn note for tool.execute.after
+  warnedThisTurn: Set<string> // warn contracts whose note the model got since the last user message
 }
+
+/** A warn note waiting for its call's result, and the contracts it speaks for. */
+type PendingNote = { text: string; contracts: string[] }
 
 function newState(role: string): SessionState {
   return {
@@ -1819,6 +1823,7 @@ function newState(role: string): SessionState {
     seen: [],
     seenHits: new Set(),
     pendingNotes: new Map(),
+    warnedThisTurn: new Set(),
   }
 }
 
@@ -2012,7 +2017,7 @@ function checkToolContract(
       if (!anyMatch(trigger.tools, tool) || !isChangingStep(tool, args)) return undefined
       const count = state.steps.get(contract.id) ?? 0
       return count >= trigger.every
-        ? `${count} matching calls since the user's last confirmation (limit ${trigger.every})`
+        ? `${count} changing steps since the user's last confirmation (limit ${trigger.every})`
         : undefined
     }
     case "boundary": {
@@ -2178,25 +2183,72 @@ function anchorsText(contract: Contract): string {
   return contract.anchorRefs.length ? ` (anchors: ${contract.anchorRefs.join(", ")})` : ""
 }
 
-function blockMessage(hits: Hit[], state: SessionState, settings: Settings): string {
-  const left = Math.max(0, settings.maxOverrides - state.overridesUsed)
-  const lines = [`${TAG} BLOCKED: this call did not run.`]
+/** What lifts a block: a user message (step counts), evidence seen in the session (`unlessSeen`), or only the human. */
+type Release = "message" | "evidence" | "bypass"
+
+function releaseOf(contract: Contract): Release {
+  const trigger = contract.trigger
+  if (trigger.type === "state" || trigger.type === "spread") return "message"
+  if (trigger.type === "tool" && trigger.unlessSeen) return "evidence"
+  return "bypass"
+}
+
+/** A description inside a sentence: without its final full stop. */
+function clause(text: string): string {
+  return text.replace(/\.\s*$/, "")
+}
+
+/**
+ * The block text. Line 1 is for the human (what was blocked, by which rule); the rest tells the model why, what
+ * else the call would have triggered (a warn of the same call, e.g. emergence-anchor, which would otherwise never be
+ * seen: the block comes first), and exactly what lifts the block. No Markdown: the TUI shows it raw.
+ */
+function blockMessage(tool: string, hits: Hit[], warns: Hit[], state: SessionState, settings: Settings): string {
+  const rules = hits.map(({ contract }) => `${contract.id}: ${clause(contract.description)}`).join("; ")
+  const lines = [`semantic-anchors blocked this ${tool} call (rule ${rules}).`]
   for (const { contract, detail } of hits) {
     lines.push(
       `Contract "${contract.id}": ${contract.description}${contract.message ? ` ${contract.message}` : ""}${anchorsText(contract)}`,
     )
     lines.push(`Why now: ${detail}.`)
   }
+  for (const { contract, detail } of warns) {
+    lines.push(
+      `The call would also have triggered "${contract.id}" (${detail}): ${contract.description}${contract.message ? ` ${contract.message}` : ""}`,
+    )
+  }
+  lines.push(`The call did not run. ${releaseText(hits, settings)}`)
+  const left = Math.max(0, settings.maxOverrides - state.overridesUsed)
+  lines.push(
+    left > 0
+      ? `Only the human can let one blocked call through: /anchor bypass <reason> (${left} of ${settings.maxOverrides} overrides left); you may call anchor_bypass with a reason, which asks the human.`
+      : `No overrides are left in this session (max ${settings.maxOverrides}); the human can run /anchor reload after changing the config.`,
+  )
+  return lines.join("\n")
+}
+
+/** What lifts the block, said truthfully: "any user message" only where a user message does. */
+function releaseText(hits: Hit[], settings: Settings): string {
   const confirmHow = settings.confirmPattern
     ? `a user message matching /${settings.confirmPattern.source}/`
     : "any user message"
-  lines.push(
-    `Stop and ask the user. ${confirmHow[0].toUpperCase()}${confirmHow.slice(1)} confirms and resets the step counters. ` +
-      (left > 0
-        ? `Only the human can let this call through once: \`/anchor bypass <reason>\` (${left} of ${settings.maxOverrides} overrides left), or you may call anchor_bypass with a reason, which asks the human.`
-        : `No overrides are left in this session (max ${settings.maxOverrides}); the human can run \`/anchor reload\` after changing the config.`),
-  )
-  return lines.join("\n")
+  const byMessage = hits.filter((hit) => releaseOf(hit.contract) === "message")
+  const byEvidence = hits.filter((hit) => releaseOf(hit.contract) === "evidence")
+  const byHuman = hits.filter((hit) => releaseOf(hit.contract) === "bypass")
+  const parts: string[] = []
+  if (byMessage.length) {
+    const ids = byMessage.map((hit) => hit.contract.id).join(", ")
+    parts.push(`Stop and ask the user: ${confirmHow} confirms and resets the step counters (${ids}).`)
+  }
+  for (const { contract } of byEvidence) {
+    const pattern = (contract.trigger as { unlessSeen: RegExp }).unlessSeen
+    parts.push(`"${contract.id}" is lifted once a user message or a tool result matches /${pattern.source}/.`)
+  }
+  if (byHuman.length) {
+    const ids = byHuman.map((hit) => hit.contract.id).join(", ")
+    parts.push(`No user message lifts ${ids}: take another way that keeps to the rule, or stop and ask the user.`)
+  }
+  return parts.join(" ")
 }
 
 function warnNote(hits: Hit[]): string {
@@ -2599,7 +2651,9 @@ function onPartUpdated(anchors: Anchors, part: ToolPartEvent | undefined): void 
   if (part?.type !== "tool" || part.state?.status !== "error") return
   if (typeof part.sessionID !== "string" || typeof part.callID !== "string") return
   const state = anchors.sessions.find(anchors.sessions.rootOf(part.sessionID))
-  if (state) release(state, part.callID)
+  if (!state) return
+  release(state, part.callID)
+  dropNote(state, part.callID)
 }
 
 /** A user message: the agent sets the role; real text is evidence, confirms, and may earn a tip. */
@@ -2627,7 +2681,9 @@ async function onChatMessage(
       .filter((part) => part?.type === "text" && !part.synthetic && !part.ignored && typeof part.text === "string")
       .map((part) => part.text as string)
       .join("\n")
-    if (!text.trim() || text.startsWith(ECHO_MARK)) return // our own /anchor result is not a user message
+    if (!text.trim()) return
+    state.warnedThisTurn.clear() // a new user turn (an /anchor command too): each warn contract may speak once more
+    if (text.startsWith(ECHO_MARK)) return // our own /anchor result is not a user message: it does not confirm
     recordSeen(state, text, config.seenPatterns)
     const { confirmPattern } = config.settings
     if (!confirmPattern || confirmPattern.test(capText(text, MESSAGE_CAP))) confirm(state, Date.now())
@@ -2707,24 +2763,47 @@ function decideToolCall(
     state.lastBlocked = blocking[0].contract.id
     if (state.passes === 0) {
       anchors.log("warn", `${TAG} blocked ${tool}: ${ids}`, { sessionID })
-      return blockMessage(blocking, state, anchors.config.settings)
+      // A warn of the same call speaks in the block text instead (the call never gets a result to append it to).
+      const warns = verdict.hits.filter(
+        (hit) => hit.contract.mode === "warn" && !state.warnedThisTurn.has(hit.contract.id),
+      )
+      for (const hit of warns) state.warnedThisTurn.add(hit.contract.id)
+      return blockMessage(tool, blocking, warns, state, anchors.config.settings)
     }
     state.passes--
     anchors.log("info", `${TAG} bypass used for ${ids} (${tool})`, { sessionID })
   }
   reserve(state, hookInput.callID, contracts, tool, args, anchors.env)
   const warns = verdict.hits.filter((hit) => hit.contract.mode === "warn")
-  if (warns.length) {
-    state.pendingNotes.set(hookInput.callID, warnNote(warns))
-    if (state.pendingNotes.size > MAX_PENDING_NOTES)
-      state.pendingNotes.delete(state.pendingNotes.keys().next().value as string)
-    anchors.log("warn", warnNote(warns), { sessionID, tool })
-  }
+  if (warns.length) anchors.log("warn", warnNote(warns), { sessionID, tool })
+  noteFirstWarns(state, hookInput.callID, warns)
   for (const hit of verdict.hits.filter((hit) => hit.contract.mode === "info")) {
     anchors.toast(tipText(hit), "info")
     anchors.log("info", `${TAG} ${tipText(hit)}`, { sessionID, tool })
   }
   return undefined
+}
+
+/**
+ * A warn contract's note reaches the model once per user turn: with the first matching call, not with every call
+ * (the log has each). Marked now, so parallel calls of one step do not both carry it; given back if the call fails.
+ */
+function noteFirstWarns(state: SessionState, callID: string, warns: Hit[]): void {
+  const first = warns.filter((hit) => !state.warnedThisTurn.has(hit.contract.id))
+  if (first.length === 0) return
+  const contracts = first.map((hit) => hit.contract.id)
+  for (const id of contracts) state.warnedThisTurn.add(id)
+  state.pendingNotes.set(callID, { text: warnNote(first), contracts })
+  if (state.pendingNotes.size > MAX_PENDING_NOTES)
+    state.pendingNotes.delete(state.pendingNotes.keys().next().value as string)
+}
+
+/** A call that did not run never showed its note: the next matching call of the turn carries it instead. */
+function dropNote(state: SessionState, callID: string): void {
+  const note = state.pendingNotes.get(callID)
+  if (!note) return
+  state.pendingNotes.delete(callID)
+  for (const id of note.contracts) state.warnedThisTurn.delete(id)
 }
 
 /** Before a tool runs: a block is a thrown error, which opencode shows as the call's result. */
@@ -2758,7 +2837,7 @@ async function onToolAfter(
     const note = state.pendingNotes.get(hookInput.callID)
     if (note !== undefined) {
       state.pendingNotes.delete(hookInput.callID)
-      output.output = `${original}\n\n${note}`
+      output.output = `${original}\n\n${note.text}`
     }
     // Our own note is not evidence (it mentions "Source:" itself).
     const seen = [typeof output?.title === "string" ? output.title : "", original].filter(Boolean).join("\n")

@@ -215,8 +215,7 @@ describe("e2e ordinary work with the default config", () => {
     expect([1, 2, 3, 4].filter((n) => exists(sb, `data/f${n}.txt`))).toHaveLength(3)
   })
 
-  // Pending its change (issue 9): runs as a todo until then.
-  test.todo("a warn note appears once in a turn of 5 edits", async () => {
+  test("a warn note appears once in a turn of 5 edits", async () => {
     const sb = sandbox({
       files: {
         ...PROJECT_FILES,

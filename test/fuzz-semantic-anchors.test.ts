@@ -20,7 +20,7 @@ const TOTAL = Math.max(2000, Math.round(Number(process.env.BENCH_FUZZ ?? 1e5)))
 const SEED = Number(process.env.BENCH_FUZZ_SEED ?? 20261130) >>> 0
 const TIMEOUT = 1_800_000
 
-const BLOCK = /^\[semantic-anchors\] BLOCKED: this call did not run\./
+const BLOCK = /^semantic-anchors blocked this \S+ call \(rule /
 
 // ---------------------------------------------------------------------------------------------------------------
 // 1. Random configs from the schema

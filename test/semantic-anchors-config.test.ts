@@ -729,7 +729,8 @@ describe("message and state triggers", () => {
     })
     const outputs: string[] = []
     for (let i = 0; i < 4; i++) outputs.push((await h.run(S, "bash", { command: "npm run build" }, "ok")).output!)
-    expect(outputs.map((o) => o.includes("WARN ask-often"))).toEqual([false, false, true, true])
+    // The warn's note reaches the model once per user turn: on the first call that fires it.
+    expect(outputs.map((o) => o.includes("WARN ask-often"))).toEqual([false, false, true, false])
     expect((await h.run(S, "edit", edit(1), "ok")).output).toBe("ok") // not a counted tool
     expect((await h.run(S, "bash", { command: "ls" }, "ok")).output).toBe("ok") // read-only: not a changing step
     await h.user(S, "fine")

@@ -274,3 +274,96 @@ describe("/anchor status names the agent's role from the session's first command
     expect(text).not.toContain("role:")
   })
 })
+
+describe("block texts tell the truth about what lifts them", () => {
+  const forcePush =
+    "version: 1\ncontracts:\n  - { id: no-force-push, description: Never rewrite shared history., mode: block, trigger: { type: tool, tools: [bash], args: { command: { contains: 'push --force' } } } }\n  - { id: source-anchor, mode: block }\n"
+  const cases: [string, (h: Awaited<ReturnType<typeof start>>) => Promise<string | undefined>, string[], string[]][] = [
+    [
+      "a step count: a user message lifts it",
+      async (h) => {
+        for (let i = 1; i <= 3; i++) await h.run(S, "write", write(i))
+        return h.tool(S, "write", write(4))
+      },
+      ["any user message confirms and resets the step counters (step-confirmation)"],
+      ["No user message lifts"],
+    ],
+    [
+      "a tool contract: only the human's bypass lifts it",
+      (h) => h.tool(S, "bash", { command: "git push --force" }),
+      ["No user message lifts no-force-push", "/anchor bypass <reason> (3 of 3 overrides left)"],
+      ["any user message", "confirms and resets"],
+    ],
+    [
+      "an unlessSeen contract: the evidence lifts it",
+      (h) => h.tool("ses_fresh", "write", write(1)),
+      ['"source-anchor" is lifted once a user message or a tool result matches /'],
+      ["any user message", "No user message lifts"],
+    ],
+  ]
+  test.each(cases)("%s", async (_name, call, has, hasNot) => {
+    const h = await start({ project: forcePush })
+    await h.user(S, "go on. Source: https://example.com/spec")
+    await h.user("ses_fresh", "go on", "build")
+    const text = (await call(h))!
+    expect(text).toBeDefined()
+    const [first] = text.split("\n")
+    expect(first).toMatch(/^semantic-anchors blocked this (write|bash) call \(rule [a-z-]+: [^\n]+\)\.$/)
+    expect(text).not.toContain("`")
+    for (const phrase of has) expect(text).toContain(phrase)
+    for (const phrase of hasNot) expect(text).not.toContain(phrase)
+  })
+
+  test("a change that reaches the step limit and spreads to a 4th directory carries the spread warning", async () => {
+    const h = await start()
+    await h.user(S, "sketch the design so that we can review it. Source: https://example.com", "plan")
+    for (const dir of ["a", "b", "c"])
+      expect((await h.run(S, "write", { filePath: `${dir}/x.md`, content: "#" })).blocked).toBeUndefined()
+    const text = (await h.tool(S, "write", { filePath: "d/x.md", content: "#" }))!
+    expect(text).toContain('Contract "step-confirmation"')
+    expect(text).toContain(
+      'The call would also have triggered "emergence-anchor" (changes now span 4 top-level directories (a, b, c, d); limit 3)',
+    )
+    expect(text).toContain("check with the user whether this scope is intended")
+  })
+})
+
+describe("a warn contract's note reaches the model once per user turn", () => {
+  const notes = (outputs: (string | undefined)[]) => outputs.map((o) => (o ?? "").includes("WARN source-anchor"))
+
+  test("5 edits in a turn: the note is on the first only; the next turn has it once again; the log has each", async () => {
+    const h = await start({ project: "version: 1\ncontracts:\n  - { id: step-confirmation, enabled: false }\n" })
+    await h.user(S, "write the notes")
+    const turn1 = []
+    for (let i = 1; i <= 5; i++) turn1.push((await h.run(S, "write", write(i))).output)
+    expect(notes(turn1)).toEqual([true, false, false, false, false])
+    await h.user(S, "and two more")
+    const turn2 = [(await h.run(S, "write", write(6))).output, (await h.run(S, "write", write(7))).output]
+    expect(notes(turn2)).toEqual([true, false])
+    expect(h.logs.filter((l) => l.message.includes("WARN source-anchor"))).toHaveLength(7)
+  })
+
+  test("a call that failed never showed its note: the next matching call carries it", async () => {
+    const h = await start({ project: "version: 1\ncontracts:\n  - { id: step-confirmation, enabled: false }\n" })
+    await h.user(S, "write the notes")
+    await h.fail(S, "edit", { filePath: "src/a.ts", oldString: "nope", newString: "x" })
+    expect(notes([(await h.run(S, "write", write(1))).output, (await h.run(S, "write", write(2))).output])).toEqual([
+      true,
+      false,
+    ])
+  })
+
+  test("parallel calls of one step: one of them carries the note", async () => {
+    const h = await start({ project: "version: 1\ncontracts:\n  - { id: step-confirmation, enabled: false }\n" })
+    await h.user(S, "write the notes")
+    const ids = ["q1", "q2", "q3"]
+    await Promise.all(ids.map((callID, i) => h.tool(S, "write", write(i), callID)))
+    const outputs = []
+    for (const [i, callID] of ids.entries()) {
+      const output = { title: "write", output: "ok", metadata: {} }
+      await h.hooks["tool.execute.after"]({ tool: "write", sessionID: S, callID, args: write(i) }, output)
+      outputs.push(output.output)
+    }
+    expect(notes(outputs)).toEqual([true, false, false])
+  })
+})

@@ -12,7 +12,7 @@ describe("built-in contracts", () => {
       expect(await h.tool(S, i === 2 ? "bash" : "edit", i === 2 ? { command: "npm test" } : edit(i))).toBeUndefined()
     const first = await h.tool(S, "write", { filePath: "src/x.ts", content: "x" })
     expect(first).toContain('Contract "step-confirmation"')
-    expect(first).toContain("this call did not run")
+    expect(first).toContain("The call did not run.")
     expect(first).toContain("/anchor bypass <reason>")
     expect(first).toContain("3 of 3 overrides left")
     expect(first).toContain("anchors: meaningful-human-control")
@@ -64,7 +64,7 @@ describe("built-in contracts", () => {
     for (let i = 1; i <= 3; i++) await h.tool(S, "edit", edit(i))
     await h.user(S, "what are you doing?")
     const blocked = await h.tool(S, "edit", edit(4))
-    expect(blocked).toContain("A user message matching /\\b(weiter|continue)\\b/ confirms")
+    expect(blocked).toContain("a user message matching /\\b(weiter|continue)\\b/ confirms")
     await h.user(S, "OK, continue")
     expect(await h.tool(S, "edit", edit(4))).toBeUndefined()
   })
@@ -396,13 +396,17 @@ describe("bypass: only the human grants it", () => {
   })
 
   test("a call let through by a bypass still carries the warnings of that call", async () => {
-    const h = await start()
+    // A warn on writes only: the edits before do not spend its once-per-turn note.
+    const h = await start({
+      project:
+        "version: 1\ncontracts:\n  - { id: write-note, description: Writes are noted., mode: warn, trigger: { type: tool, tools: [write] } }\n",
+    })
     for (let i = 1; i <= 3; i++) await h.tool(S, "edit", edit(i))
     await h.command(S, "bypass finish the refactor") // confirms (counter 0) and leaves one pass pending
     for (let i = 1; i <= 3; i++) expect(await h.tool(S, "edit", edit(i))).toBeUndefined()
     const { blocked, output } = await h.run(S, "write", { filePath: "src/z.ts", content: "" }, "done")
     expect(blocked).toBeUndefined()
-    expect(output).toContain("WARN source-anchor")
+    expect(output).toContain("WARN write-note")
     expect(h.logs.some((l) => l.message.includes("bypass used for step-confirmation (write)"))).toBe(true)
   })
 
@@ -663,7 +667,7 @@ describe("fail-open", () => {
     ]) {
       for (const tool of ["bash", "edit", "write", "apply_patch", "mystery"]) {
         const result = await h.tool("ses_odd", tool, args)
-        if (result !== undefined) expect(result).toContain("[semantic-anchors] BLOCKED")
+        if (result !== undefined) expect(result).toStartWith("semantic-anchors blocked this ")
       }
       await h.user("ses_odd", "ok")
     }
