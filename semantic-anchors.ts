@@ -38,6 +38,7 @@ declare const Bun: {
   file(path: string): { text(): Promise<string> }
 }
 declare const process: { env: Record<string, string | undefined> }
+declare function setTimeout(callback: () => void, ms: number): unknown
 
 // Tuning constants (bounds that keep memory and time flat however long a session runs).
 export const MAX_ROOT_SESSIONS = 128 // root sessions kept; the least recently used is dropped beyond
@@ -46,6 +47,8 @@ const MAX_SEEN = 16 // texts kept per session for re-checking `unlessSeen` after
 const SEEN_CAP = 8192 // characters of one seen text that are kept and matched (head and tail)
 export const REGEX_INPUT_CAP = 10_000 // characters a user regex ever runs on
 const MESSAGE_CAP = 20_000 // characters of a user message that message contracts look at
+const TOAST_AFTER_MESSAGE_MS = 700 // a toast sooner than ~0.5 s after a session's first message is painted over
+const TOAST_SHOWN_MS = 5500 // how long the TUI shows a toast; a second one sooner replaces the first
 const MAX_PENDING_NOTES = 256 // warn notes waiting for their tool.execute.after
 const MAX_RESERVED = 256 // counted calls waiting to be known as run (tool.execute.after) or not (an error part)
 const MAX_LOGGED_PROBLEMS = 50 // config problems logged per file; the rest are counted (status lists all)
@@ -2260,8 +2263,34 @@ function warnNote(hits: Hit[]): string {
     .join("\n")
 }
 
+// What the person at the keyboard reads, as toasts: plain words first (what the rule wants), the contract's name in
+// brackets, never an argument value. Each starts with the plugin's name, so a person knows who spoke.
+
+/** A tip for the user (info contracts): what the rule asks of their request. */
 function tipText(hit: Hit): string {
-  return `Tip (${hit.contract.id}): ${hit.contract.message ?? hit.contract.description}`
+  return `semantic-anchors: tip: ${hit.contract.message ?? hit.contract.description} (${hit.contract.id})`
+}
+
+function blockToast(tool: string, hits: Hit[]): string {
+  const rules = hits.map(({ contract }) => `${clause(contract.description)} (${contract.id})`).join("; ")
+  const lifts = hits.every((hit) => releaseOf(hit.contract) === "message")
+    ? "Your next message lets the agent go on."
+    : "The agent was told why; /anchor bypass <reason> lets one call through."
+  return `semantic-anchors: blocked a ${tool} call: ${rules}. ${lifts}`
+}
+
+function warnToast(tool: string, hits: Hit[]): string {
+  const rules = hits.map(({ contract }) => `${clause(contract.description)} (${contract.id})`).join("; ")
+  return `semantic-anchors: the ${tool} call ran, with a note to the agent: ${rules}.`
+}
+
+function problemsToast(problems: readonly Problem[]): string {
+  const errors = problems.filter((p) => p.severity === "error").length
+  const first = problems[0]
+  return (
+    `semantic-anchors: ${problems.length} config problem${problems.length === 1 ? "" : "s"} ` +
+    `(${errors} error${errors === 1 ? "" : "s"}), first: ${formatProblem(first)}. Run /anchor status for all.`
+  )
 }
 
 // =================================================================================================================
@@ -2347,9 +2376,16 @@ function withResolvedLinks(guard: GuardFiles, realpath: RealPath): GuardFiles {
 
 type Client = PluginInput["client"]
 type Level = "debug" | "info" | "warn" | "error"
+type Variant = "info" | "success" | "warning" | "error"
 type Part = { type?: string; text?: string; synthetic?: boolean; ignored?: boolean }
 type HookName =
-  "config" | "event" | "chat.message" | "command.execute.before" | "tool.execute.before" | "tool.execute.after"
+  | "config"
+  | "event"
+  | "chat.message"
+  | "command.execute.before"
+  | "experimental.chat.system.transform"
+  | "tool.execute.before"
+  | "tool.execute.after"
 type HookInput<K extends HookName> = Parameters<NonNullable<Hooks[K]>>[0]
 type HookOutput<K extends HookName> = Parameters<NonNullable<Hooks[K]>>[1]
 
@@ -2369,6 +2405,10 @@ class Anchors {
   readonly sessions = new RootSessions()
   private activeCache = new Map<string, Contract[]>()
   private readonly loggedFailures = new Set<string>()
+  /** Whether a user message has come in this process (the first one re-sends the config-problems toast). */
+  heardUser = false
+  /** Sessions whose current turn is an /anchor command: the model is told to answer it in one line. */
+  readonly commandTurns = new Set<string>()
 
   constructor(
     readonly client: Client | undefined,
@@ -2386,7 +2426,7 @@ class Anchors {
     }
   }
 
-  toast(message: string, variant: "info" | "success" | "warning" | "error"): void {
+  toast(message: string, variant: Variant): void {
     try {
       const pending = this.client?.tui?.showToast?.({ body: { message, variant } })
       ;(pending as Promise<unknown> | undefined)?.catch?.(() => {})
@@ -2420,13 +2460,28 @@ class Anchors {
           `${TAG} ${file}: ${count - MAX_LOGGED_PROBLEMS} more problems not logged (${count} in all); run /anchor status to see them all`,
         )
     }
-    if (problems.length) {
-      const errors = problems.filter((p) => p.severity === "error").length
-      this.toast(
-        `semantic-anchors: ${problems.length} config problem${problems.length === 1 ? "" : "s"} (${errors} error${errors === 1 ? "" : "s"}); run /anchor status`,
-        errors ? "error" : "warning",
-      )
-    }
+    this.toastProblems(0)
+  }
+
+  /**
+   * The config-problems toast. A toast sent while opencode starts is never seen (the TUI is not listening yet), so
+   * it is sent again shortly after the process's first user message: once, not on every message.
+   */
+  toastProblems(delayMs: number): void {
+    const problems = this.config.problems
+    if (problems.length === 0) return
+    const errors = problems.some((p) => p.severity === "error")
+    this.toastSoon(problemsToast(problems), errors ? "error" : "warning", delayMs)
+  }
+
+  /**
+   * A toast sent while the first message switches the TUI to the session view is painted over; one sent about half a
+   * second later is seen whole (measured in opencode 1.18.33). The timer does not keep the process alive.
+   */
+  toastSoon(message: string, variant: Variant, delayMs: number): void {
+    if (delayMs <= 0) return this.toast(message, variant)
+    const timer = setTimeout(() => this.toast(message, variant), delayMs) as { unref?: () => void }
+    timer.unref?.()
   }
 
   install(next: Config): void {
@@ -2684,11 +2739,17 @@ async function onChatMessage(
     if (!text.trim()) return
     state.warnedThisTurn.clear() // a new user turn (an /anchor command too): each warn contract may speak once more
     if (text.startsWith(ECHO_MARK)) return // our own /anchor result is not a user message: it does not confirm
+    anchors.commandTurns.delete(hookInput.sessionID)
     recordSeen(state, text, config.seenPatterns)
     const { confirmPattern } = config.settings
     if (!confirmPattern || confirmPattern.test(capText(text, MESSAGE_CAP))) confirm(state, Date.now())
+    // The first user message of the process: the config problems, whose start-up toast nobody saw, come first.
+    const problemsNow = !anchors.heardUser && anchors.config.problems.length > 0
+    if (!anchors.heardUser) anchors.toastProblems(TOAST_AFTER_MESSAGE_MS)
+    anchors.heardUser = true
+    const tipDelay = TOAST_AFTER_MESSAGE_MS + (problemsNow ? TOAST_SHOWN_MS : 0)
     for (const hit of evaluateMessage(anchors.active(state.role, state.agent), text)) {
-      anchors.toast(tipText(hit), hit.contract.mode === "info" ? "info" : "warning")
+      anchors.toastSoon(tipText(hit), hit.contract.mode === "info" ? "info" : "warning", tipDelay)
       anchors.log(
         hit.contract.mode === "info" ? "info" : "warn",
         `${TAG} ${hit.contract.mode} ${hit.contract.id}: ${tipText(hit)}`,
@@ -2700,10 +2761,19 @@ async function onChatMessage(
   }
 }
 
-/** What the model reads for `/anchor <args>`: the marked echo line, then the result. */
+/**
+ * What `/anchor <args>` puts in the user's message: the marked echo line, then the result. opencode shows it on the
+ * person's screen as their own message, so it carries nothing addressed to the model: the model's instruction for
+ * that turn goes into the system prompt (COMMAND_TURN_SYSTEM).
+ */
 function anchorCommandText(args: string, result: string): string {
-  return `${ECHO_MARK} ${args}\n${result}\n(Report this to the user; do not call tools for it.)`
+  return `${ECHO_MARK} ${args}\n${result}`
 }
+
+const COMMAND_TURN_SYSTEM =
+  "The user's last message is the output of the /anchor command of the semantic-anchors plugin; the user has " +
+  "already read it on screen. Reply with one short sentence that acknowledges it (for example 'Noted.'), do not " +
+  "repeat or summarise it, and do not call tools."
 
 /**
  * opencode runs the command hook before chat.message names the agent, so a status written there shows the role of
@@ -2737,6 +2807,7 @@ async function onCommand(
     }
     parts[first].text = text
     for (let i = parts.length - 1; i > first; i--) if (parts[i]?.type === "text") parts.splice(i, 1)
+    anchors.commandTurns.add(hookInput.sessionID)
   } catch (error) {
     anchors.failOpen("command.execute.before", error)
   }
@@ -2763,6 +2834,7 @@ function decideToolCall(
     state.lastBlocked = blocking[0].contract.id
     if (state.passes === 0) {
       anchors.log("warn", `${TAG} blocked ${tool}: ${ids}`, { sessionID })
+      anchors.toast(blockToast(tool, blocking), "warning")
       // A warn of the same call speaks in the block text instead (the call never gets a result to append it to).
       const warns = verdict.hits.filter(
         (hit) => hit.contract.mode === "warn" && !state.warnedThisTurn.has(hit.contract.id),
@@ -2776,7 +2848,8 @@ function decideToolCall(
   reserve(state, hookInput.callID, contracts, tool, args, anchors.env)
   const warns = verdict.hits.filter((hit) => hit.contract.mode === "warn")
   if (warns.length) anchors.log("warn", warnNote(warns), { sessionID, tool })
-  noteFirstWarns(state, hookInput.callID, warns)
+  const first = noteFirstWarns(state, hookInput.callID, warns)
+  if (first.length) anchors.toast(warnToast(tool, first), "info")
   for (const hit of verdict.hits.filter((hit) => hit.contract.mode === "info")) {
     anchors.toast(tipText(hit), "info")
     anchors.log("info", `${TAG} ${tipText(hit)}`, { sessionID, tool })
@@ -2788,14 +2861,15 @@ function decideToolCall(
  * A warn contract's note reaches the model once per user turn: with the first matching call, not with every call
  * (the log has each). Marked now, so parallel calls of one step do not both carry it; given back if the call fails.
  */
-function noteFirstWarns(state: SessionState, callID: string, warns: Hit[]): void {
+function noteFirstWarns(state: SessionState, callID: string, warns: Hit[]): Hit[] {
   const first = warns.filter((hit) => !state.warnedThisTurn.has(hit.contract.id))
-  if (first.length === 0) return
+  if (first.length === 0) return first
   const contracts = first.map((hit) => hit.contract.id)
   for (const id of contracts) state.warnedThisTurn.add(id)
   state.pendingNotes.set(callID, { text: warnNote(first), contracts })
   if (state.pendingNotes.size > MAX_PENDING_NOTES)
     state.pendingNotes.delete(state.pendingNotes.keys().next().value as string)
+  return first
 }
 
 /** A call that did not run never showed its note: the next matching call of the turn carries it instead. */
@@ -2804,6 +2878,21 @@ function dropNote(state: SessionState, callID: string): void {
   if (!note) return
   state.pendingNotes.delete(callID)
   for (const id of note.contracts) state.warnedThisTurn.delete(id)
+}
+
+/** The system prompt of a turn that answers an /anchor command asks the model for one short line. */
+async function onSystem(
+  anchors: Anchors,
+  hookInput: HookInput<"experimental.chat.system.transform">,
+  output: HookOutput<"experimental.chat.system.transform">,
+): Promise<void> {
+  try {
+    const sessionID = hookInput?.sessionID
+    if (typeof sessionID === "string" && anchors.commandTurns.has(sessionID) && Array.isArray(output?.system))
+      output.system.push(COMMAND_TURN_SYSTEM)
+  } catch (error) {
+    anchors.failOpen("experimental.chat.system.transform", error)
+  }
 }
 
 /** Before a tool runs: a block is a thrown error, which opencode shows as the call's result. */
@@ -2877,6 +2966,7 @@ const server: Plugin = async (input) => {
     event: (hookInput) => onEvent(anchors, hookInput),
     "chat.message": (hookInput, output) => onChatMessage(anchors, hookInput, output),
     "command.execute.before": (hookInput, output) => onCommand(anchors, hookInput, output),
+    "experimental.chat.system.transform": (hookInput, output) => onSystem(anchors, hookInput, output),
     "tool.execute.before": (hookInput, output) => onToolBefore(anchors, hookInput, output),
     "tool.execute.after": (hookInput, output) => onToolAfter(anchors, hookInput, output),
   }

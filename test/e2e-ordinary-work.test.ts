@@ -279,5 +279,9 @@ contracts:
     const seen = userTexts(agentRequests(r.llm)[0]).join("\n")
     expect(seen).toContain("role: software-architect (agent plan)")
     expect(seen).toContain("boundary-anchor")
+    // Nothing in the message is addressed to the model; the system prompt of that turn asks it for one short line.
+    expect(seen).not.toContain("Report this")
+    const system = agentRequests(r.llm)[0].messages.filter((m: any) => m.role === "system")
+    expect(JSON.stringify(system)).toContain("Reply with one short sentence")
   })
 })

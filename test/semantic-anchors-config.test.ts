@@ -151,7 +151,11 @@ describe("files and merging", () => {
     for (const line of lines)
       expect(h.logs.some((l) => l.level === "warn" && l.message === `[semantic-anchors] ${line}`)).toBe(true)
     expect(h.toasts).toEqual([
-      { message: "semantic-anchors: 3 config problems (0 errors); run /anchor status", variant: "warning" },
+      {
+        message:
+          'semantic-anchors: 3 config problems (0 errors), first: .opencode/opencode-semantic-anchors.yaml: setings: unknown key "setings" (did you mean "settings"?); it is ignored. Run /anchor status for all.',
+        variant: "warning",
+      },
     ])
     const status = await h.status(S)
     for (const line of lines) expect(status).toContain(`warning: ${line}`)
@@ -716,9 +720,9 @@ describe("message and state triggers", () => {
     await h.user(S, "deploy TICKET-7 to prod")
     await h.user(S, "x".repeat(61))
     expect(await h.status(S)).toContain("contracts[0].trigger.type: a user message cannot be blocked")
-    expect(h.toasts.filter((t) => t.message.startsWith("Tip")).map((t) => [t.message, t.variant])).toEqual([
-      ["Tip (deploy): Deploys need a ticket.", "warning"],
-      ["Tip (long): Keep it short.", "info"],
+    expect(h.toasts.filter((t) => t.message.startsWith("semantic-anchors: tip:")).map((t) => [t.message, t.variant])).toEqual([
+      ["semantic-anchors: tip: Deploys need a ticket. (deploy)", "warning"],
+      ["semantic-anchors: tip: Keep it short. (long)", "info"],
     ])
   })
 
@@ -902,7 +906,7 @@ describe("the README section is true", () => {
     expect(await h.tool("ops", "write", { filePath: "deploy/key.pem" })).toContain("no-secrets-dir")
     // deploy-needs-ticket: a tip
     await h.user("ops", "please deploy the service now")
-    expect(h.toasts.map((t) => t.message)).toContain("Tip (deploy-needs-ticket): Name the ticket of a deploy.")
+    expect(h.toasts.map((t) => t.message)).toContain("semantic-anchors: tip: Name the ticket of a deploy. (deploy-needs-ticket)")
     // ask-every-5-commands: team-lead only
     await h.user("lead", "start", "team-lead")
     for (let i = 0; i < 5; i++) expect(await h.tool("lead", "bash", { command: "make" })).toBeUndefined()
@@ -953,7 +957,7 @@ describe("the README section is true", () => {
     await h.user(S, "ok")
     const warn = (await h.run(S, "write", { filePath: "src/a.ts", content: "" }, "Wrote file successfully.")).output!
     await h.user(S, "refactor the whole module and rename every function in it please")
-    const tip = h.toasts.find((t) => t.message.startsWith("Tip"))!.message
+    const tip = h.toasts.find((t) => t.message.startsWith("semantic-anchors: tip:"))!.message
     const bypass = await h.command(S, "bypass continuing intentional edit")
     for (const sample of [block, warn, tip, bypass]) expect(section).toContain("```\n" + sample + "\n```")
   })
