@@ -58,11 +58,37 @@ import type { Hooks, Plugin, PluginInput } from "@opencode-ai/plugin"
  * trimmed or normalised), types strict ("1" is quoted, 1 is not; null is written, an absent key is not). Keys are
  * read with Object.keys, so `__proto__`, `constructor` or `toString` are ordinary keys like any other.
  * Values JSON cannot express (undefined, functions, symbols) are written as a tag so they still compare by type;
- * a cycle in the object graph is written as a marker instead of recursing forever.
+ * a cycle in the object graph is written as a marker instead of recursing forever. A string value of `leafMin`
+ * characters or more is written as its digest (see stringLeaf): the text then never grows with file contents.
  */
-export function canonicalize(value: unknown): string {
-  const sorted = sortedPlainJSON(value, 0)
-  return sorted === NOT_PLAIN ? write(value, []) : JSON.stringify(sorted)
+export function canonicalize(value: unknown, leafMin = LEAF_DIGEST_MIN): string {
+  const sorted = sortedPlainJSON(value, 0, leafMin)
+  return sorted === NOT_PLAIN ? write(value, [], leafMin) : JSON.stringify(sorted)
+}
+
+/**
+ * String values this long or longer are hashed natively where they stand instead of being JSON-escaped into the
+ * canonical text and hashed again as part of it (bench/signature-experiment.ts: a 10 KB edit and a 1 MB write
+ * cost a fraction; short strings and keys stay inline, where a hash per leaf would cost more than it saves).
+ */
+export const LEAF_DIGEST_MIN = 1024
+
+/**
+ * The form a string value takes in the canonical text, keeping equality exact: a long string becomes NUL + its
+ * digest (NUL + "!" + the digest of its JSON form when it holds a lone surrogate, which the native hash would read
+ * as U+FFFD); a short string that itself starts with NUL gets one more NUL in front, so it can never read as a
+ * digest (a digest never starts with NUL); any other string is itself.
+ */
+function stringLeaf(text: string, leafMin: number): string {
+  if (text.length >= leafMin) {
+    return isWellFormed(text) ? `\u0000${digest(text)}` : `\u0000!${digest(JSON.stringify(text))}`
+  }
+  return text.charCodeAt(0) === 0 ? `\u0000${text}` : text
+}
+
+function isWellFormed(text: string): boolean {
+  const check = (text as string & { isWellFormed?: () => boolean }).isWellFormed
+  return typeof check === "function" ? check.call(text) : false // unknown: take the JSON form, always exact
 }
 
 /**
@@ -75,9 +101,10 @@ export function canonicalize(value: unknown): string {
 const NOT_PLAIN = Symbol("not plain JSON")
 const FAST_DEPTH = 2000
 
-function sortedPlainJSON(value: unknown, depth: number): unknown {
+function sortedPlainJSON(value: unknown, depth: number, leafMin: number): unknown {
   switch (typeof value) {
     case "string":
+      return stringLeaf(value, leafMin)
     case "boolean":
       return value
     case "number":
@@ -85,27 +112,27 @@ function sortedPlainJSON(value: unknown, depth: number): unknown {
     case "object":
       if (value === null) return value
       if (depth > FAST_DEPTH) return NOT_PLAIN
-      if (Array.isArray(value)) return sortedArray(value, depth)
+      if (Array.isArray(value)) return sortedArray(value, depth, leafMin)
       if (Object.getPrototypeOf(value) !== Object.prototype) return NOT_PLAIN
-      return sortedObject(value as Record<string, unknown>, depth)
+      return sortedObject(value as Record<string, unknown>, depth, leafMin)
     default:
       return NOT_PLAIN
   }
 }
 
-function sortedArray(items: unknown[], depth: number): unknown {
+function sortedArray(items: unknown[], depth: number, leafMin: number): unknown {
   let copy: unknown[] | null = null
   for (let i = 0; i < items.length; i++) {
     const item = items[i]
     if (item === undefined) return NOT_PLAIN // also a hole: JSON writes null, `write` writes #undefined
-    const sorted = sortedPlainJSON(item, depth + 1)
+    const sorted = sortedPlainJSON(item, depth + 1, leafMin)
     if (sorted === NOT_PLAIN) return NOT_PLAIN
     if (sorted !== item) (copy ??= items.slice())[i] = sorted
   }
   return copy ?? items
 }
 
-function sortedObject(object: Record<string, unknown>, depth: number): unknown {
+function sortedObject(object: Record<string, unknown>, depth: number, leafMin: number): unknown {
   const keys = Object.keys(object)
   let inOrder = true
   for (let i = 0; i < keys.length; i++) {
@@ -120,7 +147,7 @@ function sortedObject(object: Record<string, unknown>, depth: number): unknown {
   for (let i = 0; i < keys.length; i++) {
     const key = keys[i]
     const value = object[key]
-    const sorted = sortedPlainJSON(value, depth + 1)
+    const sorted = sortedPlainJSON(value, depth + 1, leafMin)
     if (sorted === NOT_PLAIN) return NOT_PLAIN
     if (copy === null && sorted !== value) {
       copy = {} // keys already in order, a child changed: copy the keys before this one as they are
@@ -145,10 +172,10 @@ function sortKeys(keys: string[]): void {
   }
 }
 
-function write(value: unknown, ancestors: object[]): string {
+function write(value: unknown, ancestors: object[], leafMin: number): string {
   switch (typeof value) {
     case "string":
-      return JSON.stringify(value)
+      return JSON.stringify(stringLeaf(value, leafMin))
     case "number":
       // JSON writes NaN and Infinity as null; keep them distinct from null and from each other.
       return Number.isFinite(value) ? String(value) : `#${String(value)}`
@@ -167,19 +194,19 @@ function write(value: unknown, ancestors: object[]): string {
   if (ancestors.includes(object)) return "#circular"
   ancestors.push(object)
   const text = Array.isArray(object)
-    ? writeArray(object, ancestors)
-    : writeObject(object as Record<string, unknown>, ancestors)
+    ? writeArray(object, ancestors, leafMin)
+    : writeObject(object as Record<string, unknown>, ancestors, leafMin)
   ancestors.pop()
   return text
 }
 
-function writeArray(items: unknown[], ancestors: object[]): string {
+function writeArray(items: unknown[], ancestors: object[], leafMin: number): string {
   let text = "["
-  for (let i = 0; i < items.length; i++) text += (i ? "," : "") + write(items[i], ancestors)
+  for (let i = 0; i < items.length; i++) text += (i ? "," : "") + write(items[i], ancestors, leafMin)
   return text + "]"
 }
 
-function writeObject(object: Record<string, unknown>, ancestors: object[]): string {
+function writeObject(object: Record<string, unknown>, ancestors: object[], leafMin: number): string {
   // A Date, Map or typed array has no enumerable keys of its own that say what it holds; its constructor name and
   // its string form keep two different ones apart without special-casing every class.
   const keys = Object.keys(object).sort()
@@ -188,7 +215,7 @@ function writeObject(object: Record<string, unknown>, ancestors: object[]): stri
     proto === Object.prototype || proto === null ? "" : `#${proto?.constructor?.name ?? "?"}(${safeString(object)})`
   let text = tag + "{"
   for (let i = 0; i < keys.length; i++) {
-    text += (i ? "," : "") + JSON.stringify(keys[i]) + ":" + write(object[keys[i]], ancestors)
+    text += (i ? "," : "") + JSON.stringify(keys[i]) + ":" + write(object[keys[i]], ancestors, leafMin)
   }
   return text + "}"
 }

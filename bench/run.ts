@@ -2,7 +2,8 @@
 // bench/results/latest.json (git-ignored). Not part of `npm test`: figures depend on the machine and its load.
 //
 // Flags:
-//   --only=loop-guard,semantic-anchors,memory,host,fuzz   run some groups (default: all but fuzz)
+//   --only=loop-guard,semantic-anchors,memory,host,fuzz,signature   run some groups (default: all but fuzz and
+//                                                    signature, the experiment of bench/signature-experiment.ts)
 //   --quick                                          fewer rounds and host runs (a smoke run, figures rougher)
 //   --host-runs=N                                    opencode runs per side for the whole-host figure (default 5)
 //   --fuzz[=N]                                       then run the fuzz tests with BENCH_FUZZ=N calls (default 1e6);
@@ -64,6 +65,13 @@ if (groups.includes("loop-guard")) {
   const r = await hookCost({ rounds: quick ? 9 : 41 })
   rows.push(...r.rows)
   results.loopGuardHook = r.json
+}
+
+if (groups.includes("signature")) {
+  const { signatureExperiment } = await import("./signature-experiment.ts")
+  const r = signatureExperiment({ rounds: quick ? 9 : 41 })
+  rows.push(...r.rows)
+  results.signatureExperiment = r.json
 }
 
 if (groups.includes("semantic-anchors")) {

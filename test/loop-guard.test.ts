@@ -2,6 +2,7 @@
 import { describe, expect, test } from "bun:test"
 import plugin, {
   IGNORED_KEYS,
+  LEAF_DIGEST_MIN,
   MAX_SESSIONS,
   Sessions,
   canonicalize,
@@ -159,6 +160,8 @@ describe("detection (default: 3 repetitions)", () => {
   })
 })
 
+const LONG = "x".repeat(LEAF_DIGEST_MIN)
+
 describe("signatures: what counts as the same call", () => {
   // Alternating two calls P, Q, P, Q: the 4th is blocked only if P and Q have one signature (else it is A-B x2).
   const proto = JSON.parse('{"__proto__": {"x": 1}}')
@@ -188,6 +191,30 @@ describe("signatures: what counts as the same call", () => {
     ["two tools with equal arguments", ["read", { filePath: "a" }], ["write", { filePath: "a" }], false],
     ["no arguments vs empty object", ["x", undefined], ["x", {}], false],
     ["keys that look like JSON", ["x", { 'a":1,"b': 2 }], ["x", { a: 1, b: 2 }], false],
+    // Strings of LEAF_DIGEST_MIN characters or more are hashed where they stand: equality stays exact.
+    ["a long string, equal", ["write", { content: LONG + "a" }], ["write", { content: LONG + "a" }], true],
+    [
+      "long strings differing in the last character",
+      ["write", { content: LONG + "a" }],
+      ["write", { content: LONG + "b" }],
+      false,
+    ],
+    ["long strings differing in length only", ["write", { content: LONG }], ["write", { content: LONG + "x" }], false],
+    [
+      "long strings differing only in a lone surrogate",
+      ["write", { c: LONG + "\ud800" }],
+      ["write", { c: LONG + "\udc00" }],
+      false,
+    ],
+    ["a long string vs its digest marker", ["write", { c: LONG }], ["write", { c: "\u0000" + digest(LONG) }], false],
+    ["a NUL-prefixed short string vs the same without", ["x", { c: "\u0000a" }], ["x", { c: "a" }], false],
+    [
+      "a long string inside a Date-carrying value (general writer)",
+      ["x", { d: new Date(0), c: LONG + "a" }],
+      ["x", { c: LONG + "a", d: new Date(0) }],
+      true,
+    ],
+    ["... differing there", ["x", { d: new Date(0), c: LONG + "a" }], ["x", { d: new Date(0), c: LONG + "b" }], false],
   ]
   test.each(table)("%s", async (_name, [toolP, argsP], [toolQ, argsQ], same) => {
     const { call } = await start()
@@ -210,8 +237,10 @@ describe("signatures: what counts as the same call", () => {
     expect(signature("write", { filePath: "a", content: "x".repeat(999_999) + "y" }).signature).not.toBe(big.signature)
   })
 
-  test("canonical text sorts keys and keeps types", () => {
+  test("canonical text sorts keys and keeps types; long strings are written as their digest", () => {
     expect(canonicalize({ b: [2, "2", null], a: { d: 1, c: true } })).toBe('{"a":{"c":true,"d":1},"b":[2,"2",null]}')
+    expect(canonicalize({ c: LONG }).length).toBeLessThan(60)
+    expect(canonicalize({ c: LONG }, Infinity)).toBe(JSON.stringify({ c: LONG }))
   })
 
   test("odd values are written without throwing", () => {
