@@ -480,7 +480,7 @@ export function blockMessage(finding: Finding, blocks: number, stopped = false):
     )
   } else if (blocks >= ESCALATE_AT) {
     lines.push(
-      `This is the ${ordinal(blocks)} time loop-guard has blocked you in this session. ` +
+      `This is the ${ordinal(blocks)} time loop-guard has blocked you since the user's last message. ` +
         "Stop calling tools now and report to the user: what you tried, what you found, and what blocks you.",
     )
   } else {
