@@ -314,12 +314,22 @@ export const NO_RESULT = "none"
 
 /** Digest of what a call returned (the output the model reads). Only the digest is kept, never the output. */
 export function resultDigest(output: unknown): string {
-  return "ok:" + digest(typeof output === "string" ? output : canonicalize(output))
+  return "ok:" + exactDigest(output)
 }
 
 /** Digest of a failed call's error text; failures and outputs never compare equal. */
 export function errorDigest(error: unknown): string {
-  return "error:" + digest(typeof error === "string" ? error : canonicalize(error))
+  return "error:" + exactDigest(error)
+}
+
+/**
+ * A digest that tells every two results apart (up to collisions): a string as it is, one with a lone surrogate in
+ * its JSON form (the native hash reads text as UTF-8, see stringLeaf), anything else canonicalized; each form with
+ * its own tag, so no two forms compare equal.
+ */
+function exactDigest(value: unknown): string {
+  if (typeof value !== "string") return "c" + digest(canonicalize(value))
+  return isWellFormed(value) ? "s" + digest(value) : "j" + digest(JSON.stringify(value))
 }
 
 /** One call of the session's history: its signature, and its result once the host reports it. */
@@ -622,9 +632,18 @@ export function readSettings(env: Record<string, string | undefined>): { setting
   else if (mode)
     problems.push(`OPENCODE_LOOP_GUARD=${quote(env.OPENCODE_LOOP_GUARD)} is not block, warn or off; using block`)
 
-  settings.repetitions = wholeNumber(env, "OPENCODE_LOOP_GUARD_REPETITIONS", 2, MAX_REPETITIONS, false, problems)
-  settings.failures = wholeNumber(env, "OPENCODE_LOOP_GUARD_FAILURES", 2, 50, true, problems)
-  settings.maxBlocks = wholeNumber(env, "OPENCODE_LOOP_GUARD_MAX_BLOCKS", 1, 1000, true, problems)
+  const defaults = defaultSettings()
+  settings.repetitions = wholeNumber(
+    env,
+    "OPENCODE_LOOP_GUARD_REPETITIONS",
+    2,
+    MAX_REPETITIONS,
+    false,
+    defaults.repetitions,
+    problems,
+  )
+  settings.failures = wholeNumber(env, "OPENCODE_LOOP_GUARD_FAILURES", 2, 50, true, defaults.failures, problems)
+  settings.maxBlocks = wholeNumber(env, "OPENCODE_LOOP_GUARD_MAX_BLOCKS", 1, 1000, true, defaults.maxBlocks, problems)
 
   for (const glob of (env.OPENCODE_LOOP_GUARD_EXEMPT ?? "").split(",").map((g) => g.trim())) {
     if (!glob) continue
@@ -637,20 +656,16 @@ export function readSettings(env: Record<string, string | undefined>): { setting
   return { settings, problems }
 }
 
-/** A whole-number variable in min..max (or 0 when `zeroIsOff`); unset gives the default, invalid is reported. */
+/** A whole-number variable in min..max (or 0 when `zeroIsOff`); unset gives `fallback`, invalid is reported. */
 function wholeNumber(
   env: Record<string, string | undefined>,
-  name: "OPENCODE_LOOP_GUARD_REPETITIONS" | "OPENCODE_LOOP_GUARD_FAILURES" | "OPENCODE_LOOP_GUARD_MAX_BLOCKS",
+  name: string,
   min: number,
   max: number,
   zeroIsOff: boolean,
+  fallback: number,
   problems: string[],
 ): number {
-  const fallback = {
-    OPENCODE_LOOP_GUARD_REPETITIONS: 3,
-    OPENCODE_LOOP_GUARD_FAILURES: 3,
-    OPENCODE_LOOP_GUARD_MAX_BLOCKS: 5,
-  }[name]
   const text = env[name]?.trim()
   if (!text) return fallback
   const n = /^\d+$/.test(text) ? Number(text) : NaN

@@ -481,6 +481,20 @@ describe("progress is not a loop: results decide between the cycle and the backs
     expect(b.logs.find((l) => l.message.includes("blocked"))?.extra).toMatchObject({ reason: "backstop", k: 1 })
   })
 
+  test.each([
+    ["outputs differing only in a lone surrogate are a change", ["a\ud800", "a\udc00", "a\ud800"], "...."],
+    ["the same output with a lone surrogate is unchanged", ["a\ud800", "a\ud800", "a\ud800"], "...X"],
+  ])("%s", async (_name, outputs, expected) => {
+    const { call, succeed } = await start()
+    let outcome = ""
+    for (const output of outputs) {
+      outcome += (await call("s1", "bashoutput", { bash_id: "j" })) === null ? "." : "X"
+      await succeed("s1", "bashoutput", output)
+    }
+    outcome += (await call("s1", "bashoutput", { bash_id: "j" })) === null ? "." : "X"
+    expect(outcome).toBe(expected)
+  })
+
   test("a result is remembered as a digest only: a 1 MB output does not grow the history", async () => {
     const { hooks, call, succeed, logs } = await start()
     await call("s1", "read", { filePath: "a" })
