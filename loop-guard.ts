@@ -310,15 +310,15 @@ const PRINTABLE_LABEL = /^[\x20-\x7e]{0,64}$/
 // ---------------------------------------------------------------------------------------------------------------
 
 /** The result of a call that has not been seen (yet): a parallel call still running, or an event that never came. */
-export const NO_RESULT = "none"
+const NO_RESULT = "none"
 
 /** Digest of what a call returned (the output the model reads). Only the digest is kept, never the output. */
-export function resultDigest(output: unknown): string {
+function resultDigest(output: unknown): string {
   return "ok:" + exactDigest(output)
 }
 
 /** Digest of a failed call's error text; failures and outputs never compare equal. */
-export function errorDigest(error: unknown): string {
+function errorDigest(error: unknown): string {
   return "error:" + exactDigest(error)
 }
 
@@ -358,7 +358,7 @@ export function windowSize(k: number, repetitions: number): number {
 }
 
 /** The backstop for a cycle whose results kept changing: three times the window, max(3r*k, 3r+1). */
-export function backstopSize(k: number, repetitions: number): number {
+function backstopSize(k: number, repetitions: number): number {
   return windowSize(k, 3 * repetitions)
 }
 
@@ -450,7 +450,7 @@ export type Streak = { reason: "failures"; tool: string; failures: number }
  * current call's tool and all failed with the same error digest, whatever their arguments. Null when `failures`
  * is 0 (off), for bash, and for an exempt tool.
  */
-export function findStreak(
+function findStreak(
   history: readonly Call[],
   current: CallRecord,
   failures: number,
@@ -503,7 +503,7 @@ export function blockMessage(finding: Finding, blocks: number, stopped = false):
 }
 
 /** The note warn mode appends to the result of a call it let run: the same facts, no block. */
-export function warnNote(finding: Finding): string {
+function warnNote(finding: Finding): string {
   return [
     `loop-guard warning: this ${currentTool(finding)} call ran, but it repeats what you did before ` +
       "(OPENCODE_LOOP_GUARD=warn, so it was not blocked).",
@@ -554,7 +554,7 @@ function explanation(finding: Finding): string[] {
  * The toast the human sees for a block: loop-guard, the tool(s), the cycle's shape and what the agent was told,
  * never an argument value. Its wording is stable (the TUI tests look for it).
  */
-export function blockToast(finding: Finding, blocks: number): string {
+function blockToast(finding: Finding, blocks: number): string {
   const told =
     blocks >= ESCALATE_AT
       ? "stop and report"
@@ -568,14 +568,14 @@ export function blockToast(finding: Finding, blocks: number): string {
 }
 
 /** The toast for a call warn mode let run. */
-export function warnToast(finding: Finding): string {
+function warnToast(finding: Finding): string {
   const what =
     finding.reason === "failures" ? `${finding.tool} after ${finding.failures} failures in a row` : shapeText(finding)
   return `loop-guard: warned about ${what}; it ran (warn mode) and the agent was told`
 }
 
 /** The toast for the bounded stop. */
-export function stopToast(finding: Finding, blocks: number): string {
+function stopToast(finding: Finding, blocks: number): string {
   const last = finding.reason === "failures" ? `${finding.tool} after ${finding.failures} failures` : shapeText(finding)
   return `loop-guard: stopped the agent after ${blocks} blocks in one turn (the last: ${last})`
 }
@@ -751,7 +751,7 @@ export function record(state: SessionState, call: Call, capacity: number): void 
 }
 
 /** The recorded call with this callID (the newest first: results arrive soon after their call), or undefined. */
-export function findCall(state: SessionState | undefined, callID: unknown): Call | undefined {
+function findCall(state: SessionState | undefined, callID: unknown): Call | undefined {
   if (!state || typeof callID !== "string") return undefined
   for (let i = state.history.length - 1; i >= 0; i--) if (state.history[i].callID === callID) return state.history[i]
   return undefined
@@ -782,7 +782,7 @@ export function resetTarget(event: { type?: unknown; properties?: any } | undefi
 }
 
 /** A failed tool call from a `message.part.updated` event (tool.execute.after fires for successes only), or null. */
-export function failedCall(
+function failedCall(
   event: { type?: unknown; properties?: any } | undefined,
 ): { sessionID: string; callID: string; error: unknown } | null {
   if (event?.type !== "message.part.updated") return null
