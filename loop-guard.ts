@@ -554,7 +554,7 @@ function explanation(finding: Finding): string[] {
  * The toast the human sees for a block: loop-guard, the tool(s), the cycle's shape and what the agent was told,
  * never an argument value. Its wording is stable (the TUI tests look for it).
  */
-function blockToast(finding: Finding, blocks: number): string {
+function blockToast(finding: Finding, blocks: number, retries = 0): string {
   const told =
     blocks >= ESCALATE_AT
       ? "stop and report"
@@ -564,7 +564,7 @@ function blockToast(finding: Finding, blocks: number): string {
   if (finding.reason === "failures") {
     return `loop-guard: blocked ${finding.tool} after ${finding.failures} failures in a row; the agent was told to re-read and ${blocks >= ESCALATE_AT ? told : "change approach"}`
   }
-  return `loop-guard: blocked ${shapeText(finding)}; the agent was told to ${told}`
+  return `loop-guard: blocked ${shapeText(finding, retries)}; the agent was told to ${told}`
 }
 
 /** The toast for a call warn mode let run. */
@@ -575,8 +575,9 @@ function warnToast(finding: Finding): string {
 }
 
 /** The toast for the bounded stop. */
-function stopToast(finding: Finding, blocks: number): string {
-  const last = finding.reason === "failures" ? `${finding.tool} after ${finding.failures} failures` : shapeText(finding)
+function stopToast(finding: Finding, blocks: number, retries = 0): string {
+  const last =
+    finding.reason === "failures" ? `${finding.tool} after ${finding.failures} failures` : shapeText(finding, retries)
   return `loop-guard: stopped the agent after ${blocks} blocks in one turn (the last: ${last})`
 }
 
@@ -593,10 +594,14 @@ function facts(finding: Finding): Record<string, unknown> {
   return { reason: finding.reason, tools: finding.tools, k: finding.k, repetitions: finding.repetitions }
 }
 
-/** "a 4th identical read", "a 10th identical read whose results kept changing", "a cycle read -> bash x3". */
-function shapeText(cycle: Cycle): string {
+/**
+ * "a 4th identical read", "a 10th identical read whose results kept changing", "a cycle read -> bash repeated 3
+ * times". For k = 1 the count includes the blocked retries before this one: the 2nd retry of a 4th read is a 6th.
+ */
+function shapeText(cycle: Cycle, retries = 0): string {
   const changing = cycle.reason === "backstop" ? " whose results kept changing" : ""
-  if (cycle.k === 1) return `${article(cycle.calls)} ${ordinal(cycle.calls)} identical ${cycle.tools[0]}${changing}`
+  const n = cycle.calls + retries
+  if (cycle.k === 1) return `${article(n)} ${ordinal(n)} identical ${cycle.tools[0]}${changing}`
   return `a cycle ${cycle.tools.join(" -> ")} repeated ${cycle.repetitions} times${changing}`
 }
 
@@ -702,7 +707,19 @@ export function globMatcher(globs: readonly string[]): (tool: string) => boolean
 export const MAX_SESSIONS = 1000
 
 /** One session: its recent calls, and the blocks since its last idle state (a turn). */
-export type SessionState = { history: Call[]; blocks: number; errorLogged: boolean }
+export type SessionState = {
+  history: Call[]
+  blocks: number
+  errorLogged: boolean
+  /** calls recorded so far (the history keeps only the last ones): tells a retry from a new repeat */
+  recorded: number
+  /** the last block, to count the blocked retries of one call for the human's toast ("a 5th identical read") */
+  lastBlock: { signature: string; recorded: number; retries: number } | null
+}
+
+export function newSessionState(): SessionState {
+  return { history: [], blocks: 0, errorLogged: false, recorded: 0, lastBlock: null }
+}
 
 /** Per-session histories in a Map whose insertion order doubles as the LRU order. */
 export class Sessions {
@@ -717,7 +734,7 @@ export class Sessions {
     if (sessionID === this.lastID && this.last) return this.last // already the most recent: nothing to reorder
     let state = this.map.get(sessionID)
     if (state) this.map.delete(sessionID)
-    else state = { history: [], blocks: 0, errorLogged: false }
+    else state = newSessionState()
     this.map.set(sessionID, state)
     if (this.map.size > this.capacity) this.map.delete(this.map.keys().next().value as string)
     this.lastID = sessionID
@@ -746,6 +763,7 @@ export class Sessions {
 
 /** Remembers a call that ran, keeping only as many as the rules can look at. */
 export function record(state: SessionState, call: Call, capacity: number): void {
+  state.recorded += 1
   state.history.push(call)
   if (state.history.length > capacity) state.history.splice(0, state.history.length - capacity)
 }
@@ -866,7 +884,7 @@ const server: Plugin = async (input, _options) => {
         toast(warnToast(finding), "warning")
         return null
       }
-      return block(sessionID, state, finding, extra)
+      return block(sessionID, state, call, finding, extra)
     } catch (error) {
       if (!state.errorLogged) {
         state.errorLogged = true
@@ -877,8 +895,17 @@ const server: Plugin = async (input, _options) => {
   }
 
   /** A block: counted, logged, shown to the human; at the turn's limit the run is stopped. Not recorded. */
-  function block(sessionID: string, state: SessionState, finding: Finding, extra: Record<string, unknown>): Verdict {
+  function block(
+    sessionID: string,
+    state: SessionState,
+    call: Call,
+    finding: Finding,
+    extra: Record<string, unknown>,
+  ): Verdict {
     state.blocks += 1 // the blocked call is not recorded: a retry is blocked again, a different call breaks it
+    const last = state.lastBlock
+    const retries = last?.signature === call.signature && last.recorded === state.recorded ? last.retries + 1 : 0
+    state.lastBlock = { signature: call.signature, recorded: state.recorded, retries }
     const stop = settings.maxBlocks > 0 && state.blocks >= settings.maxBlocks
     log("warn", `loop-guard: blocked ${describe(finding)}`, { ...extra, blocks: state.blocks })
     if (stop) {
@@ -888,9 +915,9 @@ const server: Plugin = async (input, _options) => {
         blocks: state.blocks,
         maxBlocks: settings.maxBlocks,
       })
-      toast(stopToast(finding, state.blocks), "error")
+      toast(stopToast(finding, state.blocks, retries), "error")
     } else {
-      toast(blockToast(finding, state.blocks), state.blocks >= ESCALATE_AT ? "error" : "warning")
+      toast(blockToast(finding, state.blocks, retries), state.blocks >= ESCALATE_AT ? "error" : "warning")
     }
     return { block: blockMessage(finding, state.blocks, stop) }
   }

@@ -303,12 +303,15 @@ describe("e2e loop-guard on results, streaks and stops (issue 11)", () => {
           message: "loop-guard: blocked a 4th identical read; the agent was told to change course",
           variant: "warning",
         }),
-        expect.objectContaining({ variant: "warning" }),
+        expect.objectContaining({
+          message: "loop-guard: blocked a 5th identical read; the agent was told to change course",
+          variant: "warning",
+        }),
       ])
       expect(toasts.slice(2, 4).map((t) => t.variant)).toEqual(["error", "error"])
       expect(toasts).toContainEqual(
         expect.objectContaining({
-          message: "loop-guard: stopped the agent after 5 blocks in one turn (the last: a 4th identical read)",
+          message: "loop-guard: stopped the agent after 5 blocks in one turn (the last: an 8th identical read)",
           variant: "error",
         }),
       )

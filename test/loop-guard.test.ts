@@ -10,6 +10,7 @@ import plugin, {
   fnv1a64,
   historyCapacity,
   newCall,
+  newSessionState,
   record,
   signature,
 } from "../loop-guard.ts"
@@ -410,7 +411,7 @@ describe("sessions", () => {
   })
 
   test("a session's history is bounded to what the rule needs", async () => {
-    const state = { history: [], blocks: 0, errorLogged: false }
+    const state = newSessionState()
     for (let i = 0; i < 10_000; i++)
       record(state, newCall(signature("read", { filePath: `f${i}` }), `c${i}`), historyCapacity(3, 3))
     expect(state.history.length).toBe(35) // max(9*4, 10) - 1: the longest backstop window minus the current call
@@ -606,7 +607,7 @@ describe("the bounded stop: the 5th block in one turn aborts the run", () => {
     expect(await trace("AAAAAAAA")).toBe("...XXXXX")
     expect(aborts).toEqual([{ path: { id: "s1" } }])
     expect(toasts.at(-1)).toEqual({
-      message: "loop-guard: stopped the agent after 5 blocks in one turn (the last: a 4th identical read)",
+      message: "loop-guard: stopped the agent after 5 blocks in one turn (the last: an 8th identical read)",
       variant: "error",
     })
     expect(
@@ -693,7 +694,7 @@ describe("toasts: the human sees every block", () => {
       "the 3rd block escalates",
       "AAAAAA",
       {},
-      "loop-guard: blocked a 4th identical read; the agent was told to stop and report",
+      "loop-guard: blocked a 6th identical read; the agent was told to stop and report",
       "error",
     ],
     [
@@ -715,6 +716,18 @@ describe("toasts: the human sees every block", () => {
     const { trace, toasts } = await start(env)
     await trace(steps)
     expect(toasts.at(-1)).toEqual({ message, variant })
+  })
+
+  test("a blocked retry counts on: the human sees a 5th, a 6th identical read; a new repeat starts at the 4th", async () => {
+    const { trace, toasts } = await start({ OPENCODE_LOOP_GUARD_MAX_BLOCKS: "0" })
+    await trace("AAAAAA")
+    expect(toasts.map((t) => t.message.replace(/;.*/, ""))).toEqual([
+      "loop-guard: blocked a 4th identical read",
+      "loop-guard: blocked a 5th identical read",
+      "loop-guard: blocked a 6th identical read",
+    ])
+    await trace("EAAAA") // a different call ran in between: the next repeat is a 4th again
+    expect(toasts.at(-1)?.message).toStartWith("loop-guard: blocked a 4th identical read")
   })
 
   test("one toast per block, none for calls that ran; variants warning, warning, error, error, then the stop", async () => {
