@@ -233,8 +233,9 @@ function safeString(object: object): string {
  * 64-bit digest of a string. The history keeps only digests, so a 1 MB `write` costs a few dozen bytes per slot.
  * Under opencode (Bun) this is Bun.hash (wyhash, 64 bit, native); elsewhere a 2 x 32-bit FNV-1a in plain JS.
  * Collision risk: a false block needs two different calls of the same tool whose digests collide inside one window
- * of at most 4r calls. With 64 bits that is about n^2 / 2^65 per window (n = 12 by default: ~4e-18); the digest
- * also carries the text's length. wyhash is not cryptographic, but the only party that could craft a collision is
+ * of at most 12r calls (the backstop of a 4-call cycle). With 64 bits that is about n^2 / 2^65 per window (n = 36
+ * by default: ~4e-17); the digest also carries the text's length. A result digest that collides only makes a
+ * changing result look unchanged, i.e. brings a block forward from the backstop to the cycle's window. wyhash is not cryptographic, but the only party that could craft a collision is
  * the model, and all it would gain is having its own call blocked.
  */
 export function digest(text: string): string {
