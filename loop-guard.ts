@@ -1,26 +1,51 @@
 /**
  * loop-guard: an opencode plugin that stops the agent from cycling through the same tool calls.
  *
- * What: every tool call gets a signature (tool name + canonical arguments). When the last calls of a session,
- * the current one included, repeat a cycle of length k (k = 1..4) for the configured number of repetitions r,
- * the current call is blocked: the hook throws, the tool does not run, and the model reads our message as the
- * tool result. With the default r = 3 a cycle of length k is caught after max(3k, 4) calls:
+ * What: every tool call gets a signature (tool name + canonical arguments) and, once it has run, a digest of its
+ * result. When the last calls of a session, the current one included, repeat a cycle of length k (k = 1..4) for
+ * the configured number of repetitions r AND the repeated calls returned the same results each time, the current
+ * call is blocked: the hook throws, the tool does not run, and the model reads our message as the tool result.
+ * With the default r = 3 such a cycle is caught after max(3k, 4) calls:
  *
  *   k = 1  A A A A                   the 4th identical call is blocked
  *   k = 2  A B A B A B               the 6th call
  *   k = 3  A B C A B C A B C         the 9th call
  *   k = 4  A B C D x3                the 12th call
  *
+ * Progress is not a loop: when the results changed between repetitions (a poll of a job that advances, a growing
+ * log), the cycle runs on until a backstop at max(3r*k, 3r+1) calls (the 10th identical poll by default), so
+ * nothing repeats forever. A call whose result was not seen (yet) counts as the result "none".
+ *
+ * Failure streaks: when one tool other than bash failed on the last 3 calls of the session with the same error,
+ * whatever its arguments (an edit retried with ever different oldStrings, each "not found"), its next call is
+ * blocked until a call of any tool succeeds. bash is left out: a failing command is its normal way to report.
+ *
+ * A bounded stop: at the 5th block in one turn (between two idle states of the session) the session's run is
+ * aborted through opencode's SDK, so a model that ignores every message cannot keep paying for requests. Each block
+ * and the stop are also shown to the human as a toast, and logged.
+ *
+ * What is not identity (left out of the signature, because the model rewrites it freely and it does not change
+ * what the call does): bash's `description` (a label for the human; the `command` is what runs) and task's
+ * `description` (a 3-5 word label; the `prompt` is what the subagent gets). Every other key of every tool counts.
+ *
  * Why: opencode's own doom_loop check only looks at the last three parts of the current assistant message, so a
  * model that reads the same file once per step, or ping-pongs edit/test/edit/test with the same edit, runs forever.
  *
  * How to tune (environment, read once when opencode starts; invalid values are logged and replaced by defaults):
- *   OPENCODE_LOOP_GUARD=block|warn|off     block (default), warn (log only, the call runs), off
- *   OPENCODE_LOOP_GUARD_REPETITIONS=r      repetitions that make a cycle, 2..50, default 3 (caught after max(r*k, r+1))
+ *   OPENCODE_LOOP_GUARD=block|warn|off     block (default); warn (the call runs, the model reads a note appended to
+ *                                          its result, and it is logged); off
+ *   OPENCODE_LOOP_GUARD_REPETITIONS=r      repetitions that make a cycle, 2..50, default 3 (caught after max(r*k, r+1),
+ *                                          or at the backstop max(3r*k, 3r+1) when the results changed)
+ *   OPENCODE_LOOP_GUARD_FAILURES=n         failures in a row of one tool (not bash) that block its next call, 2..50,
+ *                                          default 3; 0 switches the failure streak off
+ *   OPENCODE_LOOP_GUARD_MAX_BLOCKS=n       blocks in one turn after which the run is stopped, 1..1000, default 5;
+ *                                          0 = never stop
  *   OPENCODE_LOOP_GUARD_EXEMPT=globs       comma-separated tool-name globs (* and ?), e.g. todowrite,mcp_*_poll;
- *                                          a cycle is let through only when every call in it is an exempt tool
+ *                                          a cycle is let through only when every call in it is an exempt tool, a
+ *                                          failure streak when its tool is exempt
  *
- * Layout: pure core (signature, cycle check, message, settings), then session state, then the opencode adapter.
+ * Layout: pure core (signature, cycle check, failure streak, messages, settings), then session state, then the
+ * opencode adapter.
  */
 import type { Hooks, Plugin, PluginInput } from "@opencode-ai/plugin"
 
@@ -33,11 +58,37 @@ import type { Hooks, Plugin, PluginInput } from "@opencode-ai/plugin"
  * trimmed or normalised), types strict ("1" is quoted, 1 is not; null is written, an absent key is not). Keys are
  * read with Object.keys, so `__proto__`, `constructor` or `toString` are ordinary keys like any other.
  * Values JSON cannot express (undefined, functions, symbols) are written as a tag so they still compare by type;
- * a cycle in the object graph is written as a marker instead of recursing forever.
+ * a cycle in the object graph is written as a marker instead of recursing forever. A string value of `leafMin`
+ * characters or more is written as its digest (see stringLeaf): the text then never grows with file contents.
  */
-export function canonicalize(value: unknown): string {
-  const sorted = sortedPlainJSON(value, 0)
-  return sorted === NOT_PLAIN ? write(value, []) : JSON.stringify(sorted)
+export function canonicalize(value: unknown, leafMin = LEAF_DIGEST_MIN): string {
+  const sorted = sortedPlainJSON(value, 0, leafMin)
+  return sorted === NOT_PLAIN ? write(value, [], leafMin) : JSON.stringify(sorted)
+}
+
+/**
+ * String values this long or longer are hashed natively where they stand instead of being JSON-escaped into the
+ * canonical text and hashed again as part of it (bench/signature-experiment.ts: a 10 KB edit and a 1 MB write
+ * cost a fraction; short strings and keys stay inline, where a hash per leaf would cost more than it saves).
+ */
+export const LEAF_DIGEST_MIN = 1024
+
+/**
+ * The form a string value takes in the canonical text, keeping equality exact: a long string becomes NUL + its
+ * digest (NUL + "!" + the digest of its JSON form when it holds a lone surrogate, which the native hash would read
+ * as U+FFFD); a short string that itself starts with NUL gets one more NUL in front, so it can never read as a
+ * digest (a digest never starts with NUL); any other string is itself.
+ */
+function stringLeaf(text: string, leafMin: number): string {
+  if (text.length >= leafMin) {
+    return isWellFormed(text) ? `\u0000${digest(text)}` : `\u0000!${digest(JSON.stringify(text))}`
+  }
+  return text.charCodeAt(0) === 0 ? `\u0000${text}` : text
+}
+
+function isWellFormed(text: string): boolean {
+  const check = (text as string & { isWellFormed?: () => boolean }).isWellFormed
+  return typeof check === "function" ? check.call(text) : false // unknown: take the JSON form, always exact
 }
 
 /**
@@ -50,9 +101,10 @@ export function canonicalize(value: unknown): string {
 const NOT_PLAIN = Symbol("not plain JSON")
 const FAST_DEPTH = 2000
 
-function sortedPlainJSON(value: unknown, depth: number): unknown {
+function sortedPlainJSON(value: unknown, depth: number, leafMin: number): unknown {
   switch (typeof value) {
     case "string":
+      return stringLeaf(value, leafMin)
     case "boolean":
       return value
     case "number":
@@ -60,27 +112,27 @@ function sortedPlainJSON(value: unknown, depth: number): unknown {
     case "object":
       if (value === null) return value
       if (depth > FAST_DEPTH) return NOT_PLAIN
-      if (Array.isArray(value)) return sortedArray(value, depth)
+      if (Array.isArray(value)) return sortedArray(value, depth, leafMin)
       if (Object.getPrototypeOf(value) !== Object.prototype) return NOT_PLAIN
-      return sortedObject(value as Record<string, unknown>, depth)
+      return sortedObject(value as Record<string, unknown>, depth, leafMin)
     default:
       return NOT_PLAIN
   }
 }
 
-function sortedArray(items: unknown[], depth: number): unknown {
+function sortedArray(items: unknown[], depth: number, leafMin: number): unknown {
   let copy: unknown[] | null = null
   for (let i = 0; i < items.length; i++) {
     const item = items[i]
     if (item === undefined) return NOT_PLAIN // also a hole: JSON writes null, `write` writes #undefined
-    const sorted = sortedPlainJSON(item, depth + 1)
+    const sorted = sortedPlainJSON(item, depth + 1, leafMin)
     if (sorted === NOT_PLAIN) return NOT_PLAIN
     if (sorted !== item) (copy ??= items.slice())[i] = sorted
   }
   return copy ?? items
 }
 
-function sortedObject(object: Record<string, unknown>, depth: number): unknown {
+function sortedObject(object: Record<string, unknown>, depth: number, leafMin: number): unknown {
   const keys = Object.keys(object)
   let inOrder = true
   for (let i = 0; i < keys.length; i++) {
@@ -95,7 +147,7 @@ function sortedObject(object: Record<string, unknown>, depth: number): unknown {
   for (let i = 0; i < keys.length; i++) {
     const key = keys[i]
     const value = object[key]
-    const sorted = sortedPlainJSON(value, depth + 1)
+    const sorted = sortedPlainJSON(value, depth + 1, leafMin)
     if (sorted === NOT_PLAIN) return NOT_PLAIN
     if (copy === null && sorted !== value) {
       copy = {} // keys already in order, a child changed: copy the keys before this one as they are
@@ -120,10 +172,10 @@ function sortKeys(keys: string[]): void {
   }
 }
 
-function write(value: unknown, ancestors: object[]): string {
+function write(value: unknown, ancestors: object[], leafMin: number): string {
   switch (typeof value) {
     case "string":
-      return JSON.stringify(value)
+      return JSON.stringify(stringLeaf(value, leafMin))
     case "number":
       // JSON writes NaN and Infinity as null; keep them distinct from null and from each other.
       return Number.isFinite(value) ? String(value) : `#${String(value)}`
@@ -142,19 +194,19 @@ function write(value: unknown, ancestors: object[]): string {
   if (ancestors.includes(object)) return "#circular"
   ancestors.push(object)
   const text = Array.isArray(object)
-    ? writeArray(object, ancestors)
-    : writeObject(object as Record<string, unknown>, ancestors)
+    ? writeArray(object, ancestors, leafMin)
+    : writeObject(object as Record<string, unknown>, ancestors, leafMin)
   ancestors.pop()
   return text
 }
 
-function writeArray(items: unknown[], ancestors: object[]): string {
+function writeArray(items: unknown[], ancestors: object[], leafMin: number): string {
   let text = "["
-  for (let i = 0; i < items.length; i++) text += (i ? "," : "") + write(items[i], ancestors)
+  for (let i = 0; i < items.length; i++) text += (i ? "," : "") + write(items[i], ancestors, leafMin)
   return text + "]"
 }
 
-function writeObject(object: Record<string, unknown>, ancestors: object[]): string {
+function writeObject(object: Record<string, unknown>, ancestors: object[], leafMin: number): string {
   // A Date, Map or typed array has no enumerable keys of its own that say what it holds; its constructor name and
   // its string form keep two different ones apart without special-casing every class.
   const keys = Object.keys(object).sort()
@@ -163,7 +215,7 @@ function writeObject(object: Record<string, unknown>, ancestors: object[]): stri
     proto === Object.prototype || proto === null ? "" : `#${proto?.constructor?.name ?? "?"}(${safeString(object)})`
   let text = tag + "{"
   for (let i = 0; i < keys.length; i++) {
-    text += (i ? "," : "") + JSON.stringify(keys[i]) + ":" + write(object[keys[i]], ancestors)
+    text += (i ? "," : "") + JSON.stringify(keys[i]) + ":" + write(object[keys[i]], ancestors, leafMin)
   }
   return text + "}"
 }
@@ -181,8 +233,9 @@ function safeString(object: object): string {
  * 64-bit digest of a string. The history keeps only digests, so a 1 MB `write` costs a few dozen bytes per slot.
  * Under opencode (Bun) this is Bun.hash (wyhash, 64 bit, native); elsewhere a 2 x 32-bit FNV-1a in plain JS.
  * Collision risk: a false block needs two different calls of the same tool whose digests collide inside one window
- * of at most 4r calls. With 64 bits that is about n^2 / 2^65 per window (n = 12 by default: ~4e-18); the digest
- * also carries the text's length. wyhash is not cryptographic, but the only party that could craft a collision is
+ * of at most 12r calls (the backstop of a 4-call cycle). With 64 bits that is about n^2 / 2^65 per window (n = 36
+ * by default: ~4e-17); the digest also carries the text's length. A result digest that collides only makes a
+ * changing result look unchanged, i.e. brings a block forward from the backstop to the cycle's window. wyhash is not cryptographic, but the only party that could craft a collision is
  * the model, and all it would gain is having its own call blocked.
  */
 export function digest(text: string): string {
@@ -203,12 +256,31 @@ export function fnv1a64(text: string): string {
   return (a >>> 0).toString(36) + "." + (b >>> 0).toString(36)
 }
 
-/** What the history remembers of one call: the signature digest and the tool name (for the message). */
+/** What the history remembers of one call's arguments: the signature digest and the tool name (for the message). */
 export type CallRecord = { signature: string; tool: string }
+
+/**
+ * Free-text keys left out of a tool's signature: the model rewrites them at will and they do not change what the
+ * call does, so a reworded label must not make a repeat look new. One list; the README repeats it.
+ */
+export const IGNORED_KEYS: Readonly<Record<string, readonly string[]>> = {
+  bash: ["description"], // a few words for the human; `command` is what runs
+  task: ["description"], // a 3-5 word label; `prompt` is what the subagent gets
+}
 
 /** The signature of a call: tool name + digest of its canonical arguments. Arguments are never stored. */
 export function signature(tool: string, args: unknown): CallRecord {
-  return { signature: toolKey(tool) + digest(canonicalize(args)), tool: toolLabel(tool) }
+  return { signature: toolKey(tool) + digest(canonicalize(identityOf(tool, args))), tool: toolLabel(tool) }
+}
+
+/** The arguments that make a call's identity: the tool's IGNORED_KEYS removed (a shallow copy, only when present). */
+function identityOf(tool: string, args: unknown): unknown {
+  const ignored = Object.hasOwn(IGNORED_KEYS, tool) ? IGNORED_KEYS[tool] : undefined
+  if (!ignored || typeof args !== "object" || args === null || Array.isArray(args)) return args
+  if (!ignored.some((key) => Object.hasOwn(args, key))) return args
+  const copy: Record<string, unknown> = { ...(args as Record<string, unknown>) } // spread keeps an own __proto__ key
+  for (const key of ignored) delete copy[key]
+  return copy
 }
 
 /**
@@ -235,6 +307,47 @@ function toolLabel(tool: unknown): string {
 const PRINTABLE_LABEL = /^[\x20-\x7e]{0,64}$/
 
 // ---------------------------------------------------------------------------------------------------------------
+// Pure core: results
+// ---------------------------------------------------------------------------------------------------------------
+
+/** The result of a call that has not been seen (yet): a parallel call still running, or an event that never came. */
+const NO_RESULT = "none"
+
+/** Digest of what a call returned (the output the model reads). Only the digest is kept, never the output. */
+function resultDigest(output: unknown): string {
+  return "ok:" + exactDigest(output)
+}
+
+/** Digest of a failed call's error text; failures and outputs never compare equal. */
+function errorDigest(error: unknown): string {
+  return "error:" + exactDigest(error)
+}
+
+/**
+ * A digest that tells every two results apart (up to collisions): a string as it is, one with a lone surrogate in
+ * its JSON form (the native hash reads text as UTF-8, see stringLeaf), anything else canonicalized; each form with
+ * its own tag, so no two forms compare equal.
+ */
+function exactDigest(value: unknown): string {
+  if (typeof value !== "string") return "c" + digest(canonicalize(value))
+  return isWellFormed(value) ? "s" + digest(value) : "j" + digest(JSON.stringify(value))
+}
+
+/** One call of the session's history: its signature, and its result once the host reports it. */
+export type Call = CallRecord & {
+  callID: string
+  /** resultDigest / errorDigest, or NO_RESULT */
+  result: string
+  failed: boolean
+  /** warn mode: the note to append to this call's result when it arrives */
+  note: string | null
+}
+
+export function newCall(record: CallRecord, callID: string): Call {
+  return { ...record, callID, result: NO_RESULT, failed: false, note: null }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // Pure core: the cycle check
 // ---------------------------------------------------------------------------------------------------------------
 
@@ -245,12 +358,19 @@ export function windowSize(k: number, repetitions: number): number {
   return Math.max(repetitions * k, repetitions + 1)
 }
 
-/** The history length the rule needs: the window of the longest cycle, minus the current call. */
-export function historyCapacity(repetitions: number): number {
-  return windowSize(MAX_CYCLE, repetitions) - 1
+/** The backstop for a cycle whose results kept changing: three times the window, max(3r*k, 3r+1). */
+function backstopSize(k: number, repetitions: number): number {
+  return windowSize(k, 3 * repetitions)
+}
+
+/** The history length the rules need: the backstop window of the longest cycle, or the failure streak. */
+export function historyCapacity(repetitions: number, failures = 0): number {
+  return Math.max(backstopSize(MAX_CYCLE, repetitions) - 1, failures)
 }
 
 export type Cycle = {
+  /** "cycle": the results repeated too; "backstop": they changed, but the cycle reached the backstop */
+  reason: "cycle" | "backstop"
   /** cycle length */
   k: number
   /** calls in the window, the current one included */
@@ -263,10 +383,12 @@ export type Cycle = {
 
 /**
  * The smallest cycle (k = 1..4) that the current call completes, or null. `history` is the recorded calls, oldest
- * first, without the current one. `isExempt(tool)` lets a cycle through when every call in it is an exempt tool.
+ * first, without the current one. A cycle whose results repeated is caught at windowSize; one whose results
+ * changed at backstopSize. `isExempt(tool)` lets a cycle through when every call in it is an exempt tool. A k whose
+ * turn is itself periodic (A A as k = 2) is the smaller cycle, already judged, and is skipped.
  */
 export function findCycle(
-  history: readonly CallRecord[],
+  history: readonly Call[],
   current: CallRecord,
   repetitions: number,
   isExempt: (tool: string) => boolean = () => false,
@@ -274,11 +396,15 @@ export function findCycle(
   for (let k = 1; k <= MAX_CYCLE; k++) {
     const calls = windowSize(k, repetitions)
     if (history.length + 1 < calls) break // longer cycles need even more calls
-    if (!isPeriodic(history, current, calls, k)) continue
+    if (!isPeriodic(history, current, calls, k) || hasSmallerPeriod(history, current, calls, k)) continue
     const tools = history.slice(history.length - (k - 1)).map((call) => call.tool)
     tools.push(current.tool)
     if (tools.every(isExempt)) continue
-    return { k, calls, repetitions: calls / k, tools }
+    if (resultsRepeat(history, calls, k)) return { reason: "cycle", k, calls, repetitions: calls / k, tools }
+    const backstop = backstopSize(k, repetitions)
+    if (history.length + 1 >= backstop && isPeriodic(history, current, backstop, k)) {
+      return { reason: "backstop", k, calls: backstop, repetitions: backstop / k, tools }
+    }
   }
   return null
 }
@@ -287,7 +413,7 @@ export function findCycle(
  * Whether the window (the last calls - 1 records, then the current call) has period k. Indexed in place: this
  * runs on every call, and copying the window for each k cost more than the comparisons.
  */
-function isPeriodic(history: readonly CallRecord[], current: CallRecord, calls: number, k: number): boolean {
+function isPeriodic(history: readonly Call[], current: CallRecord, calls: number, k: number): boolean {
   const start = history.length - (calls - 1) // index in history of the window's first call
   if (current.signature !== history[start + calls - 1 - k].signature) return false
   for (let i = k; i < calls - 1; i++) {
@@ -296,28 +422,76 @@ function isPeriodic(history: readonly CallRecord[], current: CallRecord, calls: 
   return true
 }
 
+/** Whether a window of period k also has a period d that divides k (then it is that smaller cycle). */
+function hasSmallerPeriod(history: readonly Call[], current: CallRecord, calls: number, k: number): boolean {
+  for (let d = 1; d < k; d++) if (k % d === 0 && isPeriodic(history, current, calls, d)) return true
+  return false
+}
+
+/** Whether each repeated call of the window returned what the same call one turn earlier returned. */
+function resultsRepeat(history: readonly Call[], calls: number, k: number): boolean {
+  const start = history.length - (calls - 1)
+  for (let i = k; i < calls - 1; i++) {
+    if (history[start + i].result !== history[start + i - k].result) return false
+  }
+  return true
+}
+
 // ---------------------------------------------------------------------------------------------------------------
-// Pure core: what the model reads
+// Pure core: the failure streak
 // ---------------------------------------------------------------------------------------------------------------
+
+/** Tools a failure streak never blocks: a failing command is how bash reports, and its next command is new work. */
+const STREAK_FREE_TOOLS = new Set(["bash"])
+
+export type Streak = { reason: "failures"; tool: string; failures: number }
+
+/**
+ * A failure streak the current call would extend: the last `failures` calls of the session were all of the
+ * current call's tool and all failed with the same error digest, whatever their arguments. Null when `failures`
+ * is 0 (off), for bash, and for an exempt tool.
+ */
+function findStreak(
+  history: readonly Call[],
+  current: CallRecord,
+  failures: number,
+  isExempt: (tool: string) => boolean = () => false,
+): Streak | null {
+  if (failures === 0 || history.length < failures) return null
+  if (STREAK_FREE_TOOLS.has(current.tool) || isExempt(current.tool)) return null
+  const last = history[history.length - 1]
+  for (let i = history.length - failures; i < history.length; i++) {
+    const call = history[i]
+    if (!call.failed || call.tool !== current.tool || call.result !== last.result) return null
+  }
+  return { reason: "failures", tool: current.tool, failures }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Pure core: what the model and the human read
+// ---------------------------------------------------------------------------------------------------------------
+
+/** What was found: a cycle (results repeated, or at the backstop) or a failure streak. */
+export type Finding = Cycle | Streak
 
 /** Blocks from this one on escalate: the agent is told to stop calling tools and report. */
 export const ESCALATE_AT = 3
 
 /**
- * The message the model reads as the blocked call's result. It names tools, k and counts only: arguments (paths,
- * commands, file contents) may be secrets and never appear.
+ * The message the model reads as the blocked call's result. The first line is a sentence for the human; the
+ * rest is for the model. It names tools, k and counts only: arguments (paths, commands, file contents) and error
+ * texts may hold secrets and never appear. `stopped` adds that the run has been stopped.
  */
-export function blockMessage(cycle: Cycle, blocks: number): string {
-  const shape = cycle.tools.join(" -> ")
-  const lines = [
-    `loop-guard blocked this ${cycle.tools[cycle.tools.length - 1]} call: it was not run.`,
-    `Your last ${cycle.calls} tool calls, this one included, repeat the same cycle ${cycle.repetitions} times ` +
-      `with identical arguments: ${shape} (cycle length ${cycle.k}).`,
-    "The results of those calls are already in your context; running them again will not tell you anything new.",
-  ]
-  if (blocks >= ESCALATE_AT) {
+export function blockMessage(finding: Finding, blocks: number, stopped = false): string {
+  const lines = [`loop-guard blocked this ${currentTool(finding)} call: it was not run.`, ...explanation(finding)]
+  if (stopped) {
     lines.push(
-      `This is the ${ordinal(blocks)} time loop-guard has blocked you in this session. ` +
+      `loop-guard has now stopped this run: this is block number ${blocks} since the user's last message. ` +
+        "The user has been told.",
+    )
+  } else if (blocks >= ESCALATE_AT) {
+    lines.push(
+      `This is the ${ordinal(blocks)} time loop-guard has blocked you since the user's last message. ` +
         "Stop calling tools now and report to the user: what you tried, what you found, and what blocks you.",
     )
   } else {
@@ -329,10 +503,118 @@ export function blockMessage(cycle: Cycle, blocks: number): string {
   return lines.join("\n")
 }
 
+/** The note warn mode appends to the result of a call it let run: the same facts, no block. */
+function warnNote(finding: Finding): string {
+  return [
+    `loop-guard warning: this ${currentTool(finding)} call ran, but it repeats what you did before ` +
+      "(OPENCODE_LOOP_GUARD=warn, so it was not blocked).",
+    ...explanation(finding),
+    "Choose a materially different action next, or stop and explain to the user what blocks you.",
+  ].join("\n")
+}
+
+function currentTool(finding: Finding): string {
+  return finding.reason === "failures" ? finding.tool : finding.tools[finding.tools.length - 1]
+}
+
+/** Why the call was caught, and the advice that goes with the reason. */
+function explanation(finding: Finding): string[] {
+  if (finding.reason === "failures") {
+    return [
+      `Your last ${finding.failures} tool calls were ${finding.tool} calls, and each failed with the same error, ` +
+        "whatever the arguments.",
+      "Re-read the current state before you try again (for edit: read the file again; its text may not be what " +
+        "you remember) and change your approach: repeating the call with small changes fails the same way.",
+    ]
+  }
+  const lines = [
+    `Your last ${finding.calls} tool calls, this one included, repeat the same cycle ${finding.repetitions} times ` +
+      `with identical arguments: ${finding.tools.join(" -> ")} (cycle length ${finding.k}).`,
+  ]
+  if (finding.reason === "cycle") {
+    lines.push(
+      "Each time they returned the same results, and those are already in your context; running them again will " +
+        "not tell you anything new.",
+    )
+  } else {
+    lines.push(
+      "Their results changed, so loop-guard let them run until now; this many identical calls is a loop, not " +
+        "progress.",
+    )
+  }
+  if (finding.k === 1) {
+    lines.push(
+      "If you are waiting for something (a job, a server, a build), wait first (for example with sleep) or read " +
+        "its log before asking again.",
+    )
+  }
+  return lines
+}
+
+/**
+ * The toast the human sees for a block: loop-guard, the tool(s), the cycle's shape and what the agent was told,
+ * never an argument value. Its wording is stable (the TUI tests look for it).
+ */
+function blockToast(finding: Finding, blocks: number, retries = 0): string {
+  const told =
+    blocks >= ESCALATE_AT
+      ? "stop and report"
+      : finding.reason === "backstop"
+        ? "wait or change course"
+        : "change course"
+  if (finding.reason === "failures") {
+    return `loop-guard: blocked ${finding.tool} after ${finding.failures} failures in a row; the agent was told to re-read and ${blocks >= ESCALATE_AT ? told : "change approach"}`
+  }
+  return `loop-guard: blocked ${shapeText(finding, retries)}; the agent was told to ${told}`
+}
+
+/** The toast for a call warn mode let run. */
+function warnToast(finding: Finding): string {
+  const what =
+    finding.reason === "failures" ? `${finding.tool} after ${finding.failures} failures in a row` : shapeText(finding)
+  return `loop-guard: warned about ${what}; it ran (warn mode) and the agent was told`
+}
+
+/** The toast for the bounded stop. */
+function stopToast(finding: Finding, blocks: number, retries = 0): string {
+  const last =
+    finding.reason === "failures" ? `${finding.tool} after ${finding.failures} failures` : shapeText(finding, retries)
+  return `loop-guard: stopped the agent after ${blocks} blocks in one turn (the last: ${last})`
+}
+
+/** The log's words and fields for a finding (no argument values). */
+function describe(finding: Finding): string {
+  if (finding.reason === "failures")
+    return `a failure streak: ${finding.failures} failed ${finding.tool} calls in a row`
+  return `${finding.reason === "backstop" ? "a cycle at the backstop" : "a cycle"}: ${finding.tools.join(" -> ")}`
+}
+
+function facts(finding: Finding): Record<string, unknown> {
+  if (finding.reason === "failures")
+    return { reason: finding.reason, tools: [finding.tool], failures: finding.failures }
+  return { reason: finding.reason, tools: finding.tools, k: finding.k, repetitions: finding.repetitions }
+}
+
+/**
+ * "a 4th identical read", "a 10th identical read whose results kept changing", "a cycle read -> bash repeated 3
+ * times". For k = 1 the count includes the blocked retries before this one: the 2nd retry of a 4th read is a 6th.
+ */
+function shapeText(cycle: Cycle, retries = 0): string {
+  const changing = cycle.reason === "backstop" ? " whose results kept changing" : ""
+  const n = cycle.calls + retries
+  if (cycle.k === 1) return `${article(n)} ${ordinal(n)} identical ${cycle.tools[0]}${changing}`
+  return `a cycle ${cycle.tools.join(" -> ")} repeated ${cycle.repetitions} times${changing}`
+}
+
 function ordinal(n: number): string {
   const tens = n % 100
   if (tens >= 11 && tens <= 13) return `${n}th`
   return `${n}${["th", "st", "nd", "rd"][n % 10] ?? "th"}`
+}
+
+/** "an" before 8th, 11th, 18th, 80th..., "a" otherwise. */
+function article(n: number): string {
+  return /^8/.test(String(n)) || n === 11 || n === 18 ? "an" : "a"
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -340,13 +622,13 @@ function ordinal(n: number): string {
 // ---------------------------------------------------------------------------------------------------------------
 
 export type Mode = "block" | "warn" | "off"
-export type Settings = { mode: Mode; repetitions: number; exempt: string[] }
+export type Settings = { mode: Mode; repetitions: number; failures: number; maxBlocks: number; exempt: string[] }
 export function defaultSettings(): Settings {
-  return { mode: "block", repetitions: 3, exempt: [] }
+  return { mode: "block", repetitions: 3, failures: 3, maxBlocks: 5, exempt: [] }
 }
 const MAX_REPETITIONS = 50
 
-/** Reads the three variables; every invalid value is reported (to be logged) and replaced by its default. */
+/** Reads the variables; every invalid value is reported (to be logged) and replaced by its default. */
 export function readSettings(env: Record<string, string | undefined>): { settings: Settings; problems: string[] } {
   const problems: string[] = []
   const settings = defaultSettings()
@@ -356,15 +638,18 @@ export function readSettings(env: Record<string, string | undefined>): { setting
   else if (mode)
     problems.push(`OPENCODE_LOOP_GUARD=${quote(env.OPENCODE_LOOP_GUARD)} is not block, warn or off; using block`)
 
-  const reps = env.OPENCODE_LOOP_GUARD_REPETITIONS?.trim()
-  if (reps) {
-    const r = /^\d+$/.test(reps) ? Number(reps) : NaN
-    if (r >= 2 && r <= MAX_REPETITIONS) settings.repetitions = r
-    else
-      problems.push(
-        `OPENCODE_LOOP_GUARD_REPETITIONS=${quote(reps)} is not a whole number from 2 to ${MAX_REPETITIONS}; using 3`,
-      )
-  }
+  const defaults = defaultSettings()
+  settings.repetitions = wholeNumber(
+    env,
+    "OPENCODE_LOOP_GUARD_REPETITIONS",
+    2,
+    MAX_REPETITIONS,
+    false,
+    defaults.repetitions,
+    problems,
+  )
+  settings.failures = wholeNumber(env, "OPENCODE_LOOP_GUARD_FAILURES", 2, 50, true, defaults.failures, problems)
+  settings.maxBlocks = wholeNumber(env, "OPENCODE_LOOP_GUARD_MAX_BLOCKS", 1, 1000, true, defaults.maxBlocks, problems)
 
   for (const glob of (env.OPENCODE_LOOP_GUARD_EXEMPT ?? "").split(",").map((g) => g.trim())) {
     if (!glob) continue
@@ -375,6 +660,25 @@ export function readSettings(env: Record<string, string | undefined>): { setting
       )
   }
   return { settings, problems }
+}
+
+/** A whole-number variable in min..max (or 0 when `zeroIsOff`); unset gives `fallback`, invalid is reported. */
+function wholeNumber(
+  env: Record<string, string | undefined>,
+  name: string,
+  min: number,
+  max: number,
+  zeroIsOff: boolean,
+  fallback: number,
+  problems: string[],
+): number {
+  const text = env[name]?.trim()
+  if (!text) return fallback
+  const n = /^\d+$/.test(text) ? Number(text) : NaN
+  if ((n >= min && n <= max) || (zeroIsOff && n === 0)) return n
+  const range = `a whole number from ${min} to ${max}${zeroIsOff ? " (or 0 = off)" : ""}`
+  problems.push(`${name}=${quote(text)} is not ${range}; using ${fallback}`)
+  return fallback
 }
 
 function quote(text: string | undefined): string {
@@ -403,7 +707,20 @@ export function globMatcher(globs: readonly string[]): (tool: string) => boolean
 /** Sessions kept at once; the least recently used is dropped beyond it (a long `opencode serve` runs many). */
 export const MAX_SESSIONS = 1000
 
-export type SessionState = { history: CallRecord[]; blocks: number; errorLogged: boolean }
+/** One session: its recent calls, and the blocks since its last idle state (a turn). */
+export type SessionState = {
+  history: Call[]
+  blocks: number
+  errorLogged: boolean
+  /** calls recorded so far (the history keeps only the last ones): tells a retry from a new repeat */
+  recorded: number
+  /** the last block, to count the blocked retries of one call for the human's toast ("a 5th identical read") */
+  lastBlock: { signature: string; recorded: number; retries: number } | null
+}
+
+export function newSessionState(): SessionState {
+  return { history: [], blocks: 0, errorLogged: false, recorded: 0, lastBlock: null }
+}
 
 /** Per-session histories in a Map whose insertion order doubles as the LRU order. */
 export class Sessions {
@@ -418,12 +735,17 @@ export class Sessions {
     if (sessionID === this.lastID && this.last) return this.last // already the most recent: nothing to reorder
     let state = this.map.get(sessionID)
     if (state) this.map.delete(sessionID)
-    else state = { history: [], blocks: 0, errorLogged: false }
+    else state = newSessionState()
     this.map.set(sessionID, state)
     if (this.map.size > this.capacity) this.map.delete(this.map.keys().next().value as string)
     this.lastID = sessionID
     this.last = state
     return state
+  }
+
+  /** The session's state if it is kept, without creating it or changing the LRU order (for results). */
+  peek(sessionID: string): SessionState | undefined {
+    return this.map.get(sessionID)
   }
 
   has(sessionID: string): boolean {
@@ -440,45 +762,88 @@ export class Sessions {
   }
 }
 
-/** Remembers a call that ran, keeping only as many as the rule can look at. */
-export function record(state: SessionState, call: CallRecord, capacity: number): void {
+/** Remembers a call that ran, keeping only as many as the rules can look at. */
+export function record(state: SessionState, call: Call, capacity: number): void {
+  state.recorded += 1
   state.history.push(call)
   if (state.history.length > capacity) state.history.splice(0, state.history.length - capacity)
 }
 
-/** The session an opencode event resets, or null: idle (both forms) and deleted do; compacted and busy do not. */
-export function resetTarget(event: { type?: unknown; properties?: any } | undefined): string | null {
+/** The recorded call with this callID (the newest first: results arrive soon after their call), or undefined. */
+function findCall(state: SessionState | undefined, callID: unknown): Call | undefined {
+  if (!state || typeof callID !== "string") return undefined
+  for (let i = state.history.length - 1; i >= 0; i--) if (state.history[i].callID === callID) return state.history[i]
+  return undefined
+}
+
+/**
+ * What an opencode event resets, or null. "turn": the session went idle (both forms) or was deleted, so its
+ * history and its block count start over. "history": the session was compacted, so its context is now a summary
+ * and the calls before it are no longer "in your context"; the turn, and its block count, go on.
+ */
+export type Reset = { sessionID: string; scope: "turn" | "history" }
+export function resetTarget(event: { type?: unknown; properties?: any } | undefined): Reset | null {
   const props = event?.properties ?? {}
+  const id = (value: unknown, scope: Reset["scope"]): Reset | null =>
+    typeof value === "string" ? { sessionID: value, scope } : null
   switch (event?.type) {
     case "session.idle":
-      return typeof props.sessionID === "string" ? props.sessionID : null
+      return id(props.sessionID, "turn")
     case "session.status":
-      return props.status?.type === "idle" && typeof props.sessionID === "string" ? props.sessionID : null
-    case "session.deleted": {
-      const id = props.info?.id ?? props.sessionID
-      return typeof id === "string" ? id : null
-    }
+      return props.status?.type === "idle" ? id(props.sessionID, "turn") : null
+    case "session.deleted":
+      return id(props.info?.id ?? props.sessionID, "turn")
+    case "session.compacted":
+      return id(props.sessionID, "history")
     default:
       return null
   }
+}
+
+/** A failed tool call from a `message.part.updated` event (tool.execute.after fires for successes only), or null. */
+function failedCall(
+  event: { type?: unknown; properties?: any } | undefined,
+): { sessionID: string; callID: string; error: unknown } | null {
+  if (event?.type !== "message.part.updated") return null
+  const part = event.properties?.part
+  if (part?.type !== "tool" || part.state?.status !== "error" || typeof part.callID !== "string") return null
+  const sessionID = event.properties?.sessionID ?? part.sessionID
+  return typeof sessionID === "string" ? { sessionID, callID: part.callID, error: part.state.error ?? "" } : null
 }
 
 // ---------------------------------------------------------------------------------------------------------------
 // The opencode adapter
 // ---------------------------------------------------------------------------------------------------------------
 
+type Client = PluginInput["client"] | undefined
 type Log = (level: "info" | "warn" | "error", message: string, extra?: Record<string, unknown>) => void
 
-/** Fire and forget: a log call must never delay or fail a tool call, nor be awaited while opencode starts. */
-function logger(client: PluginInput["client"] | undefined): Log {
-  return (level, message, extra) => {
-    try {
-      const pending = client?.app?.log({ body: { service: "loop-guard", level, message, extra } })
-      if (pending && typeof pending.catch === "function") pending.catch(() => {})
-    } catch {
-      // logging is best effort
-    }
+/**
+ * Fire and forget: a client call must never delay or fail a tool call, nor be awaited while opencode starts (an
+ * awaited call at start-up hung the host). Errors, thrown or rejected, are dropped.
+ */
+function fireAndForget(send: () => unknown): void {
+  try {
+    const pending = send() as { catch?: (f: () => void) => void } | undefined
+    if (pending && typeof pending.catch === "function") pending.catch(() => {})
+  } catch {
+    // best effort
   }
+}
+
+function logger(client: Client): Log {
+  return (level, message, extra) =>
+    fireAndForget(() => client?.app?.log({ body: { service: "loop-guard", level, message, extra } }))
+}
+
+/** The human's channel: a toast in the TUI (resolves even with no TUI attached). */
+function toaster(client: Client): (message: string, variant: "warning" | "error") => void {
+  return (message, variant) => fireAndForget(() => client?.tui?.showToast({ body: { message, variant } }))
+}
+
+/** The bounded stop: ends the session's run as the human's interrupt would. */
+function aborter(client: Client): (sessionID: string) => void {
+  return (sessionID) => fireAndForget(() => client?.session?.abort({ path: { id: sessionID } }))
 }
 
 /** The process environment, read without Node's type declarations (the plugin runs on Bun; tests too). */
@@ -491,32 +856,36 @@ type Verdict = { block: string } | null
 
 const server: Plugin = async (input, _options) => {
   const log = logger(input?.client)
+  const toast = toaster(input?.client)
+  const abort = aborter(input?.client)
   const { settings, problems } = readSettings(environment())
   for (const problem of problems) log("warn", `loop-guard: ${problem}`)
   if (settings.mode === "off") return {}
 
   const sessions = new Sessions()
-  const capacity = historyCapacity(settings.repetitions)
+  const capacity = historyCapacity(settings.repetitions, settings.failures)
   const isExempt = globMatcher(settings.exempt)
 
-  function judge(sessionID: string, tool: string, args: unknown): Verdict {
+  function judge(sessionID: string, tool: string, callID: string, args: unknown): Verdict {
     const state = sessions.get(sessionID)
     try {
-      const call = signature(tool, args)
-      const cycle = findCycle(state.history, call, settings.repetitions, isExempt)
-      if (!cycle) {
+      const call = newCall(signature(tool, args), callID)
+      const finding =
+        findCycle(state.history, call, settings.repetitions, isExempt) ??
+        findStreak(state.history, call, settings.failures, isExempt)
+      if (!finding) {
         record(state, call, capacity)
         return null
       }
-      const extra = { sessionID, tools: cycle.tools, k: cycle.k, repetitions: cycle.repetitions }
+      const extra = { sessionID, ...facts(finding) }
       if (settings.mode === "warn") {
+        call.note = warnNote(finding)
         record(state, call, capacity)
-        log("warn", `loop-guard: cycle detected (warn mode, call allowed): ${cycle.tools.join(" -> ")}`, extra)
+        log("warn", `loop-guard: ${describe(finding)} detected (warn mode, call allowed)`, extra)
+        toast(warnToast(finding), "warning")
         return null
       }
-      state.blocks += 1 // the blocked call is not recorded: a retry is blocked again, a different call breaks it
-      log("warn", `loop-guard: blocked a cycle: ${cycle.tools.join(" -> ")}`, { ...extra, blocks: state.blocks })
-      return { block: blockMessage(cycle, state.blocks) }
+      return block(sessionID, state, call, finding, extra)
     } catch (error) {
       if (!state.errorLogged) {
         state.errorLogged = true
@@ -526,14 +895,80 @@ const server: Plugin = async (input, _options) => {
     }
   }
 
+  /** A block: counted, logged, shown to the human; at the turn's limit the run is stopped. Not recorded. */
+  function block(
+    sessionID: string,
+    state: SessionState,
+    call: Call,
+    finding: Finding,
+    extra: Record<string, unknown>,
+  ): Verdict {
+    state.blocks += 1 // the blocked call is not recorded: a retry is blocked again, a different call breaks it
+    const last = state.lastBlock
+    const retries = last?.signature === call.signature && last.recorded === state.recorded ? last.retries + 1 : 0
+    state.lastBlock = { signature: call.signature, recorded: state.recorded, retries }
+    const stop = settings.maxBlocks > 0 && state.blocks >= settings.maxBlocks
+    log("warn", `loop-guard: blocked ${describe(finding)}`, { ...extra, blocks: state.blocks })
+    if (stop) {
+      abort(sessionID)
+      log("error", `loop-guard: stopped the session's run after ${state.blocks} blocks in one turn`, {
+        ...extra,
+        blocks: state.blocks,
+        maxBlocks: settings.maxBlocks,
+      })
+      toast(stopToast(finding, state.blocks, retries), "error")
+    } else {
+      toast(blockToast(finding, state.blocks, retries), state.blocks >= ESCALATE_AT ? "error" : "warning")
+    }
+    return { block: blockMessage(finding, state.blocks, stop) }
+  }
+
+  /** A successful call's output: its digest joins the history; in warn mode the model's note is appended. */
+  function afterCall(sessionID: string, callID: unknown, output: { output?: unknown } | undefined): void {
+    const call = findCall(sessions.peek(sessionID), callID)
+    if (!call || !output) return
+    call.result = resultDigest(output.output)
+    call.failed = false
+    if (call.note !== null && typeof output.output === "string") {
+      output.output = `${output.output}\n\n${call.note}`
+      call.note = null
+    }
+  }
+
+  /** Resets (a new turn, a compaction) and failed calls' errors, which join the history as their results. */
+  function onEvent(event: { type?: unknown; properties?: unknown }): void {
+    const reset = resetTarget(event)
+    if (reset?.scope === "turn") sessions.reset(reset.sessionID)
+    if (reset?.scope === "history") {
+      const state = sessions.peek(reset.sessionID)
+      if (state) state.history = []
+    }
+    const failed = failedCall(event)
+    const call = failed && findCall(sessions.peek(failed.sessionID), failed.callID)
+    if (call) {
+      call.result = errorDigest(failed.error)
+      call.failed = true
+    }
+  }
+
   const hooks: Hooks = {
     "tool.execute.before": async (call, output) => {
-      const verdict = judge(String(call?.sessionID), String(call?.tool), output?.args)
+      const verdict = judge(String(call?.sessionID), String(call?.tool), String(call?.callID), output?.args)
       if (verdict) throw new Error(verdict.block)
     },
+    "tool.execute.after": async (call, output) => {
+      try {
+        afterCall(String(call?.sessionID), call?.callID, output)
+      } catch {
+        // a result we cannot read counts as "none"; the call has already run
+      }
+    },
     event: async ({ event }) => {
-      const sessionID = resetTarget(event as { type?: unknown; properties?: unknown })
-      if (sessionID !== null) sessions.reset(sessionID)
+      try {
+        onEvent(event as { type?: unknown; properties?: unknown })
+      } catch {
+        // an event we cannot read changes nothing (opencode would print and ignore the throw)
+      }
     },
   }
   return hooks

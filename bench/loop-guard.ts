@@ -1,10 +1,11 @@
 // loop-guard benchmarks: the cost of `tool.execute.before` per call against one JSON.stringify of the same
 // arguments (the floor: any signature reads the arguments once), and the heap per session and after 100,000.
-import plugin, { MAX_SESSIONS } from "../loop-guard.ts"
+import plugin, { MAX_SESSIONS, historyCapacity } from "../loop-guard.ts"
 import { heapUsed, now, summarize, type Row } from "./lib.ts"
 
 type Hooks = {
   "tool.execute.before": (input: unknown, output: unknown) => Promise<void>
+  "tool.execute.after": (input: unknown, output: unknown) => Promise<void>
   event: (e: unknown) => Promise<void>
 }
 
@@ -145,13 +146,24 @@ function fmtNs(ns: number): string {
   return ns >= 1e6 ? `${(ns / 1e6).toFixed(2)} ms` : ns >= 1e3 ? `${(ns / 1e3).toFixed(2)} us` : `${ns.toFixed(0)} ns`
 }
 
-/** Fills `count` sessions with a full history (12 distinct calls each); half end with session.idle when `finish`. */
+/**
+ * Fills `count` sessions with a full history (as many distinct calls as the default rules keep, each with its
+ * result digest); half end with session.idle when `finish`.
+ */
+const FULL = historyCapacity(3, 3)
 async function fillSessions(hooks: Hooks, prefix: string, count: number, finish: boolean) {
   const before = hooks["tool.execute.before"]
+  const after = hooks["tool.execute.after"]
   for (let s = 0; s < count; s++) {
     const sessionID = `${prefix}-${s}`
-    for (let c = 0; c < 12; c++)
-      await before({ tool: "read", sessionID, callID: "c" }, { args: { filePath: `src/file-${c}.ts`, limit: 100 } })
+    for (let c = 0; c < FULL; c++) {
+      const callID = `call_${s}_${c}_abcdefghijklmnop` // about the length of opencode's call ids
+      await before({ tool: "read", sessionID, callID }, { args: { filePath: `src/file-${c}.ts`, limit: 100 } })
+      await after(
+        { tool: "read", sessionID, callID, args: {} },
+        { title: "", output: `content of file ${c}`, metadata: {} },
+      )
+    }
     if (finish && s % 2) await hooks.event({ event: { type: "session.idle", properties: { sessionID } } })
   }
 }

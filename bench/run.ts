@@ -2,11 +2,14 @@
 // bench/results/latest.json (git-ignored). Not part of `npm test`: figures depend on the machine and its load.
 //
 // Flags:
-//   --only=loop-guard,semantic-anchors,memory,host,fuzz   run some groups (default: all but fuzz)
+//   --only=loop-guard,semantic-anchors,memory,host,fuzz,signature   run some groups (default: all but fuzz and
+//                                                    signature, the experiment of bench/signature-experiment.ts)
 //   --quick                                          fewer rounds and host runs (a smoke run, figures rougher)
 //   --host-runs=N                                    opencode runs per side for the whole-host figure (default 5)
 //   --fuzz[=N]                                       then run the fuzz tests with BENCH_FUZZ=N calls (default 1e6);
 //                                                    `--only=fuzz` runs only those
+//   --traces DIR (or --traces=DIR)                   replay the real trajectories in DIR (bench/traces.ts); alone,
+//                                                    it runs only that group (add --only=... for more)
 import { spawnSync } from "node:child_process"
 import { existsSync, mkdirSync, writeFileSync } from "node:fs"
 import path from "node:path"
@@ -14,21 +17,31 @@ import { machine, printTable, summarize, type Row } from "./lib.ts"
 
 const REPO = path.resolve(import.meta.dir, "..")
 const argv = process.argv.slice(2)
+// `--traces DIR` as two words (npm passes them so): join them into `--traces=DIR`.
+for (let i = 0; i < argv.length - 1; i++) {
+  if (argv[i] === "--traces" && !argv[i + 1].startsWith("--")) argv.splice(i, 2, `--traces=${argv[i + 1]}`)
+}
 const flag = (name: string): string | undefined => {
   const hit = argv.find((a) => a === `--${name}` || a.startsWith(`--${name}=`))
   return hit === undefined ? undefined : hit.includes("=") ? hit.slice(hit.indexOf("=") + 1) : ""
 }
-const known = ["only", "quick", "host-runs", "fuzz"]
+const known = ["only", "quick", "host-runs", "fuzz", "traces"]
 for (const a of argv) {
   if (!known.some((k) => a === `--${k}` || a.startsWith(`--${k}=`))) {
     console.error(
-      `unknown argument ${a}; flags: --only=loop-guard,semantic-anchors,memory,host,fuzz --quick --host-runs=N --fuzz[=N]`,
+      `unknown argument ${a}; flags: --only=loop-guard,semantic-anchors,memory,host,fuzz --quick --host-runs=N --fuzz[=N] --traces DIR`,
     )
     process.exit(2)
   }
 }
 const quick = flag("quick") !== undefined
-const groups = (flag("only") || "loop-guard,semantic-anchors,memory,host").split(",")
+const tracesDir = flag("traces")
+if (tracesDir === "") {
+  console.error("--traces needs a directory, e.g. npm run bench -- --traces ../shared/data/real-traces")
+  process.exit(2)
+}
+const groups = (flag("only") || (tracesDir ? "" : "loop-guard,semantic-anchors,memory,host")).split(",").filter(Boolean)
+if (tracesDir) groups.push("traces")
 const hostRuns = Number(flag("host-runs") || (quick ? 2 : 5))
 
 const rows: Row[] = []
@@ -52,6 +65,13 @@ if (groups.includes("loop-guard")) {
   const r = await hookCost({ rounds: quick ? 9 : 41 })
   rows.push(...r.rows)
   results.loopGuardHook = r.json
+}
+
+if (groups.includes("signature")) {
+  const { signatureExperiment } = await import("./signature-experiment.ts")
+  const r = signatureExperiment({ rounds: quick ? 9 : 41 })
+  rows.push(...r.rows)
+  results.signatureExperiment = r.json
 }
 
 if (groups.includes("semantic-anchors")) {
@@ -123,7 +143,12 @@ if (groups.includes("host")) {
   results.host = h.json
 }
 
-if (!groups.every((g) => g === "fuzz")) {
+if (groups.includes("traces")) {
+  const { replayTraces } = await import("./traces.ts")
+  results.traces = await replayTraces(path.resolve(tracesDir!))
+}
+
+if (!groups.every((g) => g === "fuzz" || g === "traces")) {
   results.machineAfter = machine()
   results.rows = rows
   console.log(

@@ -1,6 +1,7 @@
-// End-to-end: loop-guard in a real opencode (issue 4, scenarios 1-3). Each test installs the plugins with the
-// project's install.sh into a fresh sandbox, drives opencode with the scripted fake model, and asserts on what ran
-// (tool parts, files written by bash) and on what the model saw (the tool messages of its next request).
+// End-to-end: loop-guard in a real opencode (issue 4, scenarios 1-3; issue 11, scenarios 10-15). Each test
+// installs the plugins with the project's install.sh into a fresh sandbox, drives opencode with the scripted fake
+// model, and asserts on what ran (tool parts, files written by bash), on what the model saw (the tool messages of
+// its next request) and, under serve, on what the human is shown (the `tui.toast.show` events of GET /event).
 import { afterAll, describe, expect, test } from "bun:test"
 import fs from "node:fs"
 import path from "node:path"
@@ -15,16 +16,41 @@ import {
   toolParts,
   userTexts,
   type Sandbox,
+  type Serve,
 } from "./e2e/harness"
 
 const NOTES = "hello notes, line one\n"
 const sandboxes: Sandbox[] = []
 afterAll(() => sandboxes.forEach((sb) => sb.cleanup()))
 
-function sandbox(files: Record<string, string> = {}) {
-  const sb = createSandbox({ files: { "notes.txt": NOTES, ...files } })
+function sandbox(files: Record<string, string> = {}, install?: string[]) {
+  const sb = createSandbox({ files: { "notes.txt": NOTES, ...files }, install })
   sandboxes.push(sb)
   return sb
+}
+
+/**
+ * A sandbox with loop-guard alone: semantic-anchors' built-in step confirmation (every 3 bash/edit calls) would
+ * block bash polls and edit retries for reasons of its own.
+ */
+const loopGuardOnly = (files: Record<string, string> = {}) => sandbox(files, ["--only", "loop-guard"])
+
+/** The tool parts of a serve session, in order (GET /session/:id/message). */
+async function sessionToolParts(serve: Serve, id: string): Promise<{ tool: string; status: string; error?: string }[]> {
+  const r = await serve.api("GET", `/session/${id}/message`)
+  return (r.json ?? [])
+    .flatMap((m: any) => m.parts ?? [])
+    .filter((p: any) => p.type === "tool")
+    .map((p: any) => ({ tool: p.tool, status: p.state?.status, error: p.state?.error }))
+}
+
+/** Steps the model takes after the last user message of a request (0: it is answering that message). */
+function stepsSinceLastUser(body: any): { text: string; steps: number } {
+  const messages: any[] = body.messages ?? []
+  let last = -1
+  messages.forEach((m, i) => m.role === "user" && (last = i))
+  const text = JSON.stringify(messages[last]?.content ?? "")
+  return { text, steps: messages.slice(last).filter((m) => m.role === "assistant").length }
 }
 
 const readNotes = (sb: Sandbox) => ({ tool: "read", args: { filePath: path.join(sb.project, "notes.txt") } })
@@ -38,6 +64,8 @@ function expectBlockMessage(text: string | undefined, o: { tool: string; shape: 
   expect(text).toContain(`${o.shape} (cycle length ${o.k})`)
   expect(text).toContain("already in your context")
 }
+
+const poll = (command: string, description = "Check the job") => ({ tool: "bash", args: { command, description } })
 
 describe("e2e loop-guard in opencode run", () => {
   test("install.sh put loop-guard into the sandbox config dir, not anywhere else", () => {
@@ -174,10 +202,155 @@ describe("e2e loop-guard in opencode serve", () => {
       const del = await serve.api("DELETE", `/session/${a}`)
       expect(del.status).toBe(200)
       const deleted = await serve.waitForEvent((e) => e.type === "session.deleted" && e.properties?.info?.id === a)
-      expect(resetTarget(deleted)).toBe(a)
+      expect(resetTarget(deleted)).toEqual({ sessionID: a, scope: "turn" })
       expect((await serve.api("GET", `/session/${a}`)).status).not.toBe(200)
       // The other session is untouched and still served.
       expect((await serve.api("GET", `/session/${b}`)).status).toBe(200)
+    } finally {
+      await serve.close()
+    }
+  })
+})
+
+describe("e2e loop-guard on results, streaks and stops (issue 11)", () => {
+  test("10: a poll whose output changes every time runs 7 times; nothing is blocked", async () => {
+    const sb = loopGuardOnly()
+    const changing = poll("date +%s%N; echo polled >> polls.log")
+    const r = await runOpencode(sb, { prompt: "poll", script: [...Array(7).fill(changing), { text: "done" }] })
+    expect(r.code).toBe(0)
+    expect(toolParts(r.events).map((p) => p.status)).toEqual(Array(7).fill("completed"))
+    expect(fs.readFileSync(path.join(sb.project, "polls.log"), "utf8")).toBe("polled\n".repeat(7))
+    expect(new Set(toolParts(r.events).map((p) => p.output)).size).toBe(7) // the outputs really changed
+  })
+
+  test("11: a poll whose output never changes is blocked at the 4th, and the model is told to wait or read the log", async () => {
+    const sb = loopGuardOnly()
+    const same = poll("echo running; echo polled >> polls.log")
+    const r = await runOpencode(sb, { prompt: "poll", script: [same, same, same, same, { text: "I will wait." }] })
+    expect(r.code).toBe(0)
+    expect(toolParts(r.events).map((p) => p.status)).toEqual(["completed", "completed", "completed", "error"])
+    expect(fs.readFileSync(path.join(sb.project, "polls.log"), "utf8")).toBe("polled\n".repeat(3))
+    const seen = resultSeenFor(r.llm, 3)
+    expectBlockMessage(seen, { tool: "bash", shape: "bash", k: 1, times: 4 })
+    expect(seen).toContain("wait first (for example with sleep) or read its log before asking again")
+    expect(seen).not.toContain("polls.log")
+  })
+
+  test("12: the same command with a reworded description each time is still blocked at the 4th", async () => {
+    const sb = loopGuardOnly()
+    const steps = ["Append a line", "Add one more line", "Write the line again", "Append it once more"].map((d) =>
+      poll("echo line >> lines.log", d),
+    )
+    const r = await runOpencode(sb, { prompt: "append", script: [...steps, { text: "ok" }] })
+    expect(r.code).toBe(0)
+    expect(toolParts(r.events).map((p) => p.status)).toEqual(["completed", "completed", "completed", "error"])
+    expect(fs.readFileSync(path.join(sb.project, "lines.log"), "utf8")).toBe("line\n".repeat(3))
+    expectBlockMessage(resultSeenFor(r.llm, 3), { tool: "bash", shape: "bash", k: 1, times: 4 })
+  })
+
+  test("13: an edit retried with a different oldString, failing the same way 3 times: the 4th edit is stopped", async () => {
+    const sb = loopGuardOnly()
+    const file = path.join(sb.project, "notes.txt")
+    const edit = (i: number) => ({ tool: "edit", args: { filePath: file, oldString: `absent ${i}`, newString: "x" } })
+    const r = await runOpencode(sb, {
+      prompt: "edit",
+      script: [{ tool: "read", args: { filePath: file } }, edit(1), edit(2), edit(3), edit(4), { text: "ok" }],
+    })
+    expect(r.code).toBe(0)
+    const parts = toolParts(r.events)
+    expect(parts.map((p) => `${p.tool}:${p.status}`)).toEqual([
+      "read:completed",
+      "edit:error",
+      "edit:error",
+      "edit:error",
+      "edit:error",
+    ])
+    // edits 1-3 failed in opencode itself (the error the model read), the 4th was loop-guard's
+    for (const p of parts.slice(1, 4)) expect(p.error).not.toContain("loop-guard")
+    const seen = resultSeenFor(r.llm, 4)
+    expect(seen).toContain("loop-guard blocked this edit call: it was not run.")
+    expect(seen).toContain("Your last 3 tool calls were edit calls, and each failed with the same error")
+    expect(seen).toContain("for edit: read the file again")
+    expect(seen).not.toContain("absent")
+    expect(seen).not.toContain("Could not find") // the error text is not repeated
+    expect(fs.readFileSync(file, "utf8")).toBe(NOTES)
+  })
+
+  test("14: 16 identical reads end after at most 9 tool calls: the 5th block stops the run, the human is told, and a later message works", async () => {
+    const sb = loopGuardOnly()
+    const read = readNotes(sb)
+    // The second user message is answered by its text: one bash call, then a plain answer.
+    const pickStep = (body: any) => {
+      const { text, steps } = stepsSinceLastUser(body)
+      if (!text.includes("second message")) return undefined
+      return steps === 0 ? poll("echo second > second.txt", "Write the marker") : { text: "second done" }
+    }
+    const serve = await startServe(sb, { script: Array(16).fill(read), pickStep })
+    try {
+      const id = await serve.createSession()
+      const first = await serve.prompt(id, "read the notes")
+      expect(first.info?.error?.name).toBe("MessageAbortedError") // the run was stopped, not finished
+      const parts = await sessionToolParts(serve, id)
+      expect(parts.length).toBeLessThanOrEqual(9)
+      expect(parts.slice(0, 3).map((p) => p.status)).toEqual(["completed", "completed", "completed"])
+      expect(parts.slice(3).every((p) => p.status === "error" && p.error?.startsWith("loop-guard blocked"))).toBe(true)
+      expect(agentRequests(serve.llm).length).toBeLessThanOrEqual(9)
+
+      // What the human was shown: a toast per block, the escalated ones and the stop as errors.
+      const toasts = serve.events.filter((e) => e.type === "tui.toast.show").map((e) => e.properties)
+      expect(toasts.slice(0, 2)).toEqual([
+        expect.objectContaining({
+          message: "loop-guard: blocked a 4th identical read; the agent was told to change course",
+          variant: "warning",
+        }),
+        expect.objectContaining({
+          message: "loop-guard: blocked a 5th identical read; the agent was told to change course",
+          variant: "warning",
+        }),
+      ])
+      expect(toasts.slice(2, 4).map((t) => t.variant)).toEqual(["error", "error"])
+      expect(toasts).toContainEqual(
+        expect.objectContaining({
+          message: "loop-guard: stopped the agent after 5 blocks in one turn (the last: an 8th identical read)",
+          variant: "error",
+        }),
+      )
+      expect(JSON.stringify(toasts)).not.toContain("notes.txt")
+
+      // A later user message in the same session works normally.
+      const second = await serve.prompt(id, "second message")
+      expect(second.info?.error).toBeUndefined()
+      expect(fs.readFileSync(path.join(sb.project, "second.txt"), "utf8")).toBe("second\n")
+      const after = (await sessionToolParts(serve, id)).slice(parts.length)
+      expect(after.map((p) => `${p.tool}:${p.status}`)).toEqual(["bash:completed"])
+    } finally {
+      await serve.close()
+    }
+  })
+
+  test("15: an automatic compaction resets the history: the first re-read after it runs and the model reads the file", async () => {
+    const sb = loopGuardOnly()
+    const read = readNotes(sb)
+    // The 3rd read's reply reports a prompt near the context limit: opencode compacts, then continues with a
+    // synthetic user message; the model answers it with the same read once more, then a text.
+    const pickStep = (body: any) => {
+      const { text, steps } = stepsSinceLastUser(body)
+      if (!text.includes("Continue if you have next steps")) return undefined
+      return steps === 0 ? read : { text: "after compaction" }
+    }
+    const big = { ...read, usage: { prompt_tokens: 99_000 } }
+    const serve = await startServe(sb, { script: [read, read, big, read, read, { text: "never" }], pickStep })
+    try {
+      const id = await serve.createSession()
+      await serve.prompt(id, "read the notes")
+      await serve.waitForEvent((e) => e.type === "session.compacted" && e.properties?.sessionID === id)
+      const reads = (await sessionToolParts(serve, id)).filter((p) => p.tool === "read")
+      // Without the reset, the 4th identical read (the first after the compaction) would have been blocked.
+      expect(reads.map((p) => p.status)).toEqual(["completed", "completed", "completed", "completed"])
+      const afterCompaction = agentRequests(serve.llm).filter((q) => stepsSinceLastUser(q).text.includes("Continue"))
+      const seen = toolMessages(afterCompaction.at(-1)).map((t) => t.content)
+      expect(seen.at(-1)).toContain("hello notes, line one")
+      expect(serve.events.some((e) => e.type === "tui.toast.show")).toBe(false) // nothing was blocked
     } finally {
       await serve.close()
     }

@@ -5,11 +5,15 @@
 // Properties:
 //   1. a hook never throws anything but a block (an Error whose message is loop-guard's block message);
 //   2. a stream in which no call repeats is never blocked;
-//   3. on random streams over a small alphabet (so cycles happen by chance), every decision equals a reference
-//      model of the rule written here independently of the plugin: block exactly when the last max(r*k, r+1)
-//      recorded calls plus the current one repeat a cycle of length k <= 4, with "same call" = same tool and
-//      deep-equal arguments, object key order ignored, types strict;
-//   4. a planted cycle of length k (members possibly key-shuffled clones) is blocked at exactly call max(r*k, r+1).
+//   3. on random streams over a small alphabet (so cycles happen by chance), with random results (an output, an
+//      error, or none seen), idle and compaction events, every decision equals a reference model of the rule
+//      written here independently of the plugin: block when the last max(r*k, r+1) recorded calls plus the
+//      current one repeat a cycle of length k <= 4 (its smallest period) whose results repeated too, or, when the
+//      results changed, when the last max(3r*k, 3r+1) calls repeat it; or when the last 3 recorded calls were of
+//      the current call's tool (not bash) and failed with one error. "Same call" = same tool and deep-equal
+//      arguments (bash's description left out), object key order ignored, types strict;
+//   4. a planted cycle of length k (members possibly key-shuffled clones) is blocked at exactly call max(r*k, r+1),
+//      and, when its results change every time, at exactly call max(3r*k, 3r+1).
 //
 // Size: BENCH_FUZZ calls in all (default 1e5, a few seconds); `BENCH_FUZZ=1e6 bun test test/fuzz-loop-guard.test.ts`
 // or `npm run bench -- --fuzz` runs 10^6. The seed is BENCH_FUZZ_SEED (default fixed) and is printed on a failure.
@@ -183,12 +187,22 @@ function deepChain(levels: number): unknown {
 }
 
 async function start(env: Record<string, string> = {}) {
-  const keys = ["OPENCODE_LOOP_GUARD", "OPENCODE_LOOP_GUARD_REPETITIONS", "OPENCODE_LOOP_GUARD_EXEMPT"]
+  const keys = [
+    "OPENCODE_LOOP_GUARD",
+    "OPENCODE_LOOP_GUARD_REPETITIONS",
+    "OPENCODE_LOOP_GUARD_EXEMPT",
+    "OPENCODE_LOOP_GUARD_FAILURES",
+    "OPENCODE_LOOP_GUARD_MAX_BLOCKS",
+  ]
   const saved = keys.map((key) => [key, process.env[key]] as const)
   for (const key of keys) delete process.env[key]
   Object.assign(process.env, env)
   try {
-    const client = { app: { log: async () => true } }
+    const client = {
+      app: { log: async () => true },
+      tui: { showToast: async () => true },
+      session: { abort: async () => true },
+    }
     return (await plugin.server({ client, directory: "/tmp/p", worktree: "/tmp/p" } as any, {})) as any
   } finally {
     for (const [key, value] of saved) value === undefined ? delete process.env[key] : (process.env[key] = value)
@@ -198,6 +212,8 @@ async function start(env: Record<string, string> = {}) {
 const BLOCK = /^loop-guard blocked this .* call: it was not run\./
 
 /** "." when the call may run, "X" when blocked; anything else thrown fails the test with the seed and the input. */
+let lastCallID = ""
+let callCount = 0
 async function call(
   hooks: any,
   sessionID: unknown,
@@ -205,8 +221,9 @@ async function call(
   args: unknown,
   context: () => string,
 ): Promise<"." | "X"> {
+  lastCallID = `c${++callCount}`
   try {
-    await hooks["tool.execute.before"]({ tool, sessionID, callID: "c" }, { args })
+    await hooks["tool.execute.before"]({ tool, sessionID, callID: lastCallID }, { args })
     return "."
   } catch (error) {
     if (error instanceof Error && BLOCK.test(error.message)) return "X"
@@ -238,24 +255,83 @@ function refKey(value: unknown): string {
   throw new Error(`refKey: unexpected ${typeof value}`)
 }
 
+/** The identity of a call: tool and arguments, bash's `description` left out. */
+function callKey(tool: string, args: unknown): string {
+  if (tool === "bash" && typeof args === "object" && args !== null && !Array.isArray(args)) {
+    const { description: _ignored, ...rest } = args as Record<string, unknown>
+    if (Object.hasOwn(args, "description")) args = rest
+  }
+  return `${tool}:${refKey(args)}`
+}
+
+type RefCall = { key: string; tool: string; result: string }
+
 class ReferenceRule {
-  private histories = new Map<string, string[]>()
+  private histories = new Map<string, RefCall[]>()
   constructor(readonly r: number) {}
-  call(sessionID: string, key: string): "." | "X" {
+  call(sessionID: string, tool: string, key: string): "." | "X" {
     const history = this.histories.get(sessionID) ?? []
     this.histories.set(sessionID, history)
+    if (this.cycle(history, key) || this.streak(history, tool)) return "X"
+    history.push({ key, tool, result: "none" })
+    return "."
+  }
+  /** The result of the session's newest call (as the host reports it right after the call). */
+  result(sessionID: string, result: string) {
+    const history = this.histories.get(sessionID)!
+    history[history.length - 1].result = result
+  }
+  private cycle(history: RefCall[], key: string): boolean {
+    const periodic = (window: string[], k: number) => window.every((item, i) => i < k || item === window[i - k])
     for (let k = 1; k <= 4; k++) {
       const n = Math.max(this.r * k, this.r + 1)
       if (history.length + 1 < n) break
-      const window = [...history.slice(history.length - (n - 1)), key]
-      if (window.every((item, i) => i < k || item === window[i - k])) return "X"
+      const keys = [...history.slice(history.length - (n - 1)).map((c) => c.key), key]
+      if (!periodic(keys, k)) continue
+      if ([1, 2, 3].some((d) => d < k && k % d === 0 && periodic(keys, d))) continue // a smaller cycle
+      const results = history.slice(history.length - (n - 1)).map((c) => c.result)
+      if (periodic(results, k)) return true
+      const b = Math.max(3 * this.r * k, 3 * this.r + 1)
+      if (history.length + 1 >= b && periodic([...history.slice(history.length - (b - 1)).map((c) => c.key), key], k))
+        return true
     }
-    history.push(key)
-    return "."
+    return false
+  }
+  private streak(history: RefCall[], tool: string): boolean {
+    if (tool === "bash" || history.length < 3) return false
+    const last = history.slice(-3)
+    return last.every((c) => c.tool === tool && c.result.startsWith("error") && c.result === last[2].result)
   }
   reset(sessionID: string) {
     this.histories.delete(sessionID)
   }
+}
+
+/**
+ * Reports the result of the call just made, as the host does, to the plugin and to the model: an output
+ * (tool.execute.after), an error (message.part.updated), or nothing (never seen). Returns a label for the trace.
+ */
+async function reportResult(
+  rng: Rng,
+  hooks: any,
+  model: ReferenceRule,
+  sessionID: string,
+  tool: string,
+  changing: boolean,
+): Promise<string> {
+  const r = rng.next()
+  const value = changing ? String(rng.int(1000)) : rng.pick(["a", "b"])
+  if (r < 0.2) return "none"
+  if (r < 0.6) {
+    await hooks["tool.execute.after"]({ tool, sessionID, callID: lastCallID, args: {} }, { title: "", output: value })
+    model.result(sessionID, `ok:${value}`)
+    return `ok:${value}`
+  }
+  const error = rng.chance(0.8) ? "not found" : value
+  const part = { type: "tool", tool, callID: lastCallID, state: { status: "error", error } }
+  await hooks.event({ event: { type: "message.part.updated", properties: { sessionID, part } } })
+  model.result(sessionID, `error:${error}`)
+  return `error:${error}`
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -276,8 +352,26 @@ describe(`loop-guard fuzz (${TOTAL.toLocaleString("en")} calls, seed ${SEED})`, 
         const args = rng.chance(0.3) ? rng.pick([undefined, null, "", 0, []]) : hostileValue(rng)
         // Repeat some calls verbatim so blocks happen too (a block is the one allowed throw).
         const times = rng.chance(0.1) ? 5 : 1
-        for (let t = 0; t < times; t++)
+        for (let t = 0; t < times; t++) {
           if ((await call(hooks, sessionID, tool, args, () => `call ${i}`)) === "X") blocks++
+          // The host's report of the result, in odd shapes too: after hooks and error events must not throw.
+          const callID = rng.chance(0.9) ? lastCallID : rng.pick([undefined, 5, "other"])
+          if (rng.chance(0.4)) {
+            const output = rng.chance(0.8)
+              ? { title: "", output: hostileValue(rng), metadata: {} }
+              : rng.pick([undefined, null, {}])
+            await hooks["tool.execute.after"]({ tool, sessionID, callID, args }, output)
+          } else if (rng.chance(0.5)) {
+            const state = rng.pick<unknown>([
+              { status: "error", error: hostileValue(rng) },
+              { status: "error" },
+              null,
+              { status: 7 },
+            ])
+            const part = rng.chance(0.9) ? { type: "tool", tool, callID, state } : hostileValue(rng)
+            await hooks.event({ event: { type: "message.part.updated", properties: { sessionID, part } } })
+          }
+        }
         if (rng.chance(0.05)) {
           const event = rng.pick<unknown>([
             undefined,
@@ -338,25 +432,30 @@ describe(`loop-guard fuzz (${TOTAL.toLocaleString("en")} calls, seed ${SEED})`, 
         const model = new ReferenceRule(r)
         // A small alphabet of calls makes repeats and cycles likely; clones with shuffled keys are the same call.
         const alphabet = Array.from({ length: 1 + rng.int(5) }, () => ({
-          tool: rng.pick(["read", "bash"]),
-          args: jsonTree(rng),
+          tool: rng.pick(["read", "bash", "edit"]),
+          args: rng.chance(0.2) ? { command: jsonTree(rng), description: randomString(rng) } : jsonTree(rng),
         }))
+        // In some streams results come from a tiny alphabet (so they repeat), in others they mostly change.
+        const resultsChange = rng.chance(0.3)
         const length = 1 + rng.int(60)
         const trace: string[] = []
         streams++
         for (let i = 0; i < length; i++, budget--) {
           const sessionID = rng.pick(["s1", "s1", "s1", "s2"])
-          if (rng.chance(0.02)) {
-            await hooks.event({ event: { type: "session.idle", properties: { sessionID } } })
-            model.reset(sessionID)
-            trace.push(`idle ${sessionID}`)
+          if (rng.chance(0.03)) {
+            const type = rng.pick(["session.idle", "session.compacted"])
+            await hooks.event({ event: { type, properties: { sessionID } } })
+            model.reset(sessionID) // both empty the history the decisions use
+            trace.push(`${type} ${sessionID}`)
             continue
           }
           const member = rng.pick(alphabet)
           const args = rng.chance(0.3) ? shuffledClone(rng, member.args) : member.args
-          const expected = model.call(sessionID, `${member.tool}:${refKey(args)}`)
+          const expected = model.call(sessionID, member.tool, callKey(member.tool, args))
           const got = await call(hooks, sessionID, member.tool, args, () => `stream ${streams}`)
-          trace.push(`${sessionID} #${alphabet.indexOf(member)} ${got}`)
+          let result = "-"
+          if (got === ".") result = await reportResult(rng, hooks, model, sessionID, member.tool, resultsChange)
+          trace.push(`${sessionID} #${alphabet.indexOf(member)} ${got} ${result}`)
           if (got !== expected) {
             throw new Error(
               `seed ${SEED}, stream ${streams}, r=${r}: call ${i} expected ${expected}, got ${got}\ntrace: ${trace.join(" | ")}`,
@@ -405,6 +504,48 @@ describe(`loop-guard fuzz (${TOTAL.toLocaleString("en")} calls, seed ${SEED})`, 
             )
         }
         // A near miss: the same cycle with one member changed in one value is not a repeat.
+        planted++
+      }
+      expect(planted).toBeGreaterThan(10)
+    },
+    TIMEOUT,
+  )
+
+  test(
+    "4c: a planted cycle whose results change every time is blocked exactly at call max(3r*k, 3r+1)",
+    async () => {
+      const rng = prng(SEED ^ 6)
+      let budget = Math.round(TOTAL * 0.1)
+      let planted = 0
+      while (budget > 0) {
+        const r = rng.pick([2, 3, 4])
+        const k = 1 + rng.int(4)
+        const hooks = await start({ OPENCODE_LOOP_GUARD_REPETITIONS: String(r), OPENCODE_LOOP_GUARD_FAILURES: "0" })
+        const members = Array.from({ length: k }, (_, m) => ({
+          tool: rng.pick(["read", "bashoutput"]),
+          args: { m, t: jsonTree(rng) },
+        }))
+        const blockAt = Math.max(3 * r * k, 3 * r + 1)
+        for (let i = 1; i <= blockAt; i++, budget--) {
+          const member = members[(i - 1) % k]
+          const got = await call(
+            hooks,
+            "s",
+            member.tool,
+            shuffledClone(rng, member.args),
+            () => `changing k=${k} r=${r}`,
+          )
+          if (got !== (i === blockAt ? "X" : "."))
+            throw new Error(
+              `seed ${SEED}: k=${k} r=${r}: call ${i} gave ${got}, the backstop belongs at call ${blockAt}`,
+            )
+          const output = `progress ${i}`
+          if (got === ".")
+            await hooks["tool.execute.after"](
+              { tool: member.tool, sessionID: "s", callID: lastCallID, args: {} },
+              { title: "", output },
+            )
+        }
         planted++
       }
       expect(planted).toBeGreaterThan(10)

@@ -1,29 +1,46 @@
 // loop-guard through the interface opencode uses: `server(input)`, then the `tool.execute.before` and `event` hooks.
 import { describe, expect, test } from "bun:test"
 import plugin, {
+  IGNORED_KEYS,
+  LEAF_DIGEST_MIN,
   MAX_SESSIONS,
   Sessions,
   canonicalize,
   digest,
   fnv1a64,
   historyCapacity,
+  newCall,
+  newSessionState,
   record,
   signature,
 } from "../loop-guard.ts"
 
 type LogBody = { service: string; level: string; message: string; extra?: Record<string, unknown> }
-const ENV_KEYS = ["OPENCODE_LOOP_GUARD", "OPENCODE_LOOP_GUARD_REPETITIONS", "OPENCODE_LOOP_GUARD_EXEMPT"]
+type ToastBody = { message: string; variant: string }
+const ENV_KEYS = [
+  "OPENCODE_LOOP_GUARD",
+  "OPENCODE_LOOP_GUARD_REPETITIONS",
+  "OPENCODE_LOOP_GUARD_EXEMPT",
+  "OPENCODE_LOOP_GUARD_FAILURES",
+  "OPENCODE_LOOP_GUARD_MAX_BLOCKS",
+]
 
-/** Starts the plugin as opencode does, with the given environment and a client that records log calls. */
+/** Starts the plugin as opencode does, with the given environment and a client that records logs, toasts, aborts. */
 async function start(env: Record<string, string> = {}) {
   const logs: LogBody[] = []
-  const client = { app: { log: async ({ body }: { body: LogBody }) => (logs.push(body), true) } }
+  const toasts: ToastBody[] = []
+  const aborts: unknown[] = []
+  const client = {
+    app: { log: async ({ body }: { body: LogBody }) => (logs.push(body), true) },
+    tui: { showToast: async ({ body }: { body: ToastBody }) => (toasts.push(body), true) },
+    session: { abort: async (options: unknown) => (aborts.push(options), true) },
+  }
   const saved = ENV_KEYS.map((key) => [key, process.env[key]] as const)
   for (const key of ENV_KEYS) delete process.env[key]
   Object.assign(process.env, env)
   try {
     const hooks = await plugin.server({ client, directory: "/tmp/p", worktree: "/tmp/p" } as any)
-    return { hooks, logs, ...driver(hooks) }
+    return { hooks, logs, toasts, aborts, ...driver(hooks) }
   } finally {
     for (const [key, value] of saved) value === undefined ? delete process.env[key] : (process.env[key] = value)
   }
@@ -31,11 +48,13 @@ async function start(env: Record<string, string> = {}) {
 
 let callNumber = 0
 function driver(hooks: any) {
+  let lastCallID = ""
   /** One tool call; resolves to the block message, or null when the call may run. */
   async function call(sessionID: string, tool: string, args: unknown): Promise<string | null> {
     if (!hooks["tool.execute.before"]) return null
+    lastCallID = `c${++callNumber}`
     try {
-      await hooks["tool.execute.before"]({ tool, sessionID, callID: `c${++callNumber}` }, { args })
+      await hooks["tool.execute.before"]({ tool, sessionID, callID: lastCallID }, { args })
       return null
     } catch (error) {
       expect(error).toBeInstanceOf(Error)
@@ -45,16 +64,39 @@ function driver(hooks: any) {
   async function emit(type: string, properties: unknown) {
     await hooks.event?.({ event: { type, properties } })
   }
-  /** Runs a trace of letters (see CALLS) in one session; returns "." for a call that ran and "X" for a block. */
-  async function trace(letters: string, sessionID = "s1"): Promise<string> {
+  /** The host's report of a call that ran: tool.execute.after with its output; returns what the model reads. */
+  async function succeed(sessionID: string, tool: string, output: string, callID = lastCallID): Promise<string> {
+    const result = { title: "", output, metadata: {} }
+    await hooks["tool.execute.after"]?.({ tool, sessionID, callID, args: {} }, result)
+    return result.output
+  }
+  /** The host's report of a call that failed: a message.part.updated event with state.status "error". */
+  async function fail(sessionID: string, tool: string, error: string, callID = lastCallID) {
+    await emit("message.part.updated", {
+      sessionID,
+      part: { type: "tool", tool, callID, sessionID, state: { status: "error", error, input: {} } },
+    })
+  }
+  /**
+   * Runs a trace in one session; returns "." for a call that ran and "X" for a block. The trace is letters (see
+   * CALLS), each optionally followed by its result: `=x` the call returned output x, `!e` it failed with error e
+   * (one character each), nothing: no result seen. Spaces are ignored.
+   */
+  async function trace(steps: string, sessionID = "s1"): Promise<string> {
     let outcome = ""
-    for (const letter of letters) {
-      const [tool, args] = CALLS[letter]
-      outcome += (await call(sessionID, tool, args)) === null ? "." : "X"
+    const tokens = steps.replace(/ /g, "").match(/[^=!]([=!].)?/g) ?? []
+    for (const token of tokens) {
+      const [tool, args] = CALLS[token[0]]
+      const blocked = (await call(sessionID, tool, args)) !== null
+      outcome += blocked ? "X" : "."
+      if (blocked)
+        await fail(sessionID, tool, "loop-guard blocked this call") // as the host reports a block
+      else if (token[1] === "=") await succeed(sessionID, tool, `output ${token[2]}`)
+      else if (token[1] === "!") await fail(sessionID, tool, `error ${token[2]}`)
     }
     return outcome
   }
-  return { call, emit, trace }
+  return { call, emit, succeed, fail, trace }
 }
 
 const CALLS: Record<string, [string, unknown]> = {
@@ -64,6 +106,16 @@ const CALLS: Record<string, [string, unknown]> = {
   D: ["glob", { pattern: "**/*.ts" }],
   E: ["read", { filePath: "src/e.ts" }],
   F: ["edit", { filePath: "src/a.ts", oldString: "x", newString: "y" }],
+  I: ["edit", { filePath: "src/a.ts", oldString: "x ", newString: "y" }],
+  J: ["edit", { filePath: "src/b.ts", oldString: "q", newString: "r" }],
+  W: ["write", { filePath: "src/w.ts", content: "w" }],
+  P: ["bashoutput", { bash_id: "job1" }],
+  Q: ["bash", { command: "sleep 5", description: "wait" }],
+  K: ["bash", { command: "npm test", description: "Run the tests again" }],
+  L: ["bash", { command: "npm  test", description: "run tests" }],
+  M: ["task", { description: "look around", prompt: "find the config", subagent_type: "general" }],
+  N: ["task", { description: "search again", prompt: "find the config", subagent_type: "general" }],
+  O: ["read", { filePath: "src/a.ts", description: "x" }],
   G: ["edit", { filePath: "src/a.ts", oldString: "y", newString: "z" }],
   H: ["edit", { filePath: "src/a.ts", oldString: "z", newString: "w" }],
   T: ["bash", { command: "npm test" }],
@@ -109,6 +161,8 @@ describe("detection (default: 3 repetitions)", () => {
   })
 })
 
+const LONG = "x".repeat(LEAF_DIGEST_MIN)
+
 describe("signatures: what counts as the same call", () => {
   // Alternating two calls P, Q, P, Q: the 4th is blocked only if P and Q have one signature (else it is A-B x2).
   const proto = JSON.parse('{"__proto__": {"x": 1}}')
@@ -138,6 +192,30 @@ describe("signatures: what counts as the same call", () => {
     ["two tools with equal arguments", ["read", { filePath: "a" }], ["write", { filePath: "a" }], false],
     ["no arguments vs empty object", ["x", undefined], ["x", {}], false],
     ["keys that look like JSON", ["x", { 'a":1,"b': 2 }], ["x", { a: 1, b: 2 }], false],
+    // Strings of LEAF_DIGEST_MIN characters or more are hashed where they stand: equality stays exact.
+    ["a long string, equal", ["write", { content: LONG + "a" }], ["write", { content: LONG + "a" }], true],
+    [
+      "long strings differing in the last character",
+      ["write", { content: LONG + "a" }],
+      ["write", { content: LONG + "b" }],
+      false,
+    ],
+    ["long strings differing in length only", ["write", { content: LONG }], ["write", { content: LONG + "x" }], false],
+    [
+      "long strings differing only in a lone surrogate",
+      ["write", { c: LONG + "\ud800" }],
+      ["write", { c: LONG + "\udc00" }],
+      false,
+    ],
+    ["a long string vs its digest marker", ["write", { c: LONG }], ["write", { c: "\u0000" + digest(LONG) }], false],
+    ["a NUL-prefixed short string vs the same without", ["x", { c: "\u0000a" }], ["x", { c: "a" }], false],
+    [
+      "a long string inside a Date-carrying value (general writer)",
+      ["x", { d: new Date(0), c: LONG + "a" }],
+      ["x", { c: LONG + "a", d: new Date(0) }],
+      true,
+    ],
+    ["... differing there", ["x", { d: new Date(0), c: LONG + "a" }], ["x", { d: new Date(0), c: LONG + "b" }], false],
   ]
   test.each(table)("%s", async (_name, [toolP, argsP], [toolQ, argsQ], same) => {
     const { call } = await start()
@@ -160,8 +238,10 @@ describe("signatures: what counts as the same call", () => {
     expect(signature("write", { filePath: "a", content: "x".repeat(999_999) + "y" }).signature).not.toBe(big.signature)
   })
 
-  test("canonical text sorts keys and keeps types", () => {
+  test("canonical text sorts keys and keeps types; long strings are written as their digest", () => {
     expect(canonicalize({ b: [2, "2", null], a: { d: 1, c: true } })).toBe('{"a":{"c":true,"d":1},"b":[2,"2",null]}')
+    expect(canonicalize({ c: LONG }).length).toBeLessThan(60)
+    expect(canonicalize({ c: LONG }, Infinity)).toBe(JSON.stringify({ c: LONG }))
   })
 
   test("odd values are written without throwing", () => {
@@ -285,7 +365,6 @@ describe("sessions", () => {
   })
 
   const nonResets: [string, string, unknown][] = [
-    ["session.compacted", "session.compacted", { sessionID: "s1" }],
     ["session.status busy", "session.status", { sessionID: "s1", status: { type: "busy" } }],
     ["session.status retry", "session.status", { sessionID: "s1", status: { type: "retry", attempt: 1 } }],
     ["session.idle of another session", "session.idle", { sessionID: "s2" }],
@@ -325,20 +404,430 @@ describe("sessions", () => {
 
   test("100,000 sessions come and go and the map stays at its bound", () => {
     const sessions = new Sessions()
-    for (let i = 0; i < 100_000; i++) sessions.get(`s${i}`).history.push({ signature: "x", tool: "read" })
+    for (let i = 0; i < 100_000; i++) sessions.get(`s${i}`).history.push(newCall({ signature: "x", tool: "read" }, "c"))
     expect(sessions.size).toBe(MAX_SESSIONS)
     expect(sessions.has("s99999")).toBe(true)
     expect(sessions.has("s0")).toBe(false)
   })
 
   test("a session's history is bounded to what the rule needs", async () => {
-    const state = { history: [], blocks: 0, errorLogged: false }
-    for (let i = 0; i < 10_000; i++) record(state, signature("read", { filePath: `f${i}` }), historyCapacity(3))
-    expect(state.history.length).toBe(11) // max(3*4, 4) - 1: the longest window minus the current call
-    expect(historyCapacity(5)).toBe(19)
+    const state = newSessionState()
+    for (let i = 0; i < 10_000; i++)
+      record(state, newCall(signature("read", { filePath: `f${i}` }), `c${i}`), historyCapacity(3, 3))
+    expect(state.history.length).toBe(35) // max(9*4, 10) - 1: the longest backstop window minus the current call
+    expect(historyCapacity(5)).toBe(59)
+    expect(historyCapacity(2, 40)).toBe(40) // a longer failure streak needs its calls
     const { call, trace } = await start()
     for (let i = 0; i < 10_000; i++) await call("s1", "read", { filePath: `f${i}` })
     expect(await trace("ABCDABCDABCD")).toBe("...........X") // the longest window still works after many calls
+  })
+})
+
+describe("progress is not a loop: results decide between the cycle and the backstop", () => {
+  // "=x": the call returned output x, "!e": it failed with error e, no suffix: no result seen ("none").
+  const table: [string, string, string][] = [
+    ["an unchanged poll is blocked at the 4th", "P=r P=r P=r P", "...X"],
+    [
+      "a poll whose result changes runs 9 times, the 10th is the backstop",
+      "P=1 P=2 P=3 P=4 P=5 P=6 P=7 P=8 P=9 P",
+      ".........X",
+    ],
+    ["a changing poll, 7 calls: all run", "P=1 P=2 P=3 P=4 P=5 P=6 P=7", "......."],
+    ["results that changed once in the window", "P=x P=y P=y P", "...."],
+    ["then three unchanged results in a row catch it", "P=x P=y P=y P=y P", "....X"],
+    ["no result seen counts as 'none' (equal to 'none')", "AAAA", "...X"],
+    ["'none' next to a result is a change", "A=x A A=x A", "...."],
+    ["the same failure each time is an unchanged result", "A!e A!e A!e A", "...X"],
+    ["an error and an output of the same text differ", "A!e A=e A!e A", "...."],
+    ["k = 2 with unchanged results: the 6th", "A=x Q=s A=x Q=s A=x Q", ".....X"],
+    [
+      "k = 2, sleep between polls, the poll's result changes: the 18th (backstop)",
+      "Q=s P=1 Q=s P=2 Q=s P=3 Q=s P=4 Q=s P=5 Q=s P=6 Q=s P=7 Q=s P=8 Q=s P",
+      ".................X",
+    ],
+    ["a retry at the backstop is blocked again", "P=1 P=2 P=3 P=4 P=5 P=6 P=7 P=8 P=9 P P", ".........XX"],
+    [
+      "a different call after the backstop starts the count over",
+      "P=1 P=2 P=3 P=4 P=5 P=6 P=7 P=8 P=9 P Q=s P=a P=b P=c P",
+      ".........X.....",
+    ],
+  ]
+  test.each(table)("%s", async (_name, steps, expected) => {
+    const { trace } = await start()
+    expect(await trace(steps)).toBe(expected)
+  })
+
+  test.each([
+    ["2", "P=1 P=2 P=3 P=4 P=5 P=6 P", "......X"], // max(3*2*1, 3*2+1) = 7
+    ["4", "P=1 P=2 P=3 P=4 P=5 P=6 P=7 P=8 P=9 P=a P=b P=c P", "............X"], // 13
+  ])("OPENCODE_LOOP_GUARD_REPETITIONS=%s moves the backstop: %s", async (r, steps, expected) => {
+    const { trace } = await start({ OPENCODE_LOOP_GUARD_REPETITIONS: r })
+    expect(await trace(steps)).toBe(expected)
+  })
+
+  test("a k = 1 block tells a polling agent to wait or read the log; the backstop says the results changed", async () => {
+    const { call, succeed } = await start()
+    for (let i = 0; i < 3; i++)
+      (await call("s1", "bashoutput", { bash_id: "j" }), await succeed("s1", "bashoutput", "same"))
+    const stuck = await call("s1", "bashoutput", { bash_id: "j" })
+    expect(stuck).toContain("wait first (for example with sleep) or read its log before asking again")
+    expect(stuck).toContain("returned the same results")
+    const b = await start()
+    for (let i = 0; i < 9; i++)
+      (await b.call("s1", "bashoutput", { bash_id: "j" }), await b.succeed("s1", "bashoutput", `${i}`))
+    const backstop = await b.call("s1", "bashoutput", { bash_id: "j" })
+    expect(backstop).toContain("Your last 10 tool calls")
+    expect(backstop).toContain("Their results changed")
+    expect(backstop).toContain("wait first (for example with sleep)")
+    expect(b.logs.find((l) => l.message.includes("blocked"))?.extra).toMatchObject({ reason: "backstop", k: 1 })
+  })
+
+  test.each([
+    ["outputs differing only in a lone surrogate are a change", ["a\ud800", "a\udc00", "a\ud800"], "...."],
+    ["the same output with a lone surrogate is unchanged", ["a\ud800", "a\ud800", "a\ud800"], "...X"],
+  ])("%s", async (_name, outputs, expected) => {
+    const { call, succeed } = await start()
+    let outcome = ""
+    for (const output of outputs) {
+      outcome += (await call("s1", "bashoutput", { bash_id: "j" })) === null ? "." : "X"
+      await succeed("s1", "bashoutput", output)
+    }
+    outcome += (await call("s1", "bashoutput", { bash_id: "j" })) === null ? "." : "X"
+    expect(outcome).toBe(expected)
+  })
+
+  test("a result is remembered as a digest only: a 1 MB output does not grow the history", async () => {
+    const { hooks, call, succeed, logs } = await start()
+    await call("s1", "read", { filePath: "a" })
+    const big = "x".repeat(1_000_000)
+    expect(await succeed("s1", "read", big)).toBe(big) // the output itself is left as it was
+    expect(JSON.stringify(logs)).not.toContain("xxxx")
+    expect(hooks).toBeDefined()
+  })
+
+  test("results of parallel calls arrive late: a call decided before its siblings' results sees 'none'", async () => {
+    const { call, succeed } = await start()
+    // three calls of one step, decided before any result: all run; their results arrive afterwards
+    const ids: string[] = []
+    for (let i = 0; i < 3; i++) {
+      expect(await call("s1", "read", { filePath: "a" })).toBeNull()
+      ids.push(`c${callNumber}`)
+    }
+    for (const id of ids) await succeed("s1", "read", "same", id)
+    expect(await call("s1", "read", { filePath: "a" })).not.toBeNull() // same, same, same: blocked
+  })
+
+  test("the host's error event for a call loop-guard blocked is not taken as that tool's failure", async () => {
+    const { trace } = await start()
+    // trace() reports each block as the host does (a message.part.updated error for the blocked callID)
+    expect(await trace("A=x A=x A=x A A A")).toBe("...XXX")
+    expect(await trace("F=k")).toBe(".") // no edit failure was recorded: nothing to stream
+  })
+})
+
+describe("failure streaks: one tool failing the same way, whatever its arguments", () => {
+  const table: [string, string, string][] = [
+    ["3 edits fail the same way: the 4th edit is blocked", "F!n G!n H!n I", "...X"],
+    ["a retry is blocked again", "F!n G!n H!n I J", "...XX"],
+    ["another tool still runs", "F!n G!n H!n A=x", "...."],
+    ["any successful call ends the streak", "F!n G!n H!n A=x I", "....."],
+    ["a success in the middle", "F!n G!n A=x H!n I", "....."],
+    ["different errors are no streak", "F!a G!b H!a I", "...."],
+    ["another tool failing the same way breaks it", "F!n G!n W!n I", "...."],
+    ["2 failures are not yet a streak", "F!n G!n I", "..."],
+    ["a failure whose result was not seen (yet) breaks it", "F!n G!n H I", "...."],
+    ["bash is never blocked for failing: distinct failing commands", "T!e L!e K!e Q!e", "...."],
+    ["edits of different files", "J!d F!d G!d H", "...X"],
+  ]
+  test.each(table)("%s", async (_name, steps, expected) => {
+    const { trace } = await start()
+    expect(await trace(steps)).toBe(expected)
+  })
+
+  test.each([
+    ["2", "F!n G!n H", "..X"],
+    ["5", "F!n G!n H!n I!n J!n F", ".....X"],
+    ["0", "F!n G!n H!n I!n J!n F!n G", "......."],
+  ])("OPENCODE_LOOP_GUARD_FAILURES=%s: %s -> %s", async (n, steps, expected) => {
+    const { trace } = await start({ OPENCODE_LOOP_GUARD_FAILURES: n })
+    expect(await trace(steps)).toBe(expected)
+  })
+
+  test.each(["1", "51", "x", "-1", "2.5"])("OPENCODE_LOOP_GUARD_FAILURES=%s is logged, default used", async (n) => {
+    const { trace, logs } = await start({ OPENCODE_LOOP_GUARD_FAILURES: n })
+    expect(await trace("F!n G!n H!n I")).toBe("...X")
+    expect(logs.some((l) => l.level === "warn" && l.message.includes("OPENCODE_LOOP_GUARD_FAILURES"))).toBe(true)
+  })
+
+  test("an exempt tool is not blocked for failing", async () => {
+    const { trace } = await start({ OPENCODE_LOOP_GUARD_EXEMPT: "edit" })
+    expect(await trace("F!n G!n H!n I")).toBe("....")
+  })
+
+  test("the message names the tool and the count, says to re-read the file and change approach; no error text, no argument", async () => {
+    const { call, fail, logs, toasts } = await start()
+    const secret = "sk-live-SECRET-4242"
+    for (const old of ["a", "b", "c"]) {
+      await call("s1", "edit", { filePath: `/home/alice/${secret}.ts`, oldString: `${secret}${old}`, newString: "z" })
+      await fail("s1", "edit", `Could not find oldString ${secret} in /home/alice`)
+    }
+    const message = await call("s1", "edit", { filePath: "/home/alice/x.ts", oldString: "d", newString: "z" })
+    expect(message).toStartWith("loop-guard blocked this edit call: it was not run.")
+    expect(message).toContain("Your last 3 tool calls were edit calls, and each failed with the same error")
+    expect(message).toContain("for edit: read the file again")
+    expect(message).toContain("change your approach")
+    const seen = message + JSON.stringify(logs) + JSON.stringify(toasts)
+    for (const leak of [secret, "alice", "Could not find", "oldString"]) expect(seen).not.toContain(leak)
+    expect(logs.find((l) => l.message.includes("blocked"))?.extra).toMatchObject({
+      reason: "failures",
+      tools: ["edit"],
+      failures: 3,
+    })
+  })
+
+  test("failure events of other sessions, unknown call ids and odd shapes are ignored", async () => {
+    const { call, emit, trace } = await start()
+    await call("s1", "edit", { a: 1 })
+    for (const properties of [
+      { sessionID: "s2", part: { type: "tool", callID: `c${callNumber}`, state: { status: "error", error: "e" } } },
+      { sessionID: "s1", part: { type: "tool", callID: "nope", state: { status: "error", error: "e" } } },
+      { sessionID: "s1", part: { type: "text", callID: `c${callNumber}`, state: { status: "error" } } },
+      { sessionID: "s1", part: { type: "tool", callID: `c${callNumber}`, state: { status: "completed" } } },
+      { part: null },
+      null,
+    ])
+      await emit("message.part.updated", properties)
+    expect(await trace("G!n H!n I")).toBe("...") // the first edit did not become a failure
+  })
+})
+
+describe("the bounded stop: the 5th block in one turn aborts the run", () => {
+  test("16 identical reads: blocks from the 4th; the 5th block (8th call) aborts the session through the SDK", async () => {
+    const { trace, aborts, toasts, logs } = await start()
+    expect(await trace("AAAAAAAA")).toBe("...XXXXX")
+    expect(aborts).toEqual([{ path: { id: "s1" } }])
+    expect(toasts.at(-1)).toEqual({
+      message: "loop-guard: stopped the agent after 5 blocks in one turn (the last: an 8th identical read)",
+      variant: "error",
+    })
+    expect(
+      logs.some((l) => l.level === "error" && l.message.includes("stopped the session's run after 5 blocks")),
+    ).toBe(true)
+    // a model that goes on anyway is blocked and stopped again
+    expect(await trace("AAAAAAAA")).toBe("XXXXXXXX")
+    expect(aborts.length).toBe(9)
+  })
+
+  test("the stopping block tells the model the run was stopped", async () => {
+    const { call } = await start()
+    let last: string | null = null
+    for (let i = 0; i < 8; i++) last = await call("s1", "read", { filePath: "a" })
+    expect(last).toContain("loop-guard has now stopped this run")
+  })
+
+  test("a new turn (idle) starts the count over; other sessions have their own count", async () => {
+    const { trace, emit, aborts } = await start()
+    expect(await trace("AAAAAAA")).toBe("...XXXX")
+    expect(await trace("AAAAAAA", "s2")).toBe("...XXXX")
+    await emit("session.idle", { sessionID: "s1" })
+    expect(await trace("AAAAAAA")).toBe("...XXXX")
+    expect(aborts).toEqual([])
+    expect(await trace("A", "s2")).toBe("X")
+    expect(aborts).toEqual([{ path: { id: "s2" } }])
+  })
+
+  test.each([
+    ["0", "AAAAAAAAAAAAAAAA", 0],
+    ["1", "AAAA", 1],
+    ["2", "AAAAA", 1],
+  ])("OPENCODE_LOOP_GUARD_MAX_BLOCKS=%s", async (n, steps, expectedAborts) => {
+    const { trace, aborts } = await start({ OPENCODE_LOOP_GUARD_MAX_BLOCKS: n })
+    await trace(steps)
+    expect(aborts.length).toBe(expectedAborts)
+  })
+
+  test.each(["-1", "x", "1001"])("OPENCODE_LOOP_GUARD_MAX_BLOCKS=%s is logged, default used", async (n) => {
+    const { trace, aborts, logs } = await start({ OPENCODE_LOOP_GUARD_MAX_BLOCKS: n })
+    await trace("AAAAAAAA")
+    expect(aborts.length).toBe(1)
+    expect(logs.some((l) => l.message.includes("OPENCODE_LOOP_GUARD_MAX_BLOCKS"))).toBe(true)
+  })
+
+  test("warn mode never stops", async () => {
+    const { trace, aborts } = await start({ OPENCODE_LOOP_GUARD: "warn" })
+    expect(await trace("AAAAAAAAAAAA")).toBe("............")
+    expect(aborts).toEqual([])
+  })
+})
+
+describe("toasts: the human sees every block", () => {
+  const table: [string, string, Record<string, string>, string, string][] = [
+    [
+      "a 4th identical read",
+      "AAAA",
+      {},
+      "loop-guard: blocked a 4th identical read; the agent was told to change course",
+      "warning",
+    ],
+    [
+      "an A-B cycle",
+      "ATATAT",
+      {},
+      "loop-guard: blocked a cycle read -> bash repeated 3 times; the agent was told to change course",
+      "warning",
+    ],
+    [
+      "the backstop",
+      "P=1 P=2 P=3 P=4 P=5 P=6 P=7 P=8 P=9 P",
+      {},
+      "loop-guard: blocked a 10th identical bashoutput whose results kept changing; the agent was told to wait or change course",
+      "warning",
+    ],
+    [
+      "a failure streak",
+      "F!n G!n H!n I",
+      {},
+      "loop-guard: blocked edit after 3 failures in a row; the agent was told to re-read and change approach",
+      "warning",
+    ],
+    [
+      "the 3rd block escalates",
+      "AAAAAA",
+      {},
+      "loop-guard: blocked a 6th identical read; the agent was told to stop and report",
+      "error",
+    ],
+    [
+      "an 8th (article)",
+      "AAAAAAAA",
+      { OPENCODE_LOOP_GUARD_REPETITIONS: "7" },
+      "loop-guard: blocked an 8th identical read; the agent was told to change course",
+      "warning",
+    ],
+    [
+      "warn mode",
+      "AAAA",
+      { OPENCODE_LOOP_GUARD: "warn" },
+      "loop-guard: warned about a 4th identical read; it ran (warn mode) and the agent was told",
+      "warning",
+    ],
+  ]
+  test.each(table)("%s", async (_name, steps, env, message, variant) => {
+    const { trace, toasts } = await start(env)
+    await trace(steps)
+    expect(toasts.at(-1)).toEqual({ message, variant })
+  })
+
+  test("a blocked retry counts on: the human sees a 5th, a 6th identical read; a new repeat starts at the 4th", async () => {
+    const { trace, toasts } = await start({ OPENCODE_LOOP_GUARD_MAX_BLOCKS: "0" })
+    await trace("AAAAAA")
+    expect(toasts.map((t) => t.message.replace(/;.*/, ""))).toEqual([
+      "loop-guard: blocked a 4th identical read",
+      "loop-guard: blocked a 5th identical read",
+      "loop-guard: blocked a 6th identical read",
+    ])
+    await trace("EAAAA") // a different call ran in between: the next repeat is a 4th again
+    expect(toasts.at(-1)?.message).toStartWith("loop-guard: blocked a 4th identical read")
+  })
+
+  test("one toast per block, none for calls that ran; variants warning, warning, error, error, then the stop", async () => {
+    const { trace, toasts } = await start()
+    await trace("ABCDE")
+    expect(toasts).toEqual([])
+    await trace("AAAAAAA")
+    expect(toasts.map((t) => t.variant)).toEqual(["warning", "warning", "error", "error"])
+    await trace("A")
+    expect(toasts.length).toBe(5)
+    expect(toasts[4].message).toStartWith("loop-guard: stopped the agent")
+  })
+
+  test("a toast never carries an argument value", async () => {
+    const { call, toasts } = await start()
+    for (let i = 0; i < 8; i++)
+      await call("s1", "bash", { command: "cat /home/alice/.ssh/id_rsa", description: "hunter2" })
+    expect(toasts.length).toBe(5)
+    for (const t of toasts)
+      for (const leak of ["alice", "id_rsa", "hunter2", "cat "]) expect(t.message).not.toContain(leak)
+  })
+
+  test("toasts and aborts are fire and forget: a client that hangs or throws does not delay or break a block", async () => {
+    const never = () => new Promise(() => {})
+    const throwing = () => {
+      throw new Error("no TUI")
+    }
+    for (const fn of [never, throwing, () => Promise.reject(new Error("rejected"))]) {
+      const client = { app: { log: fn }, tui: { showToast: fn }, session: { abort: fn } }
+      const hooks = await plugin.server({ client } as any)
+      expect(await driver(hooks).trace("AAAAAAAA")).toBe("...XXXXX")
+    }
+  })
+})
+
+describe("compaction resets the history, not the turn", () => {
+  test("after session.compacted the first re-read runs; the block count of the turn goes on", async () => {
+    const { trace, emit, call } = await start()
+    expect(await trace("AAAAA")).toBe("...XX")
+    await emit("session.compacted", { sessionID: "s1" })
+    expect(await trace("AAA")).toBe("...")
+    const third = await call("s1", "read", { filePath: "src/a.ts" })
+    expect(third).toContain("3rd time") // the two blocks before the compaction still count
+  })
+
+  test("compaction of another session changes nothing here", async () => {
+    const { trace, emit } = await start()
+    expect(await trace("AAA")).toBe("...")
+    await emit("session.compacted", { sessionID: "s2" })
+    expect(await trace("A")).toBe("X")
+  })
+})
+
+describe("free-text arguments are not identity", () => {
+  const table: [string, string, string][] = [
+    ["bash: the same command with a reworded description is still blocked", "BKBK", "...X"],
+    ["bash: with and without a description", "TBTB", "...X"],
+    ["bash: a changed command is a new call", "BLBL", "...."],
+    ["task: a reworded description, the same prompt", "MNMN", "...X"],
+    ["read: a key named description still counts", "AOAO", "...."],
+  ]
+  test.each(table)("%s", async (_name, steps, expected) => {
+    const { trace } = await start()
+    expect(await trace(steps)).toBe(expected)
+  })
+
+  test("the ignored keys are one list, and leaving one out does not touch the caller's arguments", () => {
+    expect(IGNORED_KEYS).toEqual({ bash: ["description"], task: ["description"] })
+    const args = { command: "ls", description: "list" }
+    expect(signature("bash", args).signature).toBe(signature("bash", { command: "ls" }).signature)
+    expect(args).toEqual({ command: "ls", description: "list" })
+    const proto = JSON.parse('{"__proto__": {"x": 1}, "description": "d"}')
+    expect(signature("bash", proto).signature).not.toBe(signature("bash", {}).signature)
+  })
+})
+
+describe("warn mode speaks to the model", () => {
+  test("the note is appended to the result the model reads, and the call is logged", async () => {
+    const { call, succeed, logs } = await start({ OPENCODE_LOOP_GUARD: "warn" })
+    for (let i = 0; i < 3; i++)
+      (await call("s1", "read", { filePath: "/secret/a" }), await succeed("s1", "read", "same"))
+    expect(await call("s1", "read", { filePath: "/secret/a" })).toBeNull()
+    const seen = await succeed("s1", "read", "same")
+    expect(seen).toStartWith("same\n\nloop-guard warning: this read call ran, but it repeats what you did before")
+    expect(seen).toContain("cycle length 1")
+    expect(seen).not.toContain("/secret")
+    expect(logs.some((l) => l.message.includes("warn mode"))).toBe(true)
+  })
+
+  test("a call without a note reads its result unchanged", async () => {
+    const { call, succeed } = await start({ OPENCODE_LOOP_GUARD: "warn" })
+    await call("s1", "read", { filePath: "a" })
+    expect(await succeed("s1", "read", "text")).toBe("text")
+  })
+
+  test("a failure streak in warn mode: the call runs, the note is appended", async () => {
+    const { trace, call, succeed } = await start({ OPENCODE_LOOP_GUARD: "warn" })
+    expect(await trace("F!n G!n H!n")).toBe("...")
+    expect(await call("s1", "edit", { filePath: "z" })).toBeNull()
+    expect(await succeed("s1", "edit", "ok")).toContain("Your last 3 tool calls were edit calls")
   })
 })
 

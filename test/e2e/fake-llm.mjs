@@ -17,6 +17,10 @@
 // Module use:  const llm = await startFakeLLM({ script, logFile });  llm.baseURL, llm.port, llm.requests, llm.close()
 //              Optional `beforeReply(body)`: awaited before answering a request (e.g. a barrier that makes two
 //              sessions alternate deterministically); `body._fake` is already set.
+//              Optional `pickStep(body, stepNo)`: returns a step to answer with instead of `script[stepNo]`, or
+//              undefined to keep the script's (e.g. to answer by the text of the last user message).
+//              A step may carry `usage: { prompt_tokens }` to report (e.g. a large count that makes opencode
+//              compact the session); the default is 10.
 // CLI use:     node test/e2e/fake-llm.mjs <script.json> [requests.jsonl]
 //              prints exactly one first line `FAKE_LLM_BASE_URL=http://127.0.0.1:<port>/v1`, serves until SIGTERM.
 
@@ -81,8 +85,14 @@ function replyChunks(body, step, stepNo) {
     out.push(chunk({ content: step?.text ?? END_OF_SCRIPT_TEXT }))
     out.push(chunk({}, "stop"))
   }
-  out.push({ ...base, choices: [], usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } })
+  out.push({ ...base, choices: [], usage: usageOf(step) })
   return out
+}
+
+/** The usage a reply reports: the step's own `usage.prompt_tokens` when it has one. */
+function usageOf(step) {
+  const prompt = Number.isFinite(step?.usage?.prompt_tokens) ? step.usage.prompt_tokens : 10
+  return { prompt_tokens: prompt, completion_tokens: 5, total_tokens: prompt + 5 }
 }
 
 /** The non-streaming form, in case a client asks for it. */
@@ -97,11 +107,11 @@ function replyCompletion(body, step, stepNo) {
     created: Math.floor(Date.now() / 1000),
     model: body?.model ?? "fake-model",
     choices: [{ index: 0, message, finish_reason: calls ? "tool_calls" : "stop" }],
-    usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
+    usage: usageOf(step),
   }
 }
 
-export async function startFakeLLM({ script = [], logFile, beforeReply } = {}) {
+export async function startFakeLLM({ script = [], logFile, beforeReply, pickStep } = {}) {
   validateScript(script)
   const requests = []
   const server = http.createServer((req, res) => {
@@ -124,7 +134,8 @@ export async function startFakeLLM({ script = [], logFile, beforeReply } = {}) {
       }
       const title = isTitleRequest(body)
       const stepNo = stepIndex(body)
-      const step = title ? { text: TITLE_TEXT } : script[stepNo]
+      const picked = title || !pickStep ? undefined : pickStep(body, stepNo)
+      const step = title ? { text: TITLE_TEXT } : (picked ?? script[stepNo])
       body._fake = { title, step: title ? null : stepNo }
       requests.push(body)
       if (logFile) fs.appendFileSync(logFile, JSON.stringify(body) + "\n")

@@ -22,7 +22,10 @@ export const OPENCODE_BIN = path.join(REPO, "node_modules/.bin/opencode")
 export const MODEL = "fake/fake-model"
 export const OPENCODE_VERSION = "1.18.33"
 
-export type Step = { tool: string; args?: unknown } | { tools: { tool: string; args?: unknown }[] } | { text: string }
+/** One reply of the scripted model; `usage.prompt_tokens` is the prompt size it reports (default 10). */
+export type Step = (
+  { tool: string; args?: unknown } | { tools: { tool: string; args?: unknown }[] } | { text: string }
+) & { usage?: { prompt_tokens: number } }
 
 export interface FakeLLM {
   baseURL: string
@@ -131,6 +134,8 @@ export interface SandboxOptions {
   configFiles?: Record<string, string>
   /** Extra top-level keys merged into the sandbox's opencode.json (e.g. a permission rule). */
   opencode?: Record<string, unknown>
+  /** Extra install.sh arguments, e.g. ["--only", "loop-guard"] (default: none, both plugins). */
+  install?: string[]
 }
 
 export function createSandbox(opts: SandboxOptions = {}): Sandbox {
@@ -141,7 +146,7 @@ export function createSandbox(opts: SandboxOptions = {}): Sandbox {
   const project = path.join(root, "project")
 
   // Install the plugins exactly as a user does.
-  const install = spawnSync("bash", [path.join(REPO, "install.sh")], {
+  const install = spawnSync("bash", [path.join(REPO, "install.sh"), ...(opts.install ?? [])], {
     cwd: env.HOME,
     env: { PATH: env.PATH, HOME: env.HOME, XDG_CONFIG_HOME: env.XDG_CONFIG_HOME, TMPDIR: env.TMPDIR },
     encoding: "utf8",
@@ -194,9 +199,16 @@ export function createSandbox(opts: SandboxOptions = {}): Sandbox {
 }
 
 export type BeforeReply = (body: any) => Promise<void> | void
+/** Answers a request with this step instead of the script's (undefined: the script's step `stepNo`). */
+export type PickStep = (body: any, stepNo: number) => Step | undefined
 
-export async function fakeLLM(script: Step[], logFile?: string, beforeReply?: BeforeReply): Promise<FakeLLM> {
-  const llm: FakeLLM = await startFakeLLM({ script, logFile, beforeReply })
+export async function fakeLLM(
+  script: Step[],
+  logFile?: string,
+  beforeReply?: BeforeReply,
+  pickStep?: PickStep,
+): Promise<FakeLLM> {
+  const llm: FakeLLM = await startFakeLLM({ script, logFile, beforeReply, pickStep })
   // Prove it is listening before any opencode starts: a refused connection costs ~70 s of opencode retries.
   const res = await fetch(`${llm.baseURL}/models`)
   if (res.status !== 404) throw new Error(`fake model server not answering at ${llm.baseURL}`)
@@ -343,8 +355,11 @@ export interface Serve {
   close(): Promise<void>
 }
 
-export async function startServe(sb: Sandbox, opts: { script: Step[]; beforeReply?: BeforeReply }): Promise<Serve> {
-  const llm = await fakeLLM(opts.script, path.join(sb.root, "requests.jsonl"), opts.beforeReply)
+export async function startServe(
+  sb: Sandbox,
+  opts: { script: Step[]; beforeReply?: BeforeReply; pickStep?: PickStep },
+): Promise<Serve> {
+  const llm = await fakeLLM(opts.script, path.join(sb.root, "requests.jsonl"), opts.beforeReply, opts.pickStep)
   const child = spawn(OPENCODE_BIN, ["serve", "--port", "0", "--hostname", "127.0.0.1"], {
     cwd: sb.project,
     env: { ...sb.env, PWD: sb.project, FAKE_LLM_BASE_URL: llm.baseURL },

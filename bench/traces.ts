@@ -1,0 +1,233 @@
+// Real-trajectory replay (README: `npm run bench -- --traces DIR`): every trajectory of every `*.json.gz` in DIR
+// (the format of ../shared/data/real-traces/README.md, read from there, never copied into this repository) runs
+// through loop-guard's `server()` and hooks as opencode would drive them, results included:
+//
+//   each call        -> tool.execute.before (a throw is a block)
+//   a call that ran  -> its recorded result: tool.execute.after with `obs` as the output, or, when `err`, a
+//                       message.part.updated event with state.status "error" and `obs` as the error
+//   a blocked call   -> the host's error event carrying loop-guard's own message (as opencode emits it)
+//   end of a turn    -> session.idle (also at the end of the trajectory)
+//
+// A replay counts a blocked call and still feeds the calls the agent really made next, so every block after the
+// first of an episode is counterfactual. The plugin's log (reason of each block), toasts and session aborts (the
+// bounded stop) are recorded by a fake client. Prints per system: trajectories, calls, blocks, episodes, blocks by
+// reason, stops, the calls a stop would have saved; then every episode, one line each.
+import { readdirSync, readFileSync } from "node:fs"
+import path from "node:path"
+import { gunzipSync } from "node:zlib"
+import plugin from "../loop-guard.ts"
+
+type Call = { tool: string; args: unknown; obs?: string; err?: boolean }
+type Trajectory = { id: string; system: string; turns: Call[][] }
+
+export type Episode = {
+  system: string
+  id: string
+  turn: number
+  /** 1-based call numbers in the trajectory of the first and last block */
+  first: number
+  last: number
+  blocks: number
+  reasons: Record<string, number>
+  tools: string[]
+  stops: number
+}
+
+export type SystemFigures = {
+  system: string
+  trajectories: number
+  calls: number
+  blocks: number
+  episodes: number
+  byReason: Record<string, number>
+  stops: number
+  callsAfterStop: number
+  toasts: Record<string, number>
+}
+
+/** Every trajectory in DIR's gzipped JSON files, by file (the file name is the system's label). */
+export function loadTraces(dir: string): { file: string; trajectories: Trajectory[] }[] {
+  const files = readdirSync(dir)
+    .filter((f) => f.endsWith(".json.gz"))
+    .sort()
+  if (files.length === 0) throw new Error(`--traces ${dir}: no *.json.gz files there`)
+  return files.map((file) => ({
+    file: file.replace(/\.json\.gz$/, ""),
+    trajectories: JSON.parse(gunzipSync(readFileSync(path.join(dir, file))).toString("utf8")),
+  }))
+}
+
+/** A fake opencode client: the log's block reasons, the toasts and the session aborts loop-guard asks for. */
+function fakeClient() {
+  const seen = { reasons: [] as string[], toasts: [] as { message: string; variant: string }[], aborts: [] as string[] }
+  const client = {
+    app: {
+      log: async ({ body }: { body: { message: string; extra?: Record<string, unknown> } }) => {
+        if (/blocked/.test(body.message)) seen.reasons.push(String(body.extra?.reason ?? "cycle"))
+        return true
+      },
+    },
+    tui: {
+      showToast: async ({ body }: { body: { message: string; variant: string } }) => (seen.toasts.push(body), true),
+    },
+    session: { abort: async ({ path: p }: { path: { id: string } }) => (seen.aborts.push(p.id), true) },
+  }
+  return { client, seen }
+}
+
+/** Replays one system's trajectories in a fresh plugin; returns its figures and its block episodes. */
+export async function replaySystem(
+  system: string,
+  trajectories: Trajectory[],
+): Promise<{ figures: SystemFigures; episodes: Episode[] }> {
+  const { client, seen } = fakeClient()
+  const hooks: any = await plugin.server({ client, directory: "/tmp/replay", worktree: "/tmp/replay" } as any, {})
+  const before = hooks["tool.execute.before"]
+  const after = hooks["tool.execute.after"]
+  const figures: SystemFigures = {
+    system,
+    trajectories: trajectories.length,
+    calls: 0,
+    blocks: 0,
+    episodes: 0,
+    byReason: {},
+    stops: 0,
+    callsAfterStop: 0,
+    toasts: {},
+  }
+  const episodes: Episode[] = []
+  for (const trajectory of trajectories) {
+    const sessionID = `${system}/${trajectory.id}`
+    let n = 0
+    let episode: Episode | null = null
+    for (let t = 0; t < trajectory.turns.length; t++) {
+      let stopped = false
+      for (const call of trajectory.turns[t]) {
+        n++
+        figures.calls++
+        if (stopped) figures.callsAfterStop++
+        const callID = `${sessionID}#${n}`
+        const reasonsBefore = seen.reasons.length
+        const abortsBefore = seen.aborts.length
+        let blocked: string | null = null
+        try {
+          await before?.({ tool: call.tool, sessionID, callID }, { args: call.args })
+        } catch (error) {
+          blocked = error instanceof Error ? error.message : String(error)
+        }
+        if (blocked !== null) {
+          const reason = seen.reasons[reasonsBefore] ?? "cycle"
+          const stop = seen.aborts.length > abortsBefore
+          if (stop && !stopped) figures.stops++
+          if (stop) stopped = true
+          figures.blocks++
+          figures.byReason[reason] = (figures.byReason[reason] ?? 0) + 1
+          // One episode: blocks of one turn with at most 10 calls between them.
+          if (!episode || episode.turn !== t || n - episode.last > 11) {
+            episode = {
+              system,
+              id: trajectory.id,
+              turn: t,
+              first: n,
+              last: n,
+              blocks: 0,
+              reasons: {},
+              tools: [],
+              stops: 0,
+            }
+            episodes.push(episode)
+          }
+          episode.last = n
+          episode.blocks++
+          episode.reasons[reason] = (episode.reasons[reason] ?? 0) + 1
+          if (!episode.tools.includes(call.tool)) episode.tools.push(call.tool)
+          if (stop) episode.stops++
+          await emitError(hooks, sessionID, callID, call.tool, blocked)
+          continue
+        }
+        if (call.err) await emitError(hooks, sessionID, callID, call.tool, call.obs ?? "")
+        else
+          await after?.(
+            { tool: call.tool, sessionID, callID, args: call.args },
+            { title: "", output: call.obs ?? "", metadata: {} },
+          )
+      }
+      await hooks.event?.({ event: { type: "session.idle", properties: { sessionID } } })
+    }
+  }
+  figures.episodes = episodes.length
+  for (const toast of seen.toasts) figures.toasts[toast.variant] = (figures.toasts[toast.variant] ?? 0) + 1
+  return { figures, episodes }
+}
+
+/** The event opencode publishes when a tool part ends in error (a failed call, or a call a plugin blocked). */
+async function emitError(hooks: any, sessionID: string, callID: string, tool: string, error: string) {
+  await hooks.event?.({
+    event: {
+      type: "message.part.updated",
+      properties: { sessionID, part: { type: "tool", tool, callID, sessionID, state: { status: "error", error } } },
+    },
+  })
+}
+
+/** Runs the replay over DIR and prints the figures and the episodes. */
+export async function replayTraces(dir: string): Promise<{ figures: SystemFigures[]; episodes: Episode[] }> {
+  const all: SystemFigures[] = []
+  const episodes: Episode[] = []
+  for (const { file, trajectories } of loadTraces(dir)) {
+    const r = await replaySystem(file, trajectories)
+    all.push(r.figures)
+    episodes.push(...r.episodes)
+  }
+  const total: SystemFigures = {
+    system: "all",
+    trajectories: 0,
+    calls: 0,
+    blocks: 0,
+    episodes: 0,
+    byReason: {},
+    stops: 0,
+    callsAfterStop: 0,
+    toasts: {},
+  }
+  for (const f of all) {
+    for (const key of ["trajectories", "calls", "blocks", "episodes", "stops", "callsAfterStop"] as const)
+      total[key] += f[key]
+    for (const [r, c] of Object.entries(f.byReason)) total.byReason[r] = (total.byReason[r] ?? 0) + c
+    for (const [v, c] of Object.entries(f.toasts)) total.toasts[v] = (total.toasts[v] ?? 0) + c
+  }
+  const reasons = ["cycle", "backstop", "failures"]
+  const header = ["system", "trajectories", "calls", "blocks", "episodes", ...reasons, "stops", "calls after a stop"]
+  const rows = [...all, total].map((f) => [
+    f.system,
+    String(f.trajectories),
+    String(f.calls),
+    String(f.blocks),
+    String(f.episodes),
+    ...reasons.map((r) => String(f.byReason[r] ?? 0)),
+    String(f.stops),
+    String(f.callsAfterStop),
+  ])
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)))
+  const line = (cells: string[]) => cells.map((c, i) => (i ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join(" | ")
+  console.log(`\nreal-trajectory replay: ${dir}\n`)
+  console.log(line(header))
+  console.log(widths.map((w) => "-".repeat(w)).join("-|-"))
+  for (const r of rows) console.log(line(r))
+  console.log(
+    `\nblocks by reason: cycle = a repeat whose results did not change, backstop = a repeat whose results changed,`,
+  )
+  console.log(
+    `failures = the same tool failing the same way; stops = turns the bounded stop ended. Toasts: ${JSON.stringify(total.toasts)}\n`,
+  )
+  console.log(`episodes (${episodes.length}): system id turn calls first-last, blocks, reasons, tools`)
+  for (const e of episodes) {
+    const reasonText = Object.entries(e.reasons)
+      .map(([r, c]) => `${r} ${c}`)
+      .join(", ")
+    console.log(
+      `  ${e.system} ${e.id} turn ${e.turn + 1} calls ${e.first}-${e.last}: ${e.blocks} blocks (${reasonText}) ${e.tools.join(",")}${e.stops ? `, stop` : ""}`,
+    )
+  }
+  return { figures: [...all, total], episodes }
+}
