@@ -79,6 +79,8 @@ tuiDescribe("e2e in the opencode TUI (tmux)", () => {
       // A first message first: a toast sent while the home screen switches to the session view is painted over.
       await tui.submit("hello")
       await tui.waitForScreen((s) => s.includes("Hi from the model."), 45_000, { what: "the first answer" })
+      // No toast showing before the command, so the one seen next is the reload's.
+      await tui.waitForScreen((s) => toastText(s) === "", 15_000, { since: tui.mark(), what: "a screen without toast" })
       const since = tui.mark()
       await tui.submit("/anchor reload")
       const frame = await tui.waitForScreen(toastShows("semantic-anchors:"), 30_000, { since, what: "the toast" })
