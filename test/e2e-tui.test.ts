@@ -25,7 +25,7 @@ if (!run) console.log(`TUI tests skipped: ${availability.ok ? "" : availability.
 const tuiDescribe = run ? describe : describe.skip
 
 // Each test drives one TUI; every wait inside is bounded well below this.
-const TEST_TIMEOUT = 120_000
+const TEST_TIMEOUT = 200_000
 const NOTES = "hello notes, line one\n"
 
 const sandboxes: Sandbox[] = []
@@ -45,6 +45,53 @@ const readNotes = (sb: Sandbox) => ({ tool: "read", args: { filePath: path.join(
 /** A frame whose toast box contains `text` (wrapping ignored). */
 const toastShows = (text: string) => (frame: string) => flat(toastText(frame)).includes(flat(text))
 
+// The driver's screen readers, on frames shaped like the ones captured (no tmux needed).
+describe("TUI screen readers", () => {
+  const pad = (left: string, right = "") => `${left.padEnd(100)}${right}`
+  const frame = [
+    "",
+    pad("  ┃  say hello", "┃                                                          ┃"),
+    pad("  ┃", "┃  semantic-anchors: 1 config problem (1 error); run /     ┃    Context"),
+    pad("", "┃  anchor status                                           ┃    15 tokens"),
+    pad("  ┃", "┃                                                          ┃"),
+    "     → Read notes.txt",
+  ].join("\n")
+
+  test.each([
+    ["a toast box, wrapped inside a word", frame, "semantic-anchors: 1 config problem (1 error); run / anchor status"],
+    ["no toast: one border per line", "  ┃  say hello\n  ┃\n     → Read notes.txt", ""],
+    ["two borders close together are not a toast", "  ┃ x ┃", ""],
+  ])("toastText: %s", (_name, screen, expected) => {
+    expect(toastText(screen)).toBe(expected)
+  })
+
+  test("flat matches a sentence across the TUI's wrapping", () => {
+    expect(flat(toastText(frame))).toContain(flat("run /anchor status"))
+    expect(flat(toastText(frame))).not.toContain(flat("loop-guard: blocked"))
+  })
+
+  test.each([
+    [
+      "256-colour red row",
+      "\x1b[48;5;232m     \x1b[38;5;168m→\x1b[38;5;15m \x1b[38;5;168mRead notes.txt \x1b[38;5;15m",
+      true,
+    ],
+    [
+      "256-colour grey row",
+      "\x1b[48;5;232m     \x1b[38;5;8m→\x1b[38;5;15m \x1b[38;5;8mRead notes.txt \x1b[38;5;15m",
+      false,
+    ],
+    ["true-colour red row", "  \x1b[38;2;224;108;117mRead notes.txt\x1b[0m", true],
+    ["basic red (31)", "  \x1b[31mRead notes.txt\x1b[0m", true],
+    ["default colour after a reset", "\x1b[38;5;168mx\x1b[0m Read notes.txt", false],
+  ])("colourOf + reddish: %s", (_name, line, red) => {
+    const rows = colourOf(`header\n${line}\nfooter`, "Read notes.txt")
+    expect(rows.length).toBe(1)
+    expect(rows[0].line).toContain("Read notes.txt")
+    expect(reddish(rows[0].fg)).toBe(red)
+  })
+})
+
 tuiDescribe("e2e in the opencode TUI (tmux)", () => {
   test("tmux is available (under CI these tests never skip)", () => {
     if (!availability.ok) throw new Error(`TUI tests cannot run: ${availability.reason}; CI never skips them`)
@@ -58,13 +105,13 @@ tuiDescribe("e2e in the opencode TUI (tmux)", () => {
         expect(fs.existsSync(path.join(sb.configDir, "plugins", plugin))).toBe(true)
       const tui = await startTui(sb, { script: [{ text: "Hello from the scripted model." }] })
       await tui.submit("say hello")
-      await tui.waitForScreen((s) => s.includes("Hello from the scripted model."), 45_000, { what: "the answer" })
+      await tui.waitForScreen((s) => s.includes("Hello from the scripted model."), 90_000, { what: "the answer" })
       // The prompt went through the TUI to the model, and the screen is the session view with the prompt in it.
       expect(tui.llm.requests.some((r) => JSON.stringify(r.messages).includes("say hello"))).toBe(true)
       expect(await tui.screen()).toContain("say hello")
       // semantic-anchors is loaded in this TUI: its /anchor command is offered when "/" is typed.
       await tui.type("/anch")
-      await tui.waitForScreen((s) => /\/anchor\s+semantic-anchors:/.test(s), 15_000, { what: "the /anchor command" })
+      await tui.waitForScreen((s) => /\/anchor\s+semantic-anchors:/.test(s), 30_000, { what: "the /anchor command" })
     },
     TEST_TIMEOUT,
   )
@@ -78,12 +125,12 @@ tuiDescribe("e2e in the opencode TUI (tmux)", () => {
       const tui = await startTui(sb, { script: [{ text: "Hi from the model." }, { text: "Reloaded." }] })
       // A first message first: a toast sent while the home screen switches to the session view is painted over.
       await tui.submit("hello")
-      await tui.waitForScreen((s) => s.includes("Hi from the model."), 45_000, { what: "the first answer" })
+      await tui.waitForScreen((s) => s.includes("Hi from the model."), 90_000, { what: "the first answer" })
       // No toast showing before the command, so the one seen next is the reload's.
-      await tui.waitForScreen((s) => toastText(s) === "", 15_000, { since: tui.mark(), what: "a screen without toast" })
+      await tui.waitForScreen((s) => toastText(s) === "", 20_000, { since: tui.mark(), what: "a screen without toast" })
       const since = tui.mark()
       await tui.submit("/anchor reload")
-      const frame = await tui.waitForScreen(toastShows("semantic-anchors:"), 30_000, { since, what: "the toast" })
+      const frame = await tui.waitForScreen(toastShows("semantic-anchors:"), 60_000, { since, what: "the toast" })
       expect(flat(toastText(frame))).toContain(flat("config problem"))
       expect(flat(toastText(frame))).toContain(flat("run /anchor status"))
     },
@@ -100,7 +147,7 @@ tuiDescribe("e2e in the opencode TUI (tmux)", () => {
       const read = readNotes(sb)
       tui = await startTui(sb, { script: [read, read, read, read, { text: "I will stop reading." }] })
       await tui.submit("read the notes")
-      await tui.waitForScreen((s) => s.includes("I will stop reading."), 60_000, { what: "the final answer" })
+      await tui.waitForScreen((s) => s.includes("I will stop reading."), 90_000, { what: "the final answer" })
       // The 4th row turns red when its part ends in `error`; give the last repaint a moment.
       await tui.waitForScreen((s) => (s.match(/→ Read notes\.txt/g) ?? []).length === 4, 10_000, { what: "4 rows" })
       await new Promise((r) => setTimeout(r, 500))

@@ -75,7 +75,7 @@ export interface TuiOptions {
   beforeReply?: BeforeReply
   /** Extra opencode arguments after `--model fake/fake-model`. */
   args?: string[]
-  /** How long to wait for the prompt box (default 60 s). */
+  /** How long to wait for the prompt box (default 90 s: slow when the machine is loaded). */
   startTimeoutMs?: number
 }
 
@@ -290,26 +290,17 @@ export async function startTui(sb: Sandbox, opts: TuiOptions): Promise<Tui> {
   const tmuxSync = (...args: string[]) => spawnSync("tmux", ["-L", socket, ...args], { env, encoding: "utf8" })
 
   const command = [OPENCODE_BIN, "--model", MODEL, ...(opts.args ?? [])]
-  await tmux(
-    "-f",
-    conf,
-    "new-session",
-    "-d",
-    "-s",
-    "tui",
-    "-x",
-    String(COLS),
-    "-y",
-    String(ROWS),
-    "-c",
-    sb.project,
-    "--",
-    ...command,
-  )
-  const ids = (await tmux("display-message", "-p", "-t", "tui", "#{pid} #{pane_pid}")).stdout
-    .trim()
-    .split(" ")
-    .map(Number)
+  const size = ["-x", String(COLS), "-y", String(ROWS)]
+  let ids: number[]
+  try {
+    await tmux("-f", conf, "new-session", "-d", "-s", "tui", ...size, "-c", sb.project, "--", ...command)
+    ids = (await tmux("display-message", "-p", "-t", "tui", "#{pid} #{pane_pid}")).stdout.trim().split(" ").map(Number)
+  } catch (error) {
+    // Nothing is tracked yet: stop this socket's server (if it came up) and the model, then report.
+    tmuxSync("kill-server")
+    await llm.close()
+    throw error
+  }
   const [serverPid, panePid] = ids
   const started = Date.now()
   const frames: Frame[] = []
@@ -399,7 +390,7 @@ export async function startTui(sb: Sandbox, opts: TuiOptions): Promise<Tui> {
   syncKills.set(tui, killSync)
 
   try {
-    await tui.waitForScreen((s) => READY.test(s), opts.startTimeoutMs ?? 60_000, { what: "opencode's prompt box" })
+    await tui.waitForScreen((s) => READY.test(s), opts.startTimeoutMs ?? 90_000, { what: "opencode's prompt box" })
   } catch (error) {
     await tui.close()
     throw error
