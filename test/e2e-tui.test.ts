@@ -137,6 +137,25 @@ tuiDescribe("e2e in the opencode TUI (tmux)", () => {
     TEST_TIMEOUT,
   )
 
+  test(
+    "the model's anchor_bypass asks the person in a permission dialog; Allow once grants one override",
+    async () => {
+      const sb = sandbox()
+      const tui = await startTui(sb, {
+        script: [
+          { tool: "anchor_bypass", args: { reason: "the fixture needs a force-push" } },
+          { text: "Bypass done." },
+        ],
+      })
+      await tui.submit("push the fixture")
+      const dialog = await tui.answerPermission("once", 90_000)
+      expect(dialog).toContain("anchor-bypass")
+      await tui.waitForScreen((s) => s.includes("Bypass done."), 60_000, { what: "the answer after the dialog" })
+      expect(resultSeenFor(tui.llm, 0)).toContain("granted")
+    },
+    TEST_TIMEOUT,
+  )
+
   describe("four identical reads: loop-guard blocks the 4th", () => {
     let tui: Tui
     let sb: Sandbox

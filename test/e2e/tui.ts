@@ -53,6 +53,12 @@ export interface Tui {
   press(...keys: string[]): Promise<void>
   /** Types a line and presses Enter (a prompt, or a slash command such as `/anchor reload`). */
   submit(text: string): Promise<void>
+  /**
+   * Answers the permission dialog showing now (waits up to `timeoutMs` for `Permission required`): "once" is Enter,
+   * "always" is Right, Enter, then Confirm (Enter) on the "Always allow" screen, "reject" is Escape. Resolves with
+   * the dialog's frame (for "always", the "Always allow" screen's frame, which lists the request's `always` entries).
+   */
+  answerPermission(choice: "once" | "always" | "reject", timeoutMs?: number): Promise<string>
   /** The number of frames seen so far: pass it as `since` to look only at what came after this moment. */
   mark(): number
   /**
@@ -350,6 +356,23 @@ export async function startTui(sb: Sandbox, opts: TuiOptions): Promise<Tui> {
       // Let the prompt box take the text (and any autocomplete settle) before Enter.
       await new Promise((r) => setTimeout(r, 300))
       await tui.press("Enter")
+    },
+    async answerPermission(choice, timeoutMs = 60_000) {
+      const since = tui.mark()
+      const dialog = await tui.waitForScreen((s) => s.includes("Permission required"), timeoutMs, {
+        since: Math.max(0, since - 1),
+        what: "the permission dialog",
+      })
+      if (choice === "once") await tui.press("Enter")
+      if (choice === "reject") await tui.press("Escape")
+      if (choice !== "always") return dialog
+      await tui.press("Right", "Enter")
+      const always = await tui.waitForScreen((s) => s.includes("Always allow"), 10_000, {
+        since,
+        what: 'the "Always allow" screen',
+      })
+      await tui.press("Enter")
+      return always
     },
     mark: () => frames.length,
     seen(pred, since = 0) {
