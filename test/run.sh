@@ -28,5 +28,7 @@ status=${PIPESTATUS[0]}
 passed=$(grep -Eo '^ *[0-9]+ pass$' "$log" | tail -1 | grep -Eo '[0-9]+' || echo 0)
 failed=$(grep -Eo '^ *[0-9]+ fail$' "$log" | tail -1 | grep -Eo '[0-9]+' || echo 0)
 if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
+# A skipped suite says so near the end, where a person reads (test/e2e-tui.test.ts prints why).
+grep -h '^TUI tests skipped' "$log" | sort -u
 echo "${passed} passed, ${failed} failed"
 exit "$status"
