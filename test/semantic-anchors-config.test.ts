@@ -720,7 +720,9 @@ describe("message and state triggers", () => {
     await h.user(S, "deploy TICKET-7 to prod")
     await h.user(S, "x".repeat(61))
     expect(await h.status(S)).toContain("contracts[0].trigger.type: a user message cannot be blocked")
-    expect(h.toasts.filter((t) => t.message.startsWith("semantic-anchors: tip:")).map((t) => [t.message, t.variant])).toEqual([
+    expect(
+      h.toasts.filter((t) => t.message.startsWith("semantic-anchors: tip:")).map((t) => [t.message, t.variant]),
+    ).toEqual([
       ["semantic-anchors: tip: Deploys need a ticket. (deploy)", "warning"],
       ["semantic-anchors: tip: Keep it short. (long)", "info"],
     ])
@@ -906,7 +908,9 @@ describe("the README section is true", () => {
     expect(await h.tool("ops", "write", { filePath: "deploy/key.pem" })).toContain("no-secrets-dir")
     // deploy-needs-ticket: a tip
     await h.user("ops", "please deploy the service now")
-    expect(h.toasts.map((t) => t.message)).toContain("semantic-anchors: tip: Name the ticket of a deploy. (deploy-needs-ticket)")
+    expect(h.toasts.map((t) => t.message)).toContain(
+      "semantic-anchors: tip: Name the ticket of a deploy. (deploy-needs-ticket)",
+    )
     // ask-every-5-commands: team-lead only
     await h.user("lead", "start", "team-lead")
     for (let i = 0; i < 5; i++) expect(await h.tool("lead", "bash", { command: "make" })).toBeUndefined()

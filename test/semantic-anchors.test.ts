@@ -127,7 +127,9 @@ describe("built-in contracts", () => {
     test(`intent-anchor: ${name} -> ${tip ? "a tip toast" : "no tip"}`, async () => {
       const h = await start()
       await h.user(S, text)
-      const tips = h.toasts.filter((t) => t.message.startsWith("semantic-anchors: tip:") && t.message.endsWith("(intent-anchor)"))
+      const tips = h.toasts.filter(
+        (t) => t.message.startsWith("semantic-anchors: tip:") && t.message.endsWith("(intent-anchor)"),
+      )
       expect(tips.length).toBe(tip ? 1 : 0)
       if (tip) {
         expect(tips[0].variant).toBe("info")
@@ -416,7 +418,9 @@ describe("bypass: only the human grants it", () => {
         "version: 1\ncontracts:\n  - { id: lint-hint, description: Run the linter after edits., mode: info, trigger: { type: tool, tools: [probe] } }\n",
     })
     expect(await h.tool(S, "probe", {})).toBeUndefined()
-    expect(h.toasts).toEqual([{ message: "semantic-anchors: tip: Run the linter after edits. (lint-hint)", variant: "info" }])
+    expect(h.toasts).toEqual([
+      { message: "semantic-anchors: tip: Run the linter after edits. (lint-hint)", variant: "info" },
+    ])
   })
 
   test("a reason is required; a second bypass while one is pending is refused without spending an override", async () => {
