@@ -2289,7 +2289,7 @@ function problemsToast(problems: readonly Problem[]): string {
   const first = problems[0]
   return (
     `semantic-anchors: ${problems.length} config problem${problems.length === 1 ? "" : "s"} ` +
-    `(${errors} error${errors === 1 ? "" : "s"}), first: ${formatProblem(first)}. Run /anchor status for all.`
+    `(${errors} error${errors === 1 ? "" : "s"}), first: ${formatProblem(first)}; run /anchor status to see all.`
   )
 }
 
@@ -2409,6 +2409,8 @@ class Anchors {
   heardUser = false
   /** Sessions whose current turn is an /anchor command: the model is told to answer it in one line. */
   readonly commandTurns = new Set<string>()
+  /** Sessions whose next user message is a slash command's expanded template, not the person's own words. */
+  readonly templateTurns = new Set<string>()
 
   constructor(
     readonly client: Client | undefined,
@@ -2723,6 +2725,7 @@ async function onChatMessage(
     // A subagent's prompt is written by the model: it neither confirms nor changes the role.
     if (root !== hookInput.sessionID) return
     const state = anchors.sessions.state(root, config.defaultRole)
+    const fromTemplate = anchors.templateTurns.delete(hookInput.sessionID)
     const agent = (output?.message as { agent?: string } | undefined)?.agent ?? hookInput.agent
     if (agent !== undefined) {
       if (state.agent !== undefined && state.agent !== agent) {
@@ -2748,6 +2751,7 @@ async function onChatMessage(
     if (!anchors.heardUser) anchors.toastProblems(TOAST_AFTER_MESSAGE_MS)
     anchors.heardUser = true
     const tipDelay = TOAST_AFTER_MESSAGE_MS + (problemsNow ? TOAST_SHOWN_MS : 0)
+    if (fromTemplate) return
     for (const hit of evaluateMessage(anchors.active(state.role, state.agent), text)) {
       anchors.toastSoon(tipText(hit), hit.contract.mode === "info" ? "info" : "warning", tipDelay)
       anchors.log(
@@ -2794,6 +2798,8 @@ async function onCommand(
   hookInput: HookInput<"command.execute.before">,
   output: HookOutput<"command.execute.before">,
 ): Promise<void> {
+  // Any command's message is a template the person did not write: it earns no tip (see onChatMessage).
+  if (typeof hookInput?.sessionID === "string") anchors.templateTurns.add(hookInput.sessionID)
   if (hookInput?.command !== "anchor") return
   try {
     const result = await runAnchorCommand(anchors, hookInput.sessionID, hookInput.arguments)

@@ -184,9 +184,8 @@ tuiDescribe("e2e in the opencode TUI (tmux)", () => {
       expect(resultSeenFor(tui.llm, 3)).toContain("loop-guard blocked this read call")
     })
 
-    // Issue 10, item 1: loop-guard tells the human with a toast on each block. Turn this into `test` when the toast
-    // lands; `bun test --todo` runs it now (and fails while the toast is missing).
-    test.todo("the person sees loop-guard's toast on screen: `loop-guard: blocked ...`", () => {
+    // Issue 10, item 1: loop-guard tells the human with a toast on each block.
+    test("the person sees loop-guard's toast on screen: `loop-guard: blocked ...`", () => {
       const frame = frames.find((f) => toastShows("loop-guard: blocked")(f.text))
       expect(frame).toBeDefined()
       expect(flat(toastText(frame!.text))).toContain(flat("read"))

@@ -153,7 +153,7 @@ describe("files and merging", () => {
     expect(h.toasts).toEqual([
       {
         message:
-          'semantic-anchors: 3 config problems (0 errors), first: .opencode/opencode-semantic-anchors.yaml: setings: unknown key "setings" (did you mean "settings"?); it is ignored. Run /anchor status for all.',
+          'semantic-anchors: 3 config problems (0 errors), first: .opencode/opencode-semantic-anchors.yaml: setings: unknown key "setings" (did you mean "settings"?); it is ignored; run /anchor status to see all.',
         variant: "warning",
       },
     ])

@@ -79,6 +79,16 @@ describe("toasts: every block, the first warn of a contract in a turn, each tip"
   })
 })
 
+test("a slash command's expanded template is not the person's own words: it earns no tip", async () => {
+  const h = await start()
+  const parts = [{ type: "text", text: "Review the whole module and list every function in it, one per line" }]
+  await h.hooks["command.execute.before"]({ command: "review", sessionID: S, arguments: "" }, { parts } as never)
+  await h.user(S, parts[0].text)
+  expect(h.toasts).toEqual([])
+  await h.user(S, "refactor the whole module and rename every function in it please")
+  expect(h.toasts.map((t) => t.message.endsWith("(intent-anchor)"))).toEqual([true])
+})
+
 describe("config problems reach the person", () => {
   const BROKEN = "version: 1\ncontracts: [\n"
 
