@@ -268,6 +268,34 @@ contracts:
     expect(line).toContain("level=ERROR")
   })
 
+  test("a subagent's changes count for the root session: 1 root write + 2 subagent writes, the root's next write is blocked", async () => {
+    const sb = sandbox({ files: PROJECT_FILES })
+    const childScript = [write(sb, "sub/c1.txt"), write(sb, "sub/c2.txt"), { text: "child done" }]
+    // The subagent's requests are told apart by their first user message: the prompt the root wrote for it.
+    const pickStep = (body: any, stepNo: number) =>
+      userTexts(body)[0]?.includes("SUBAGENT-TASK") ? childScript[stepNo] : undefined
+    const script = [
+      write(sb, "a.txt"),
+      {
+        tool: "task",
+        args: { description: "Write two files", prompt: "SUBAGENT-TASK: write two files", subagent_type: "general" },
+      },
+      write(sb, "b.txt"),
+      { text: "stopping" },
+    ]
+    const serve = await startServe(sb, { script, pickStep })
+    try {
+      const id = await serve.createSession()
+      await serve.prompt(id, "write the files so that the demo has data. Source: https://example.com")
+      expect(statuses(await sessionToolParts(serve, id))).toEqual(["write:completed", "task:completed", "write:error"])
+      for (const f of ["a.txt", "sub/c1.txt", "sub/c2.txt"]) expect(exists(sb, f)).toBe(true)
+      expect(exists(sb, "b.txt")).toBe(false)
+      expectStepBlock(resultSeenFor(serve.llm, 2))
+    } finally {
+      await serve.close()
+    }
+  })
+
   test("/anchor status as a plan session's first command names the plan agent's role", async () => {
     const sb = sandbox({ files: PROJECT_FILES })
     const r = await runOpencode(sb, {
