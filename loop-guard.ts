@@ -257,7 +257,7 @@ export function fnv1a64(text: string): string {
 }
 
 /** What the history remembers of one call's arguments: the signature digest and the tool name (for the message). */
-export type CallRecord = { signature: string; tool: string }
+type CallRecord = { signature: string; tool: string }
 
 /**
  * Free-text keys left out of a tool's signature: the model rewrites them at will and they do not change what the
@@ -334,7 +334,7 @@ function exactDigest(value: unknown): string {
 }
 
 /** One call of the session's history: its signature, and its result once the host reports it. */
-export type Call = CallRecord & {
+type Call = CallRecord & {
   callID: string
   /** resultDigest / errorDigest, or NO_RESULT */
   result: string
@@ -351,10 +351,10 @@ export function newCall(record: CallRecord, callID: string): Call {
 // Pure core: the cycle check
 // ---------------------------------------------------------------------------------------------------------------
 
-export const MAX_CYCLE = 4
+const MAX_CYCLE = 4
 
 /** How many calls, the current one included, must repeat a cycle of length k: max(r*k, r+1). */
-export function windowSize(k: number, repetitions: number): number {
+function windowSize(k: number, repetitions: number): number {
   return Math.max(repetitions * k, repetitions + 1)
 }
 
@@ -368,7 +368,7 @@ export function historyCapacity(repetitions: number, failures = 0): number {
   return Math.max(backstopSize(MAX_CYCLE, repetitions) - 1, failures)
 }
 
-export type Cycle = {
+type Cycle = {
   /** "cycle": the results repeated too; "backstop": they changed, but the cycle reached the backstop */
   reason: "cycle" | "backstop"
   /** cycle length */
@@ -387,7 +387,7 @@ export type Cycle = {
  * changed at backstopSize. `isExempt(tool)` lets a cycle through when every call in it is an exempt tool. A k whose
  * turn is itself periodic (A A as k = 2) is the smaller cycle, already judged, and is skipped.
  */
-export function findCycle(
+function findCycle(
   history: readonly Call[],
   current: CallRecord,
   repetitions: number,
@@ -444,7 +444,7 @@ function resultsRepeat(history: readonly Call[], calls: number, k: number): bool
 /** Tools a failure streak never blocks: a failing command is how bash reports, and its next command is new work. */
 const STREAK_FREE_TOOLS = new Set(["bash"])
 
-export type Streak = { reason: "failures"; tool: string; failures: number }
+type Streak = { reason: "failures"; tool: string; failures: number }
 
 /**
  * A failure streak the current call would extend: the last `failures` calls of the session were all of the
@@ -472,17 +472,17 @@ function findStreak(
 // ---------------------------------------------------------------------------------------------------------------
 
 /** What was found: a cycle (results repeated, or at the backstop) or a failure streak. */
-export type Finding = Cycle | Streak
+type Finding = Cycle | Streak
 
 /** Blocks from this one on escalate: the agent is told to stop calling tools and report. */
-export const ESCALATE_AT = 3
+const ESCALATE_AT = 3
 
 /**
  * The message the model reads as the blocked call's result. The first line is a sentence for the human; the
  * rest is for the model. It names tools, k and counts only: arguments (paths, commands, file contents) and error
  * texts may hold secrets and never appear. `stopped` adds that the run has been stopped.
  */
-export function blockMessage(finding: Finding, blocks: number, stopped = false): string {
+function blockMessage(finding: Finding, blocks: number, stopped = false): string {
   const lines = [`loop-guard blocked this ${currentTool(finding)} call: it was not run.`, ...explanation(finding)]
   if (stopped) {
     lines.push(
@@ -621,15 +621,15 @@ function article(n: number): string {
 // Pure core: settings from the environment
 // ---------------------------------------------------------------------------------------------------------------
 
-export type Mode = "block" | "warn" | "off"
-export type Settings = { mode: Mode; repetitions: number; failures: number; maxBlocks: number; exempt: string[] }
-export function defaultSettings(): Settings {
+type Mode = "block" | "warn" | "off"
+type Settings = { mode: Mode; repetitions: number; failures: number; maxBlocks: number; exempt: string[] }
+function defaultSettings(): Settings {
   return { mode: "block", repetitions: 3, failures: 3, maxBlocks: 5, exempt: [] }
 }
 const MAX_REPETITIONS = 50
 
 /** Reads the variables; every invalid value is reported (to be logged) and replaced by its default. */
-export function readSettings(env: Record<string, string | undefined>): { settings: Settings; problems: string[] } {
+function readSettings(env: Record<string, string | undefined>): { settings: Settings; problems: string[] } {
   const problems: string[] = []
   const settings = defaultSettings()
 
@@ -686,7 +686,7 @@ function quote(text: string | undefined): string {
 }
 
 /** A tool-name glob as a matcher: `*` is any run of characters, `?` one character, the rest literal. */
-export function globMatcher(globs: readonly string[]): (tool: string) => boolean {
+function globMatcher(globs: readonly string[]): (tool: string) => boolean {
   if (globs.length === 0) return () => false
   const source = globs
     .map((glob) =>
@@ -708,7 +708,7 @@ export function globMatcher(globs: readonly string[]): (tool: string) => boolean
 export const MAX_SESSIONS = 1000
 
 /** One session: its recent calls, and the blocks since its last idle state (a turn). */
-export type SessionState = {
+type SessionState = {
   history: Call[]
   blocks: number
   errorLogged: boolean
@@ -781,7 +781,7 @@ function findCall(state: SessionState | undefined, callID: unknown): Call | unde
  * history and its block count start over. "history": the session was compacted, so its context is now a summary
  * and the calls before it are no longer "in your context"; the turn, and its block count, go on.
  */
-export type Reset = { sessionID: string; scope: "turn" | "history" }
+type Reset = { sessionID: string; scope: "turn" | "history" }
 export function resetTarget(event: { type?: unknown; properties?: any } | undefined): Reset | null {
   const props = event?.properties ?? {}
   const id = (value: unknown, scope: Reset["scope"]): Reset | null =>
