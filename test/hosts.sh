@@ -10,20 +10,25 @@
 # OPENCODE_GUARDS_OPENCODE_BIN pointing at it (test/e2e/harness.ts). `all` means every release of the pinned
 # version's major.minor line up to the pinned one that the registry serves, newest first. --until-fail stops after
 # the first version that fails. The full bun output of each version is kept in CACHE/logs/VERSION.log.
+# --install-only VERSION installs (or finds) that release in the cache and prints its opencode path, nothing else
+# (test/install.test.ts runs --check on an older release that way).
 # Needs the npm registry for versions not yet in the cache.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 usage() {
   echo "usage: npm run test:hosts -- [--until-fail] VERSION... | all" >&2
+  echo "       bash test/hosts.sh --install-only VERSION" >&2
   exit 2
 }
 
 until_fail=0
+install_only=0
 versions=()
 for arg in "$@"; do
   case $arg in
     --until-fail) until_fail=1 ;;
+    --install-only) install_only=1 ;;
     -h | --help) usage ;;
     all | [0-9]*.[0-9]*.[0-9]*) versions+=("$arg") ;;
     *) echo "test:hosts: '$arg' is not a version (X.Y.Z) or 'all'" >&2; usage ;;
@@ -58,18 +63,34 @@ for v in "${versions[@]}"; do
   fi
 done
 
-# Installs opencode-ai@VERSION into the cache (once); prints the binary's path.
+# Installs opencode-ai@VERSION into the cache (once); prints the binary's path. It installs into a temporary
+# directory and renames it, so a run in parallel (another checkout's npm test) never sees half an install.
 install_host() {
   local v=$1 dir=$cache/$1
   local bin=$dir/node_modules/.bin/opencode
   if [ ! -x "$bin" ]; then
-    rm -rf "$dir"
-    mkdir -p "$dir" && echo '{"private":true}' >"$dir/package.json"
-    timeout 900 npm install --prefix "$dir" --no-audit --no-fund --loglevel=error "opencode-ai@$v" >"$cache/logs/$v.install.log" 2>&1 ||
+    local tmp=$cache/.installing-$v-$$
+    rm -rf "$tmp"
+    mkdir -p "$tmp" && echo '{"private":true}' >"$tmp/package.json" || return 1
+    if ! timeout 900 npm install --prefix "$tmp" --no-audit --no-fund --loglevel=error "opencode-ai@$v" \
+      >"$cache/logs/$v.install.log" 2>&1; then
+      rm -rf "$tmp"
       return 1
+    fi
+    [ -x "$bin" ] || { rm -rf "$dir" && mv "$tmp" "$dir"; } || return 1
+    rm -rf "$tmp"
   fi
   printf '%s' "$bin"
 }
+
+if [ "$install_only" = 1 ]; then
+  [ ${#expanded[@]} = 1 ] || usage
+  install_host "${expanded[0]}" || {
+    echo "test:hosts: npm install opencode-ai@${expanded[0]} failed; see $cache/logs/${expanded[0]}.install.log" >&2
+    exit 1
+  }
+  exit 0
+fi
 
 failed_any=0
 for v in "${expanded[@]}"; do

@@ -1,7 +1,8 @@
 // A scripted, OpenAI-compatible model server for driving a real opencode offline (plain Node, no dependencies).
 //
-// Why: the end-to-end suite must prove what the model *sees* in a real opencode (a blocked call's message arrives as
-// that tool's result in the next request) without any network. opencode talks to this server through its bundled
+// Why: the doctor (`install.sh --check`, check.mjs) and the end-to-end suite (test/e2e) must prove what the model
+// *sees* in a real opencode (a blocked call's message arrives as that tool's result in the next request) without any
+// network. opencode talks to this server through its bundled
 // "@ai-sdk/openai-compatible" provider, with `options.baseURL` pointing here.
 //
 // How: `POST .../chat/completions` answers with streaming SSE. The reply is chosen by the number of `assistant`
@@ -17,7 +18,7 @@
 // Module use:  const llm = await startFakeLLM({ script, logFile });  llm.baseURL, llm.port, llm.requests, llm.close()
 //              Optional `beforeReply(body)`: awaited before answering a request (e.g. a barrier that makes two
 //              sessions alternate deterministically); `body._fake` is already set.
-// CLI use:     node test/e2e/fake-llm.mjs <script.json> [requests.jsonl]
+// CLI use:     node doctor/fake-llm.mjs <script.json> [requests.jsonl]
 //              prints exactly one first line `FAKE_LLM_BASE_URL=http://127.0.0.1:<port>/v1`, serves until SIGTERM.
 
 import http from "node:http"
@@ -101,6 +102,10 @@ function replyCompletion(body, step, stepNo) {
   }
 }
 
+/**
+ * Starts the server on 127.0.0.1 (a free port) and resolves once it listens.
+ * @param {{ script?: any[], logFile?: string, beforeReply?: (body: any) => unknown }} [options]
+ */
 export async function startFakeLLM({ script = [], logFile, beforeReply } = {}) {
   validateScript(script)
   const requests = []
