@@ -304,13 +304,12 @@ ask_opencode_version() {
 
 # version_compare A B (both X.Y.Z): prints -1, 0 or 1.
 version_compare() {
-  local a1 a2 a3 b1 b2 b3 pair
-  IFS=. read -r a1 a2 a3 <<<"$1"
-  IFS=. read -r b1 b2 b3 <<<"$2"
-  for pair in "$a1 $b1" "$a2 $b2" "$a3 $b3"; do
-    set -- $pair
-    if [ "$((10#$1))" -lt "$((10#$2))" ]; then printf -- -1; return; fi
-    if [ "$((10#$1))" -gt "$((10#$2))" ]; then printf 1; return; fi
+  local a b i
+  IFS=. read -r -a a <<<"$1"
+  IFS=. read -r -a b <<<"$2"
+  for i in 0 1 2; do
+    if [ "$((10#${a[i]}))" -lt "$((10#${b[i]}))" ]; then printf -- -1; return; fi
+    if [ "$((10#${a[i]}))" -gt "$((10#${b[i]}))" ]; then printf 1; return; fi
   done
   printf 0
 }

@@ -1,3 +1,4 @@
+// @ts-check
 // The throw-away opencode sandbox, in one place: used by the doctor (`install.sh --check`, doctor/check.mjs) and by the
 // end-to-end harness (test/e2e/harness.ts). Plain Node, no dependencies.
 //
