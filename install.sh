@@ -52,8 +52,12 @@ load_versions() {
     fail "$EXIT_ERROR" "$versions_file is missing or has no \"oldest\" and \"pinned\" version: run install.sh from a complete checkout"
   fi
 }
-tested_range() {
-  if [ "$OLDEST_OPENCODE" = "$PINNED_OPENCODE" ]; then printf '%s' "$PINNED_OPENCODE"; else printf '%s to %s' "$OLDEST_OPENCODE" "$PINNED_OPENCODE"; fi
+tested_range() { # "1.18.21 to 1.18.33", or one version
+  if [ "$OLDEST_OPENCODE" = "$PINNED_OPENCODE" ]; then
+    printf '%s' "$PINNED_OPENCODE"
+  else
+    printf '%s to %s' "$OLDEST_OPENCODE" "$PINNED_OPENCODE"
+  fi
 }
 
 usage() {

@@ -5,8 +5,8 @@
 // Why: a user (or an opencode update) can break the install in ways no file check shows: opencode not finding the
 // files, a plugin throwing at start, a host that no longer calls the hooks. Only a real run shows a block.
 //
-// How: `./install.sh --check` does the parts that belong to the installer (finding opencode, the version gate's verdict,
-// the installed files against the ownership manifest) and then runs
+// How: `./install.sh --check` does the parts that belong to the installer (finding opencode, the version gate's
+// verdict, the installed files against the ownership manifest) and then runs
 //   node doctor/check.mjs run --opencode BIN --version V --plugins-dir DIR --files "loop-guard.ts ..."
 //                              [--untested] [--counted OK,FAILED]
 // which copies the installed files into a sandbox and checks, each printed as `WHAT: ok (detail)` or
@@ -74,7 +74,8 @@ export function probeScript(probeFile, want) {
 
 /** @typedef {{ ok(what: string, detail?: string): void, failed(what: string, reason: string): void,
  *              counts: { ok: number, failed: number } }} Report */
-/** @typedef {{ root: string, env: Record<string, string>, project: string, probeFile: string, logDir: string }} Sandbox */
+/** @typedef {{ root: string, env: Record<string, string>, project: string, probeFile: string,
+ *              logDir: string }} Sandbox */
 /** @typedef {{ ok: boolean, detail: string }} Verdict */
 
 /**
@@ -347,7 +348,8 @@ export async function runDoctor({ bin, version, pluginsDir, files, untested, cou
   removeSandbox()
   if (untested) {
     console.log(
-      `the installed plugins load and block in this opencode ${version}, a version the end-to-end suite has not tested: this check is the proof on this machine (default settings, one run). Restart opencode if it is running.`,
+      `the installed plugins load and block in this opencode ${version}, a version the end-to-end suite has not ` +
+        "tested: this check is the proof on this machine (default settings, one run). Restart opencode if it is running.",
     )
   } else {
     console.log("the installed plugins load and block in this opencode. Restart opencode if it is running.")
