@@ -36,6 +36,19 @@ for arg in "$@"; do
 done
 [ ${#versions[@]} -gt 0 ] || usage
 
+# `timeout` puts its command in a process group of its own, out of reach of Ctrl-C: run it in the background and
+# pass INT and TERM on (timeout then stops its whole group, opencode processes included).
+child=""
+trap '[ -z "$child" ] || kill -TERM "$child" 2>/dev/null; exit 130' INT TERM
+bounded() { # bounded SECONDS COMMAND...: the command's exit status
+  timeout "$@" &
+  child=$!
+  wait "$child"
+  local status=$?
+  child=""
+  return "$status"
+}
+
 cache=${OPENCODE_GUARDS_HOSTS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/opencode-guards/hosts}
 mkdir -p "$cache/logs" || { echo "test:hosts: cannot create $cache" >&2; exit 1; }
 pinned=$(node -p 'require("./opencode-versions.json").pinned')
@@ -63,16 +76,18 @@ for v in "${versions[@]}"; do
   fi
 done
 
-# Installs opencode-ai@VERSION into the cache (once); prints the binary's path. It installs into a temporary
+# Installs opencode-ai@VERSION into the cache (once); sets host_bin to the binary's path. It installs into a temporary
 # directory and renames it, so a run in parallel (another checkout's npm test) never sees half an install.
+host_bin=""
 install_host() {
   local v=$1 dir=$cache/$1
   local bin=$dir/node_modules/.bin/opencode
+  host_bin=""
   if [ ! -x "$bin" ]; then
     local tmp=$cache/.installing-$v-$$
     rm -rf "$tmp"
     mkdir -p "$tmp" && echo '{"private":true}' >"$tmp/package.json" || return 1
-    if ! timeout 900 npm install --prefix "$tmp" --no-audit --no-fund --loglevel=error "opencode-ai@$v" \
+    if ! bounded 900 npm install --prefix "$tmp" --no-audit --no-fund --loglevel=error "opencode-ai@$v" \
       >"$cache/logs/$v.install.log" 2>&1; then
       rm -rf "$tmp"
       return 1
@@ -80,7 +95,7 @@ install_host() {
     [ -x "$bin" ] || { rm -rf "$dir" && mv "$tmp" "$dir"; } || return 1
     rm -rf "$tmp"
   fi
-  printf '%s' "$bin"
+  host_bin=$bin
 }
 
 if [ "$install_only" = 1 ]; then
@@ -89,17 +104,19 @@ if [ "$install_only" = 1 ]; then
     echo "test:hosts: npm install opencode-ai@${expanded[0]} failed; see $cache/logs/${expanded[0]}.install.log" >&2
     exit 1
   }
+  printf '%s\n' "$host_bin"
   exit 0
 fi
 
 failed_any=0
 for v in "${expanded[@]}"; do
   log=$cache/logs/$v.log
-  if ! bin=$(install_host "$v"); then
+  if ! install_host "$v"; then
     printf '%s  not installed: npm install opencode-ai@%s failed (%s)\n' "$v" "$v" "$cache/logs/$v.install.log"
     failed_any=1
     continue
   fi
+  bin=$host_bin
   reported=$(timeout 60 "$bin" --version 2>/dev/null | head -n1)
   if [ "$reported" != "$v" ]; then
     printf '%s  not installed: %s --version printed "%s"\n' "$v" "$bin" "$reported"
@@ -107,8 +124,8 @@ for v in "${expanded[@]}"; do
     continue
   fi
   start=$(date +%s)
-  OPENCODE_GUARDS_OPENCODE_BIN=$bin timeout 1800 node_modules/.bin/bun test --timeout 180000 \
-    test/e2e-*.test.ts >"$log" 2>&1
+  OPENCODE_GUARDS_OPENCODE_BIN=$bin bounded 1800 node_modules/.bin/bun test --timeout 180000 test/e2e-*.test.ts \
+    >"$log" 2>&1
   status=$?
   seconds=$(($(date +%s) - start))
   pass=$(grep -Eo '^ *[0-9]+ pass$' "$log" | tail -1 | grep -Eo '[0-9]+' || echo 0)
