@@ -8,8 +8,9 @@
 # How: each release is installed once with npm into a cache outside the repository,
 # ${OPENCODE_GUARDS_HOSTS_CACHE:-${XDG_CACHE_HOME:-~/.cache}/opencode-guards/hosts}/VERSION, then the suite runs with
 # OPENCODE_GUARDS_OPENCODE_BIN pointing at it (test/e2e/harness.ts). `all` means every release of the pinned
-# version's major.minor line up to the pinned one that the registry serves, newest first. --until-fail stops after
-# the first version that fails. The full bun output of each version is kept in CACHE/logs/VERSION.log.
+# version's major version up to the pinned one that the registry serves, newest first (with --until-fail: back to the
+# first that fails). --until-fail stops after the first version whose suite fails; a version npm cannot install
+# (the registry lacks its platform binary) is reported and skipped. The full bun output of each version is kept in CACHE/logs/VERSION.log.
 # --install-only VERSION installs (or finds) that release in the cache and prints its opencode path, nothing else
 # (test/install.test.ts runs --check on an older release that way).
 # Needs the npm registry for versions not yet in the cache.
@@ -53,11 +54,11 @@ cache=${OPENCODE_GUARDS_HOSTS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/opencode-gu
 mkdir -p "$cache/logs" || { echo "test:hosts: cannot create $cache" >&2; exit 1; }
 pinned=$(node -p 'require("./opencode-versions.json").pinned')
 
-# Every release of the pinned major.minor line, up to the pinned one, newest first.
+# Every release of the pinned major version, up to the pinned one, newest first.
 all_versions() {
   timeout 120 npm view opencode-ai versions --json 2>/dev/null | node -e '
     const [pinned] = process.argv.slice(1)
-    const line = pinned.split(".").slice(0, 2).join(".") + "."
+    const line = pinned.split(".")[0] + "."
     const num = (v) => v.split(".").map(Number)
     const newer = (a, b) => { const [x, y] = [num(a), num(b)]; return x[0] - y[0] || x[1] - y[1] || x[2] - y[2] }
     const all = JSON.parse(require("fs").readFileSync(0, "utf8"))
