@@ -95,6 +95,8 @@ install_host() {
     fi
     [ -x "$bin" ] || { rm -rf "$dir" && mv "$tmp" "$dir"; } || return 1
     rm -rf "$tmp"
+    # npm can succeed without the platform package that holds the binary (the registry lacks it).
+    [ -x "$bin" ] || { echo "npm installed opencode-ai@$v but no opencode binary" >>"$cache/logs/$v.install.log" && return 1; }
   fi
   host_bin=$bin
 }
