@@ -137,7 +137,7 @@ for v in "${expanded[@]}"; do
     printf '%s  passed  %s tests, %ss\n' "$v" "$pass" "$seconds"
   else
     failed_any=1
-    names=$(grep -E '^\(fail\) ' "$log" | sed -E 's/^\(fail\) //; s/ \[[0-9.]+m?s\]$//' | paste -sd ';' - | sed 's/;/; /g')
+    names=$(grep -E '^\(fail\) ' "$log" | sed -E 's/^\(fail\) //; s/ \[[0-9.]+m?s\]$//' | paste -sd '|' - | sed 's/|/; /g')
     [ "$status" != 124 ] || names="timed out after 1800 s${names:+; $names}"
     printf '%s  failed  %s passed, %s failed, %ss: %s (%s)\n' "$v" "$pass" "$fail" "$seconds" "${names:-exit $status}" "$log"
     [ "$until_fail" = 0 ] || break
