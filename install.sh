@@ -52,7 +52,7 @@ load_versions() {
     fail "$EXIT_ERROR" "$versions_file is missing or has no \"oldest\" and \"pinned\" version: run install.sh from a complete checkout"
   fi
 }
-tested_range() { # "1.18.21 to 1.18.33", or one version
+tested_range() { # "OLDEST to PINNED", or one version when they are equal
   if [ "$OLDEST_OPENCODE" = "$PINNED_OPENCODE" ]; then
     printf '%s' "$PINNED_OPENCODE"
   else
