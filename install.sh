@@ -10,7 +10,8 @@
 #
 # The opencode versions come from opencode-versions.json beside this script (the one source, also read by the doctor
 # and the tests): "oldest" to "pinned" is the tested range. A version in it installs silently; a newer one of the same
-# major version installs with a warning (not yet tested; --check proves it on the machine); an older one, another
+# major version (or one of the range the matrix could not install, "notInstallable") installs with a warning (not yet
+# tested; --check proves it on the machine); an older one, another
 # major version (a new plugin API) or none at all is refused (exit 4) unless --force. How to tune: widen the range
 # only to versions the version matrix (npm run test:hosts) passed on.
 #
@@ -38,15 +39,17 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 versions_file=$here/opencode-versions.json
 doctor=$here/doctor/check.mjs
 
-# The tested range, from opencode-versions.json: sets OLDEST_OPENCODE and PINNED_OPENCODE (the newest tested).
-# A missing or unreadable file is an error of this checkout, not of the user's opencode.
-OLDEST_OPENCODE="" PINNED_OPENCODE=""
+# The tested range, from opencode-versions.json: sets OLDEST_OPENCODE and PINNED_OPENCODE (the newest tested), and
+# UNTESTED_OPENCODE: the releases inside the range the matrix could not install (matrix.notInstallable), which are
+# treated as not yet tested. A missing or unreadable file is an error of this checkout, not of the user's opencode.
+OLDEST_OPENCODE="" PINNED_OPENCODE="" UNTESTED_OPENCODE=""
 version_key() { sed -n "s/^ *\"$1\": *\"\([0-9][0-9.]*\)\".*/\1/p" "$versions_file" 2>/dev/null | head -n1; }
 load_versions() {
   [ -z "$PINNED_OPENCODE" ] || return 0
   if [ -f "$versions_file" ]; then
     OLDEST_OPENCODE=$(version_key oldest || true)
     PINNED_OPENCODE=$(version_key pinned || true)
+    UNTESTED_OPENCODE=$(sed -n 's/^ *"notInstallable": *\[\(.*\)\].*/\1/p' "$versions_file" | tr -d '" ' | tr ',' ' ' || true)
   fi
   if ! printf '%s\n%s\n' "$OLDEST_OPENCODE" "$PINNED_OPENCODE" | grep -Eqx '[0-9]+\.[0-9]+\.[0-9]+'; then
     fail "$EXIT_ERROR" "$versions_file is missing or has no \"oldest\" and \"pinned\" version: run install.sh from a complete checkout"
@@ -319,8 +322,9 @@ version_compare() {
 }
 
 # The verdict on an opencode version, one word: tested (in the tested range), untested (newer than the newest tested
-# with the same major version, or a pre-release/build of a version from the oldest tested on), older (below the
-# range), major (another major version: a new plugin API), none (no version). The one place of this decision.
+# with the same major version, a pre-release/build of a version from the oldest tested on, or a release of the range
+# the suite could not be run on), older (below the range), major (another major version: a new plugin API), none
+# (no version). The one place of this decision.
 version_verdict() {
   load_versions
   local v=$1 core
@@ -332,6 +336,7 @@ version_verdict() {
   fi
   if [ "$(version_compare "$core" "$OLDEST_OPENCODE")" = -1 ]; then echo older; return; fi
   if [ "$core" != "$v" ] || [ "$(version_compare "$core" "$PINNED_OPENCODE")" = 1 ]; then echo untested; return; fi
+  case " $UNTESTED_OPENCODE " in *" $v "*) echo untested; return ;; esac
   echo tested
 }
 
@@ -342,8 +347,10 @@ verdict_reason() { # verdict_reason VERDICT VERSION
     untested)
       if [ "$(version_compare "$(printf '%s' "$2" | grep -Eo '^[0-9]+\.[0-9]+\.[0-9]+')" "$PINNED_OPENCODE")" = 1 ]; then
         printf 'newer than %s, the newest tested version: not yet tested' "$PINNED_OPENCODE"
-      else
+      elif [ "$(printf '%s' "$2" | grep -Eo '^[0-9]+\.[0-9]+\.[0-9]+')" != "$2" ]; then
         printf 'a pre-release or build, not a tested release (tested: %s): not yet tested' "$(tested_range)"
+      else
+        printf 'inside the tested range %s, but a release the suite could not be run on: not yet tested' "$(tested_range)"
       fi
       ;;
     older) printf 'older than %s, the oldest tested version (tested: %s)' "$OLDEST_OPENCODE" "$(tested_range)" ;;

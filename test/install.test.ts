@@ -664,6 +664,31 @@ describe("version gate", () => {
     expect(r.stderr).toContain("is not an executable file")
   })
 
+  test("a release inside the range that the matrix could not install is not yet tested: installed with a warning", () => {
+    const w = world()
+    const gap = patchOf(VERSIONS.pinned, -1)
+    const versions = {
+      pinned: VERSIONS.pinned,
+      oldest: patchOf(VERSIONS.pinned, -2),
+      matrix: { notInstallable: [gap] },
+    }
+    fs.writeFileSync(
+      path.join(w.src, "opencode-versions.json"),
+      JSON.stringify(versions, null, 2).replace(/\[\s+/g, "[").replace(/\s+\]/g, "]"),
+    )
+    const stub = stubOpencode(w.bin, gap)
+    const r = runInstaller(w, [])
+    expect(r.code).toBe(0)
+    expect(r.stderr).toContain(`warning: opencode ${gap} (${stub}) is inside the tested range`)
+    expect(r.stderr).toContain("a release the suite could not be run on: not yet tested")
+    // Its neighbour in the range is tested: silent.
+    const next = stubOpencode(w.bin, patchOf(VERSIONS.pinned, -2))
+    const r2 = runInstaller(w, [])
+    expect(r2.code).toBe(0)
+    expect(r2.stderr).toBe("")
+    expect(r2.stdout).toContain(`opencode ${patchOf(VERSIONS.pinned, -2)} (${next}): supported`)
+  })
+
   test("a missing opencode-versions.json is an error of the checkout (exit 1), not a refused opencode", () => {
     const w = world()
     fs.rmSync(path.join(w.src, "opencode-versions.json"))
