@@ -1,6 +1,7 @@
 // Tests of install.sh: every option runs the real script with `bash install.sh ...` against a throw-away world
 // (temporary HOME, XDG config dir, a source checkout) made with fs.mkdtempSync; never the real ~/.config.
-// The --check tests run the real opencode of the dev toolchain (node_modules/.bin/opencode) in its sandbox.
+// The --check tests run the real opencode of the dev toolchain (node_modules/.bin/opencode) in its sandbox, and one
+// older release from the version matrix's cache (test/hosts.sh --install-only).
 import { afterEach, describe, expect, test } from "bun:test"
 import { spawnSync } from "node:child_process"
 import crypto from "node:crypto"
@@ -13,6 +14,47 @@ const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 const realOpencode = path.join(repo, "node_modules", ".bin", "opencode")
 const PLUGIN_FILES = ["loop-guard.ts", "semantic-anchors.ts", "opencode-semantic-anchors.schema.json"]
 const MANIFEST = "opencode-guards.sha256"
+/** What install.sh needs beside the plugin files: the version source and the doctor. */
+const PRODUCT_FILES = [
+  "install.sh",
+  "opencode-versions.json",
+  "doctor/check.mjs",
+  "doctor/fake-llm.mjs",
+  "doctor/sandbox.mjs",
+]
+const VERSIONS: { pinned: string; oldest: string } = JSON.parse(
+  fs.readFileSync(path.join(repo, "opencode-versions.json"), "utf8"),
+)
+const RANGE = VERSIONS.oldest === VERSIONS.pinned ? VERSIONS.pinned : `${VERSIONS.oldest} to ${VERSIONS.pinned}`
+/** A version next to `v`: its patch level moved by `by` (clamped at 0). */
+const patchOf = (v: string, by: number) => {
+  const [major, minor, patch] = v.split(".").map(Number)
+  return `${major}.${minor}.${Math.max(0, patch! + by)}`
+}
+const majorAbove = `${Number(VERSIONS.pinned.split(".")[0]) + 1}.0.0`
+/** An older version than the oldest tested one (a lower minor if the patch level is already 0). */
+const belowRange = (() => {
+  const [major, minor, patch] = VERSIONS.oldest.split(".").map(Number)
+  return patch! > 0 ? `${major}.${minor}.${patch! - 1}` : `${major}.${Math.max(0, minor! - 1)}.99`
+})()
+
+/**
+ * Every file of the repository but test/ and bench/ (tracked or new, not ignored): what a user's copy needs.
+ * Relative paths.
+ */
+function repositoryWithoutTests(): string[] {
+  const r = spawnSync("git", ["ls-files", "--cached", "--others", "--exclude-standard"], {
+    cwd: repo,
+    encoding: "utf8",
+  })
+  if (r.status !== 0) throw new Error(`git ls-files failed: ${r.stderr}`)
+  return r.stdout.split("\n").filter((f) => f && !/^(test|bench)\//.test(f) && fs.existsSync(path.join(repo, f)))
+}
+
+const copyInto = (dir: string, rel: string) => {
+  fs.mkdirSync(path.dirname(path.join(dir, rel)), { recursive: true })
+  fs.copyFileSync(path.join(repo, rel), path.join(dir, rel))
+}
 
 const sha256 = (data: string | Buffer) => crypto.createHash("sha256").update(data).digest("hex")
 
@@ -30,7 +72,10 @@ interface World {
   xdg: string
   /** XDG_CONFIG_HOME/opencode/plugins: where a default install lands. */
   plugins: string
-  /** A checkout to install from: a copy of the real install.sh plus whatever plugin files a test puts there. */
+  /**
+   * A checkout to install from: install.sh with what it needs (PRODUCT_FILES) plus whatever plugin files a test puts
+   * there, or with "repo" a copy of the whole repository without test/ and bench/.
+   */
   src: string
   tmp: string
   bin: string
@@ -47,13 +92,10 @@ function makeWorld(sources: Record<string, string> | "repo" = placeholderSources
   const tmp = path.join(root, "tmp")
   const bin = path.join(root, "bin")
   for (const d of [home, xdg, src, tmp, bin]) fs.mkdirSync(d, { recursive: true })
-  fs.copyFileSync(path.join(repo, "install.sh"), path.join(src, "install.sh"))
-  fs.mkdirSync(path.join(src, "test", "e2e"), { recursive: true })
-  fs.copyFileSync(path.join(repo, "test", "e2e", "fake-llm.mjs"), path.join(src, "test", "e2e", "fake-llm.mjs"))
   if (sources === "repo") {
-    for (const f of PLUGIN_FILES)
-      if (fs.existsSync(path.join(repo, f))) fs.copyFileSync(path.join(repo, f), path.join(src, f))
+    for (const f of repositoryWithoutTests()) copyInto(src, f)
   } else {
+    for (const f of PRODUCT_FILES) copyInto(src, f)
     for (const [f, text] of Object.entries(sources)) fs.writeFileSync(path.join(src, f), text)
   }
   return {
@@ -529,21 +571,58 @@ describe("--only", () => {
 })
 
 describe("version gate", () => {
+  // The versions come from opencode-versions.json, so the table holds when the tested range moves.
+  const { oldest, pinned } = VERSIONS
+  const refused = (v: string) => `reports version ${v}`
   test.each([
-    ["1.18.33", "1.18.33", 0, [], 0, "opencode 1.18.33 ($stub): supported"],
-    ["a prefixed supported version", "opencode 1.18.33", 0, [], 0, "supported"],
     [
-      "an older version",
-      "1.17.0",
+      "the pinned (newest tested) version",
+      pinned,
+      0,
+      [],
+      0,
+      `opencode ${pinned} ($stub): supported, in the tested range ${RANGE}`,
+    ],
+    ["the oldest tested version", oldest, 0, [], 0, `opencode ${oldest} ($stub): supported`],
+    ["a prefixed tested version", `opencode ${pinned}`, 0, [], 0, "supported"],
+    [
+      "a newer patch release",
+      patchOf(pinned, 1),
+      0,
+      [],
+      0,
+      `is newer than ${pinned}, the newest tested version: not yet tested`,
+    ],
+    [
+      "a newer minor release",
+      `${pinned.split(".")[0]}.${Number(pinned.split(".")[1]) + 1}.0`,
+      0,
+      [],
+      0,
+      "not yet tested",
+    ],
+    [
+      "a pre-release of the pinned version",
+      `${pinned}-beta.1`,
+      0,
+      [],
+      0,
+      "a pre-release or build, not a tested release",
+    ],
+    ["the next major version", majorAbove, 0, [], 4, `${refused(majorAbove)}, another major version`],
+    [
+      "a version below the tested range",
+      belowRange,
       0,
       [],
       4,
-      "reports version 1.17.0; these plugins are proven with opencode 1.18.33 only",
+      `${refused(belowRange)}, older than ${oldest}, the oldest tested version`,
     ],
-    ["a newer version", "2.0.0", 0, [], 4, "reports version 2.0.0"],
-    ["a pre-release of the supported version", "1.18.33-beta.1", 0, [], 4, "reports version 1.18.33-beta.1"],
+    ["an old major version", "0.9.1", 0, [], 4, `${refused("0.9.1")}, older than ${oldest}`],
     ["a failing --version", "boom", 1, [], 4, "did not report a version"],
-    ["an older version with --force", "1.17.0", 0, ["--force"], 0, "installing anyway (--force)"],
+    ["garbage output", "opencode: command not recognised", 0, [], 4, "did not report a version"],
+    ["a version below the range with --force", belowRange, 0, ["--force"], 0, "installing anyway (--force)"],
+    ["the next major version with --force", majorAbove, 0, ["--force"], 0, "installing anyway (--force)"],
   ])("opencode on PATH reporting %s", (_name, output, stubExit, args, code, message) => {
     const w = world()
     const stub = stubOpencode(w.bin, output, stubExit)
@@ -553,11 +632,18 @@ describe("version gate", () => {
     expect(r.out).toContain(message.replace("$stub", stub))
     if (code === 4) {
       expect(r.stderr).toContain("Nothing was written")
-      expect(r.stderr).toContain("npm i -g opencode-ai@1.18.33")
+      expect(r.stderr).toContain(`npm i -g opencode-ai@${pinned}`)
       expect(r.stderr).toContain("--force")
       expect(snapshot(w.root)).toEqual(before)
     } else {
       expect(fs.existsSync(path.join(w.plugins, "loop-guard.ts"))).toBe(true)
+    }
+    // Silent means silent: no warning for a tested version; an untested one is named with the way to prove it.
+    if (message.includes("not yet tested") || message.includes("not a tested release")) {
+      expect(r.stderr).toContain("warning: ")
+      expect(r.stderr).toContain("run ./install.sh --check to prove on this machine")
+    } else if (code === 0 && !args.includes("--force")) {
+      expect(r.stderr).toBe("")
     }
   })
 
@@ -578,11 +664,39 @@ describe("version gate", () => {
     expect(r.stderr).toContain("is not an executable file")
   })
 
-  test("the supported range is the one variable at the top, and the one the end-to-end suite pins", () => {
-    const script = read(path.join(repo, "install.sh"))
-    const supported = /^SUPPORTED_OPENCODE="([^"]+)"$/m.exec(script)?.[1]
-    const pinned = JSON.parse(read(path.join(repo, "package.json"))).devDependencies["opencode-ai"]
-    expect(supported?.split(" ")).toContain(pinned)
+  test("a release inside the range that the matrix could not install is not yet tested: installed with a warning", () => {
+    const w = world()
+    const gap = patchOf(VERSIONS.pinned, -1)
+    const versions = {
+      pinned: VERSIONS.pinned,
+      oldest: patchOf(VERSIONS.pinned, -2),
+      matrix: { notInstallable: [gap] },
+    }
+    fs.writeFileSync(
+      path.join(w.src, "opencode-versions.json"),
+      JSON.stringify(versions, null, 2).replace(/\[\s+/g, "[").replace(/\s+\]/g, "]"),
+    )
+    const stub = stubOpencode(w.bin, gap)
+    const r = runInstaller(w, [])
+    expect(r.code).toBe(0)
+    expect(r.stderr).toContain(`warning: opencode ${gap} (${stub}) is inside the tested range`)
+    expect(r.stderr).toContain("a release the suite could not be run on: not yet tested")
+    // Its neighbour in the range is tested: silent.
+    const next = stubOpencode(w.bin, patchOf(VERSIONS.pinned, -2))
+    const r2 = runInstaller(w, [])
+    expect(r2.code).toBe(0)
+    expect(r2.stderr).toBe("")
+    expect(r2.stdout).toContain(`opencode ${patchOf(VERSIONS.pinned, -2)} (${next}): supported`)
+  })
+
+  test("a missing opencode-versions.json is an error of the checkout (exit 1), not a refused opencode", () => {
+    const w = world()
+    fs.rmSync(path.join(w.src, "opencode-versions.json"))
+    stubOpencode(w.bin, VERSIONS.pinned)
+    const r = runInstaller(w, [])
+    expect(r.code).toBe(1)
+    expect(r.stderr).toContain("opencode-versions.json is missing")
+    expect(r.stderr).toContain("complete checkout")
   })
 })
 
@@ -647,7 +761,7 @@ describe("usage", () => {
       "--opencode",
     ])
       expect(r.stdout).toContain(opt)
-    expect(r.stdout).toContain("Supported opencode versions (proven by the end-to-end suite): 1.18.33")
+    expect(r.stdout).toContain(`Tested opencode versions (the end-to-end suite passed on each): ${RANGE}`)
     for (const code of [0, 1, 2, 3, 4, 5]) expect(r.stdout).toMatch(new RegExp(`^  ${code}  \\S`, "m"))
   })
 
@@ -673,14 +787,17 @@ describe("--check (doctor) on the real opencode of the dev toolchain", () => {
   const CHECK_TIMEOUT = 180_000
 
   test(
-    "the repository's plugins, installed: every check ok, exit 0, and the user's dirs untouched",
+    "a copy of the repository without test/ and bench/ installs, and every check is ok: exit 0, the user's dirs untouched",
     () => {
       const w = world("repo")
+      expect(fs.existsSync(path.join(w.src, "test"))).toBe(false)
+      expect(fs.existsSync(path.join(w.src, "bench"))).toBe(false)
+      expect(fs.existsSync(path.join(w.src, "node_modules"))).toBe(false)
       expect(runInstaller(w, [], { env: withRealOpencode(w) }).code).toBe(0)
       const before = snapshot(w.root)
       const r = runInstaller(w, ["--check"], { env: withRealOpencode(w), timeoutMs: CHECK_TIMEOUT })
-      expect(r.out).toContain(`opencode: ok (${realOpencode}, version 1.18.33)`)
-      expect(r.out).toContain("opencode version supported: ok")
+      expect(r.out).toContain(`opencode: ok (${realOpencode}, version ${VERSIONS.pinned})`)
+      expect(r.out).toContain(`opencode version: ok (${VERSIONS.pinned}: in the tested range ${RANGE})`)
       expect(r.out).toContain("installed loop-guard.ts: ok (matches the manifest)")
       const hasAnchors = fs.existsSync(path.join(w.src, "semantic-anchors.ts"))
       expect(r.out).toContain(
@@ -693,6 +810,8 @@ describe("--check (doctor) on the real opencode of the dev toolchain", () => {
       expect(r.out).toContain(`plugins loaded (opencode's log): ok (no 'failed to load plugin' for loop-guard.ts`)
       expect(r.out).not.toContain("failed:")
       expect(r.out).toMatch(/^\d+ ok, 0 failed$/m)
+      expect(r.out).toContain("the installed plugins load and block in this opencode. Restart opencode")
+      expect(r.out).not.toContain("not yet tested")
       expect(r.code).toBe(0)
       // The doctor read the installed files and wrote nothing outside its sandbox, which it removed.
       expect(snapshot(w.root)).toEqual(before)
@@ -732,7 +851,9 @@ describe("--check (doctor) on the real opencode of the dev toolchain", () => {
     runInstaller(w, [])
     const r = runInstaller(w, ["--check"])
     expect(r.code).toBe(5)
-    expect(r.out).toContain("opencode: failed: not found on PATH; install opencode 1.18.33, or pass --opencode PATH")
+    expect(r.out).toContain(
+      `opencode: failed: not found on PATH; install opencode ${RANGE} (npm i -g opencode-ai@${VERSIONS.pinned}), or pass --opencode PATH`,
+    )
   })
 
   test("nothing installed: failed with what to do, exit 5", () => {
@@ -743,14 +864,85 @@ describe("--check (doctor) on the real opencode of the dev toolchain", () => {
     expect(r.out).toContain("run ./install.sh first")
   }, 60_000)
 
-  test("an unsupported opencode version is a failed check", () => {
+  test.each([
+    [belowRange, `older than ${VERSIONS.oldest}, the oldest tested version`],
+    [majorAbove, "another major version"],
+  ])("a refused opencode version (%s) is a failed check that says why", (version, why) => {
     const w = world()
     runInstaller(w, [])
-    const stub = stubOpencode(w.bin, "1.17.0")
+    const stub = stubOpencode(w.bin, version)
     const r = runInstaller(w, ["--check", "--opencode", stub])
-    expect(r.out).toContain("opencode version supported: failed: 1.17.0 is not one of 1.18.33")
+    expect(r.out).toContain(`opencode version: failed: ${version}: ${why}`)
+    expect(r.out).toContain("install.sh refuses it without --force")
     expect(r.code).toBe(5)
   })
+
+  test(
+    "a newer, untested version that passes: the check says it is not yet tested, and the pass says this run is the proof",
+    () => {
+      // The real opencode behind a wrapper that reports a newer version: what a user meets the day after a release.
+      const w = world("repo")
+      const newer = patchOf(VERSIONS.pinned, 1)
+      const wrapper = path.join(w.bin, "opencode")
+      fs.writeFileSync(
+        wrapper,
+        `#!/bin/sh\nif [ "$1" = --version ]; then echo ${newer}; exit 0; fi\nexec '${realOpencode}' "$@"\n`,
+      )
+      fs.chmodSync(wrapper, 0o755)
+      const install = runInstaller(w, [])
+      expect(install.code).toBe(0)
+      expect(install.stderr).toContain(`opencode ${newer} (${wrapper}) is newer than ${VERSIONS.pinned}`)
+      const r = runInstaller(w, ["--check"], { timeoutMs: CHECK_TIMEOUT })
+      expect(r.out).toContain(
+        `opencode version: ok (${newer}: newer than ${VERSIONS.pinned}, the newest tested version: not yet tested; the checks below are the proof on this machine)`,
+      )
+      expect(r.out).toContain("loop-guard blocks the 4th identical read: ok")
+      expect(r.out).toContain("semantic-anchors blocks a contract: ok")
+      expect(r.out).toMatch(/^\d+ ok, 0 failed$/m)
+      expect(r.out).toContain(
+        `the installed plugins load and block in this opencode ${newer}, a version the end-to-end suite has not tested`,
+      )
+      expect(r.code).toBe(0)
+    },
+    CHECK_TIMEOUT,
+  )
+})
+
+// --check on a real older release: the oldest version of the tested range, installed into the version matrix's cache
+// (test/hosts.sh --install-only, outside the repository; downloaded once per machine). Skipped, saying why, when the
+// range is the pinned version alone or the registry cannot be reached.
+const olderRelease = (() => {
+  if (VERSIONS.oldest === VERSIONS.pinned) return { skip: "the tested range is the pinned version alone" }
+  const r = spawnSync("bash", [path.join(repo, "test", "hosts.sh"), "--install-only", VERSIONS.oldest], {
+    encoding: "utf8",
+    timeout: 900_000,
+  })
+  const bin = r.stdout.trim()
+  if (r.status === 0 && bin && fs.existsSync(bin)) return { bin }
+  return {
+    skip: `could not install opencode-ai@${VERSIONS.oldest} into the cache: ${(r.stderr || r.error?.message || "").trim()}`,
+  }
+})()
+if (olderRelease.skip) console.log(`skipped: --check on an older release: ${olderRelease.skip}`)
+
+describe.skipIf(!olderRelease.bin)(`--check on the oldest tested release, opencode ${VERSIONS.oldest}`, () => {
+  test("installs silently and every check is ok", () => {
+    const w = world("repo")
+    const env = { PATH: `${path.dirname(olderRelease.bin!)}:${w.env.PATH}` }
+    const install = runInstaller(w, [], { env })
+    expect(install.code).toBe(0)
+    expect(install.stdout).toContain(
+      `opencode ${VERSIONS.oldest} (${olderRelease.bin}): supported, in the tested range ${RANGE}`,
+    )
+    expect(install.stderr).toBe("")
+    const r = runInstaller(w, ["--check"], { env, timeoutMs: 180_000 })
+    expect(r.out).toContain(`opencode version: ok (${VERSIONS.oldest}: in the tested range ${RANGE})`)
+    expect(r.out).toContain("loop-guard blocks the 4th identical read: ok")
+    expect(r.out).toContain("semantic-anchors blocks a contract: ok")
+    expect(r.out).toContain("plugins loaded (opencode's log): ok")
+    expect(r.out).toMatch(/^\d+ ok, 0 failed$/m)
+    expect(r.code).toBe(0)
+  }, 180_000)
 })
 
 // The YAML that install.sh writes must be what semantic-anchors accepts: checked with the plugin's own validator.
@@ -790,10 +982,9 @@ describe.skipIf(!fs.existsSync(path.join(repo, "semantic-anchors.ts")))(
     })
 
     test("the --check probe contract: valid", async () => {
-      const script = read(path.join(repo, "install.sh"))
-      const probe = /project\/\.opencode\/opencode-semantic-anchors\.yaml" <<'EOF'\n([\s\S]*?)\nEOF\n/.exec(script)?.[1]
+      const { PROBE_CONTRACT: probe } = await import("../doctor/check.mjs")
       expect(probe).toBeDefined()
-      const { problems, contracts } = await validate(probe!)
+      const { problems, contracts } = await validate(probe)
       expect(problems).toEqual([])
       expect(contracts).toContain("doctor-probe")
     })

@@ -271,11 +271,11 @@ describe("signatures: what counts as the same call", () => {
 
 describe("the message the model reads", () => {
   const SECRETS = ["sk-live-SECRET-4242", "/home/alice/.ssh/id_rsa", "hunter2"]
-  const secretRead = ["read", { filePath: SECRETS[1] }] as const
-  const secretBash = [
+  const secretRead: readonly [string, unknown] = ["read", { filePath: SECRETS[1] }]
+  const secretBash: readonly [string, unknown] = [
     "bash",
     { command: `curl -H 'Authorization: ${SECRETS[0]}' x`, env: { PASS: SECRETS[2] } },
-  ] as const
+  ]
 
   test("names the tools in order, k and repetitions, says the results are in context, asks for a different action", async () => {
     const { call } = await start()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one test command (README: `npm test`): installs the pinned dev toolchain when it is missing or stale,
-# type-checks the plugins against the real opencode plugin types, runs every test under Bun (opencode's runtime),
-# and ends with the plain line `N passed, N failed`.
+# type-checks the plugins against the real opencode plugin types (then the tests, the bench and the doctor), runs
+# every test under Bun (opencode's runtime), and ends with the plain line `N passed, N failed`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,8 +13,10 @@ if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modu
   npm install --no-audit --no-fund --loglevel=error || { echo "npm install failed"; echo "0 passed, 1 failed"; exit 1; }
 fi
 
-echo "type-checking (tsc --strict)..."
-if ! node_modules/.bin/tsc -p tsconfig.json; then
+# Two programs: the plugins alone with no host types (they declare the few Bun globals they use), then the tests,
+# the bench and the doctor with Bun's and Node's types.
+echo "type-checking (tsc --strict: plugins, then tests, bench and doctor)..."
+if ! node_modules/.bin/tsc -p tsconfig.json || ! node_modules/.bin/tsc -p tsconfig.test.json; then
   echo "type check failed"
   echo "0 passed, 1 failed"
   exit 1

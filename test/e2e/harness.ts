@@ -1,5 +1,7 @@
-// End-to-end harness: a real opencode (the pinned devDependency) in a throw-away sandbox, talking to the scripted
-// fake model in fake-llm.mjs. Recipe and host facts: ../shared/opencode-host.md.
+// End-to-end harness: a real opencode (the pinned devDependency, or OPENCODE_GUARDS_OPENCODE_BIN) in a throw-away
+// sandbox, talking to the scripted fake model. The sandbox (environment, seeded config dirs, opencode.json) and the
+// model are the doctor's own, doctor/sandbox.mjs and doctor/fake-llm.mjs. Recipe and host facts:
+// ../shared/opencode-host.md.
 //
 // What it guarantees:
 // - Every path opencode or install.sh could write (HOME, XDG_*, TMPDIR) lives in a fresh temp dir: the developer's
@@ -12,15 +14,33 @@
 
 import { spawn, spawnSync, type ChildProcess } from "node:child_process"
 import fs from "node:fs"
-import os from "node:os"
 import path from "node:path"
-// @ts-ignore: plain ESM helper without type declarations (it is also used from shell scripts)
-import { startFakeLLM } from "./fake-llm.mjs"
+import { startFakeLLM } from "../../doctor/fake-llm.mjs"
+import {
+  MODEL,
+  makeSandboxRoot,
+  opencodeVersion,
+  sandboxEnv,
+  seedConfigDir,
+  writeOpencodeConfig,
+} from "../../doctor/sandbox.mjs"
 
 export const REPO = path.resolve(import.meta.dir, "../..")
-export const OPENCODE_BIN = path.join(REPO, "node_modules/.bin/opencode")
-export const MODEL = "fake/fake-model"
-export const OPENCODE_VERSION = "1.18.33"
+/**
+ * The opencode under test: $OPENCODE_GUARDS_OPENCODE_BIN (the version matrix, `npm run test:hosts`, sets it to a
+ * release installed in its cache), else the pinned devDependency.
+ */
+export const OPENCODE_BIN = process.env.OPENCODE_GUARDS_OPENCODE_BIN || path.join(REPO, "node_modules/.bin/opencode")
+export { MODEL }
+/** The PATH of every sandbox: the opencode under test first, then the dev toolchain, then the caller's PATH. */
+const SANDBOX_PATH = [
+  path.dirname(OPENCODE_BIN),
+  path.join(REPO, "node_modules/.bin"),
+  process.env.PATH ?? "/usr/bin:/bin",
+].join(":")
+/** The version the opencode under test reports (the config dirs are seeded with it). */
+export const OPENCODE_VERSION = opencodeVersion(OPENCODE_BIN, SANDBOX_PATH)
+if (!OPENCODE_VERSION) throw new Error(`${OPENCODE_BIN} --version reported no version: is it an opencode executable?`)
 
 /** One reply of the scripted model; `usage.prompt_tokens` is the prompt size it reports (default 10). */
 export type Step = (
@@ -53,80 +73,6 @@ export interface Sandbox {
   cleanup(): void
 }
 
-// The dependency state opencode checks before running its own npm install in a config dir (names, not versions).
-function seedConfigDir(dir: string) {
-  fs.mkdirSync(path.join(dir, "node_modules"), { recursive: true })
-  const pkg = path.join(dir, "package.json")
-  if (!fs.existsSync(pkg)) {
-    fs.writeFileSync(pkg, JSON.stringify({ dependencies: { "@opencode-ai/plugin": OPENCODE_VERSION } }, null, 2))
-  }
-  const lock = path.join(dir, "package-lock.json")
-  if (!fs.existsSync(lock)) {
-    fs.writeFileSync(
-      lock,
-      JSON.stringify(
-        {
-          name: "",
-          lockfileVersion: 3,
-          requires: true,
-          packages: { "": { dependencies: { "@opencode-ai/plugin": OPENCODE_VERSION } } },
-        },
-        null,
-        2,
-      ),
-    )
-  }
-}
-
-function opencodeConfig() {
-  return {
-    $schema: "https://opencode.ai/config.json",
-    autoupdate: false,
-    share: "disabled",
-    model: MODEL,
-    small_model: MODEL,
-    provider: {
-      fake: {
-        npm: "@ai-sdk/openai-compatible",
-        name: "Fake scripted model",
-        options: { baseURL: "{env:FAKE_LLM_BASE_URL}", apiKey: "fake-key" },
-        models: { "fake-model": { name: "Fake model", tool_call: true, limit: { context: 100000, output: 4096 } } },
-      },
-    },
-  }
-}
-
-/** The environment every process in the sandbox gets: the caller's PATH, everything else sandboxed. */
-function sandboxEnv(root: string): Record<string, string> {
-  const env: Record<string, string> = {}
-  for (const [k, v] of Object.entries(process.env)) {
-    if (v === undefined) continue
-    if (/^(OPENCODE|XDG_|npm_|NPM_|BUN_|FAKE_LLM)/i.test(k)) continue
-    env[k] = v
-  }
-  Object.assign(env, {
-    PATH: `${path.join(REPO, "node_modules/.bin")}:${process.env.PATH ?? "/usr/bin:/bin"}`,
-    HOME: path.join(root, "home"),
-    XDG_CONFIG_HOME: path.join(root, "config"),
-    XDG_DATA_HOME: path.join(root, "data"),
-    XDG_STATE_HOME: path.join(root, "state"),
-    XDG_CACHE_HOME: path.join(root, "cache"),
-    TMPDIR: path.join(root, "tmp"),
-    OPENCODE_DISABLE_MODELS_FETCH: "1",
-    OPENCODE_DISABLE_AUTOUPDATE: "1",
-    OPENCODE_DISABLE_SHARE: "1",
-    OPENCODE_DISABLE_LSP_DOWNLOAD: "1",
-    // Belt and braces: if opencode's embedded npm runs anyway, it fails at once on a closed local port.
-    npm_config_registry: "http://127.0.0.1:9/",
-    npm_config_fetch_retries: "0",
-    GIT_AUTHOR_NAME: "e2e",
-    GIT_AUTHOR_EMAIL: "e2e@example.invalid",
-    GIT_COMMITTER_NAME: "e2e",
-    GIT_COMMITTER_EMAIL: "e2e@example.invalid",
-  })
-  return env
-}
-
 export interface SandboxOptions {
   /** Files of the project, relative path -> content (committed to its git repo). */
   files?: Record<string, string>
@@ -139,14 +85,16 @@ export interface SandboxOptions {
 }
 
 export function createSandbox(opts: SandboxOptions = {}): Sandbox {
-  const root = fs.mkdtempSync(path.join(os.tmpdir(), "oc-e2e-"))
-  for (const d of ["home", "config", "data", "state", "cache", "tmp", "project"]) fs.mkdirSync(path.join(root, d))
-  const env = sandboxEnv(root)
+  const root = makeSandboxRoot("oc-e2e-")
+  const env = sandboxEnv(root, SANDBOX_PATH)
   const configDir = path.join(env.XDG_CONFIG_HOME, "opencode")
   const project = path.join(root, "project")
 
   // Install the plugins exactly as a user does.
-  const install = spawnSync("bash", [path.join(REPO, "install.sh"), ...(opts.install ?? [])], {
+  // A host chosen through OPENCODE_GUARDS_OPENCODE_BIN may be outside the supported range on purpose (the matrix
+  // finds where the range ends): install despite the version gate there, which test/install.test.ts covers.
+  const gate = process.env.OPENCODE_GUARDS_OPENCODE_BIN ? ["--force"] : []
+  const install = spawnSync("bash", [path.join(REPO, "install.sh"), ...gate, ...(opts.install ?? [])], {
     cwd: env.HOME,
     env: { PATH: env.PATH, HOME: env.HOME, XDG_CONFIG_HOME: env.XDG_CONFIG_HOME, TMPDIR: env.TMPDIR },
     encoding: "utf8",
@@ -154,10 +102,8 @@ export function createSandbox(opts: SandboxOptions = {}): Sandbox {
   const installOutput = `${install.stdout}${install.stderr}`
   if (install.status !== 0) throw new Error(`install.sh failed (exit ${install.status}):\n${installOutput}`)
 
-  seedConfigDir(configDir)
-  const cfgFile = path.join(configDir, "opencode.json")
-  const existing = fs.existsSync(cfgFile) ? JSON.parse(fs.readFileSync(cfgFile, "utf8")) : {}
-  fs.writeFileSync(cfgFile, JSON.stringify({ ...existing, ...opencodeConfig(), ...(opts.opencode ?? {}) }, null, 2))
+  seedConfigDir(configDir, OPENCODE_VERSION)
+  writeOpencodeConfig(configDir, opts.opencode)
   for (const [rel, content] of Object.entries(opts.configFiles ?? {})) {
     fs.mkdirSync(path.dirname(path.join(configDir, rel)), { recursive: true })
     fs.writeFileSync(path.join(configDir, rel), content)
@@ -168,7 +114,7 @@ export function createSandbox(opts: SandboxOptions = {}): Sandbox {
     fs.mkdirSync(path.dirname(path.join(project, rel)), { recursive: true })
     fs.writeFileSync(path.join(project, rel), content)
   }
-  if (fs.existsSync(path.join(project, ".opencode"))) seedConfigDir(path.join(project, ".opencode"))
+  if (fs.existsSync(path.join(project, ".opencode"))) seedConfigDir(path.join(project, ".opencode"), OPENCODE_VERSION)
   const git = (...args: string[]) => {
     const r = spawnSync("git", args, { cwd: project, env, encoding: "utf8" })
     if (r.status !== 0) throw new Error(`git ${args.join(" ")}: ${r.stderr}`)

@@ -1,7 +1,8 @@
 // A scripted, OpenAI-compatible model server for driving a real opencode offline (plain Node, no dependencies).
 //
-// Why: the end-to-end suite must prove what the model *sees* in a real opencode (a blocked call's message arrives as
-// that tool's result in the next request) without any network. opencode talks to this server through its bundled
+// Why: the doctor (`install.sh --check`, check.mjs) and the end-to-end suite (test/e2e) must prove what the model
+// *sees* in a real opencode (a blocked call's message arrives as that tool's result in the next request) without any
+// network. opencode talks to this server through its bundled
 // "@ai-sdk/openai-compatible" provider, with `options.baseURL` pointing here.
 //
 // How: `POST .../chat/completions` answers with streaming SSE. The reply is chosen by the number of `assistant`
@@ -21,7 +22,7 @@
 //              undefined to keep the script's (e.g. to answer by the text of the last user message).
 //              A step may carry `usage: { prompt_tokens }` to report (e.g. a large count that makes opencode
 //              compact the session); the default is 10.
-// CLI use:     node test/e2e/fake-llm.mjs <script.json> [requests.jsonl]
+// CLI use:     node doctor/fake-llm.mjs <script.json> [requests.jsonl]
 //              prints exactly one first line `FAKE_LLM_BASE_URL=http://127.0.0.1:<port>/v1`, serves until SIGTERM.
 
 import http from "node:http"
@@ -111,6 +112,10 @@ function replyCompletion(body, step, stepNo) {
   }
 }
 
+/**
+ * Starts the server on 127.0.0.1 (a free port) and resolves once it listens.
+ * @param {{ script?: any[], logFile?: string, beforeReply?: (body: any) => unknown, pickStep?: (body: any, stepNo: number) => any }} [options]
+ */
 export async function startFakeLLM({ script = [], logFile, beforeReply, pickStep } = {}) {
   validateScript(script)
   const requests = []

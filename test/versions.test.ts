@@ -1,0 +1,87 @@
+// opencode-versions.json is the one source of the opencode versions: the pinned dev toolchain (CI runs the end-to-end
+// suite on it), the tested range install.sh gates on, and the last version-matrix run. This checks that the copies
+// that cannot read it (package.json, the README) agree with it, and that the code that can read it holds no copy.
+import { describe, expect, test } from "bun:test"
+import fs from "node:fs"
+import path from "node:path"
+
+const repo = path.resolve(import.meta.dir, "..")
+const read = (rel: string) => fs.readFileSync(path.join(repo, rel), "utf8")
+const versions: {
+  pinned: string
+  oldest: string
+  matrix: { date: string; passed: string[]; failed: string[]; notInstallable: string[] }
+} = JSON.parse(read("opencode-versions.json"))
+const { pinned, oldest, matrix } = versions
+const range = oldest === pinned ? pinned : `${oldest} to ${pinned}`
+
+const num = (v: string) => v.split(".").map(Number) as [number, number, number]
+const compare = (a: string, b: string) => {
+  const [x, y] = [num(a), num(b)]
+  return x[0] - y[0] || x[1] - y[1] || x[2] - y[2]
+}
+
+describe("opencode-versions.json", () => {
+  test("pinned and oldest are X.Y.Z, oldest <= pinned, same major version", () => {
+    for (const v of [pinned, oldest]) expect(v).toMatch(/^\d+\.\d+\.\d+$/)
+    expect(compare(oldest, pinned)).toBeLessThanOrEqual(0)
+    expect(num(oldest)[0]).toBe(num(pinned)[0])
+  })
+
+  test("the tested range is what the matrix passed on: both ends passed, nothing in between failed", () => {
+    expect(matrix.passed).toContain(pinned)
+    expect(matrix.passed).toContain(oldest)
+    for (const v of matrix.passed) {
+      expect(compare(v, oldest)).toBeGreaterThanOrEqual(0)
+      expect(compare(v, pinned)).toBeLessThanOrEqual(0)
+    }
+    for (const v of matrix.failed) expect(compare(v, oldest) < 0 || compare(v, pinned) > 0).toBe(true)
+    for (const v of matrix.notInstallable) expect(matrix.passed).not.toContain(v)
+    if (matrix.passed.length > 1) expect(matrix.date).toMatch(/^\d{4}-\d{2}-\d{2}$/)
+  })
+})
+
+describe("the copies that cannot read it agree with it", () => {
+  test("package.json pins opencode-ai and @opencode-ai/plugin at the pinned version", () => {
+    const pkg = JSON.parse(read("package.json"))
+    expect(pkg.devDependencies["opencode-ai"]).toBe(pinned)
+    expect(pkg.devDependencies["@opencode-ai/plugin"]).toBe(pinned)
+  })
+
+  test("the installed dev toolchain is that version", () => {
+    expect(JSON.parse(read("node_modules/opencode-ai/package.json")).version).toBe(pinned)
+  })
+
+  test("README: the Supported row lists the versions the matrix passed on, with its date", () => {
+    const readme = read("README.md")
+    const row = readme.split("\n").find((l) => l.startsWith("| Supported |"))
+    expect(row).toBeDefined()
+    expect(row).toContain(`opencode **${range}**`)
+    const list = [...matrix.passed].sort(compare).join(", ")
+    if (matrix.passed.length > 1) expect(row).toContain(`passed on ${list} (${matrix.date})`)
+    // A release inside the range that could not be tested is named there, not silently covered.
+    const untestedInRange = matrix.notInstallable.filter((v) => compare(v, oldest) > 0 && compare(v, pinned) < 0)
+    for (const v of untestedInRange) expect(row).toContain(v)
+  })
+
+  test("README: every opencode version it names is the pinned one, an end of the range, or a matrix result", () => {
+    const readme = read("README.md")
+    const named = [...readme.matchAll(/opencode(?:-ai)?(?:@| \*\*| )(\d+\.\d+\.\d+)/g)].map((m) => m[1])
+    expect(named.length).toBeGreaterThan(0)
+    const known = new Set([pinned, oldest, ...matrix.passed, ...matrix.failed, ...matrix.notInstallable])
+    expect(named.filter((v) => !known.has(v!))).toEqual([])
+  })
+})
+
+describe("the code that reads it holds no copy", () => {
+  test.each([
+    "install.sh",
+    "doctor/check.mjs",
+    "doctor/sandbox.mjs",
+    "test/e2e/harness.ts",
+    "test/hosts.sh",
+    "test/run.sh",
+  ])("%s names no opencode version", (file) => {
+    expect(read(file)).not.toMatch(/\b1\.\d+\.\d+\b/)
+  })
+})
