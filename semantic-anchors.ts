@@ -2314,8 +2314,9 @@ function oneLine(text: string, cap: number): string {
 
 /** What the human decides on: which contract blocked which tool, the model's reason, the overrides left. */
 function bypassFacts(state: SessionState, reason: string, settings: Settings): string {
-  const blocked = state.lastBlocked
-    ? `contract ${state.lastBlocked.contracts} blocked ${aTool(state.lastBlocked.tool)} call`
+  const last = state.lastBlocked
+  const blocked = last
+    ? `contract${last.contracts.includes(",") ? "s" : ""} ${last.contracts} blocked ${aTool(last.tool)} call`
     : "no call was blocked yet in this session"
   const left = Math.max(0, settings.maxOverrides - state.overridesUsed)
   return `${blocked}; reason: ${oneLine(reason, REASON_SHOWN)}; ${left} of ${settings.maxOverrides} overrides left`
@@ -2333,10 +2334,10 @@ function bypassGrantedToast(used: number, max: number): string {
   return `semantic-anchors: bypass granted once (override ${used} of ${max}): the next blocked call in this session may run once.`
 }
 
-/** A refusal, from the rules (bypassRefusal's words) or from the human (no words: they chose Reject). */
+/** A refusal, from the rules (bypassRefusal's words, without the model's backticks) or from the human (Reject). */
 function bypassRefusedToast(refusal?: string): string {
   const why = refusal
-    ? refusal.replace(/^(Bypass refused|Error):\s*/, "")
+    ? refusal.replace(/^(Bypass refused|Error):\s*/, "").replaceAll("`", "")
     : "you did not allow it; the blocked call stays blocked."
   return `semantic-anchors: bypass refused: ${why}`
 }

@@ -130,7 +130,7 @@ describe("the bypass: the person sees its facts before the question and its outc
     )
     expect(asked).toBe(0)
     expect(h.toasts.map((t) => t.message)).toEqual([
-      "semantic-anchors: bypass refused: a reason is required (/anchor bypass <reason>; for anchor_bypass the string `reason` is required).",
+      "semantic-anchors: bypass refused: a reason is required (/anchor bypass <reason>; for anchor_bypass the string reason is required).",
     ])
   })
 

@@ -505,6 +505,19 @@ describe("bypass: only the human grants it", () => {
     expect(JSON.stringify(h.toasts)).not.toContain("hunter2")
   })
 
+  test("a call two contracts block: the question names both", async () => {
+    const rule = (id: string) =>
+      `  - { id: ${id}, description: No rm., mode: block, trigger: { type: tool, tools: [bash], args: { command: { contains: rm } } } }\n`
+    const h = await start({ project: `version: 1\ncontracts:\n${rule("no-rm")}${rule("no-delete")}` })
+    await h.tool(S, "bash", { command: "rm x" })
+    const asked: any[] = []
+    await h.hooks.tool.anchor_bypass.execute(
+      { reason: "cleanup" } as never,
+      h.ctx(S, async (i) => void asked.push(i)),
+    )
+    expect(asked[0].permission).toStartWith("anchor-bypass: contracts no-rm, no-delete blocked a bash call;")
+  })
+
   // [case, global settings, a pass granted first, reason, words both paths say]
   test.each([
     ["no reason", "", false, "", "Bypass refused: a reason is required"],
