@@ -1804,12 +1804,15 @@ type SessionState = {
   overridesUsed: number
   passes: number // granted bypasses not yet used (0 or 1)
   lastConfirmation: number | null
-  lastBlocked?: string
+  lastBlocked?: LastBlocked // what the human is told a bypass is for
   seen: string[] // bounded evidence: user messages and tool results
   seenHits: Set<RegExp> // which unlessSeen patterns matched anything seen so far
   pendingNotes: Map<string, PendingNote> // callID -> warn note for tool.execute.after
   warnedThisTurn: Set<string> // warn contracts whose note the model got since the last user message
 }
+
+/** The last blocked call: its contracts' ids and the tool (never an argument value). */
+type LastBlocked = { contracts: string; tool: string }
 
 /** A warn note waiting for its call's result, and the contracts it speaks for. */
 type PendingNote = { text: string; contracts: string[] }
@@ -2271,17 +2274,72 @@ function tipText(hit: Hit): string {
   return `semantic-anchors: tip: ${hit.contract.message ?? hit.contract.description} (${hit.contract.id})`
 }
 
+/** "a bash call", "an edit call": the article a tool's name takes in a sentence for the person. */
+function aTool(tool: string): string {
+  return `${/^[aeiou]/i.test(tool) ? "an" : "a"} ${tool}`
+}
+
 function blockToast(tool: string, hits: Hit[]): string {
   const rules = hits.map(({ contract }) => `${clause(contract.description)} (${contract.id})`).join("; ")
   const lifts = hits.every((hit) => releaseOf(hit.contract) === "message")
     ? "Your next message lets the agent go on."
     : "The agent was told why; /anchor bypass <reason> lets one call through."
-  return `semantic-anchors: blocked a ${tool} call: ${rules}. ${lifts}`
+  return `semantic-anchors: blocked ${aTool(tool)} call: ${rules}. ${lifts}`
 }
 
 function warnToast(tool: string, hits: Hit[]): string {
   const rules = hits.map(({ contract }) => `${clause(contract.description)} (${contract.id})`).join("; ")
   return `semantic-anchors: the ${tool} call ran, with a note to the agent: ${rules}.`
+}
+
+// The bypass question. opencode's TUI draws a permission it does not know by its name alone (patterns and metadata
+// are not shown), and its "Allow always" screen lists the request's `always` entries: so the name carries the facts,
+// and the one `always` entry tells the person that "always" still means this one call. The entry is a sentence that
+// never equals a later question's pattern (a contract id), so opencode asks again next time.
+
+/** The permission every bypass question's name starts with; the config hook's rule BYPASS_RULE matches them all. */
+const BYPASS_PERMISSION = "anchor-bypass"
+const BYPASS_RULE = `${BYPASS_PERMISSION}*`
+const BYPASS_ALWAYS = "this one blocked call only: semantic-anchors asks again next time"
+const REASON_SHOWN = 120 // characters of the model's reason in the question and the toasts
+
+/** A text as one bounded line: control characters and line breaks become spaces (the dialog shows one line). */
+function oneLine(text: string, cap: number): string {
+  const line = text
+    .replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]+/g, " ")
+    .replace(/\s+/g, " ")
+    .trim()
+  return line.length <= cap ? line : `${line.slice(0, cap - 3).trimEnd()}...`
+}
+
+/** What the human decides on: which contract blocked which tool, the model's reason, the overrides left. */
+function bypassFacts(state: SessionState, reason: string, settings: Settings): string {
+  const last = state.lastBlocked
+  const blocked = last
+    ? `contract${last.contracts.includes(",") ? "s" : ""} ${last.contracts} blocked ${aTool(last.tool)} call`
+    : "no call was blocked yet in this session"
+  const left = Math.max(0, settings.maxOverrides - state.overridesUsed)
+  return `${blocked}; reason: ${oneLine(reason, REASON_SHOWN)}; ${left} of ${settings.maxOverrides} overrides left`
+}
+
+function bypassQuestion(facts: string): string {
+  return `${BYPASS_PERMISSION}: ${facts}`
+}
+
+function bypassAskToast(facts: string): string {
+  return `semantic-anchors: the agent asks you to let one blocked call run once: ${facts}. Answer in the dialog below.`
+}
+
+function bypassGrantedToast(used: number, max: number): string {
+  return `semantic-anchors: bypass granted once (override ${used} of ${max}): the next blocked call in this session may run once.`
+}
+
+/** A refusal, from the rules (bypassRefusal's words, without the model's backticks) or from the human (Reject). */
+function bypassRefusedToast(refusal?: string): string {
+  const why = refusal
+    ? refusal.replace(/^(Bypass refused|Error):\s*/, "").replaceAll("`", "")
+    : "you did not allow it; the blocked call stays blocked."
+  return `semantic-anchors: bypass refused: ${why}`
 }
 
 function problemsToast(problems: readonly Problem[]): string {
@@ -2544,15 +2602,20 @@ function statusText(anchors: Anchors, sessionID: string): string {
 
 /**
  * The one bypass path. Callers: the human's `/anchor bypass`, and anchor_bypass once the human approved. Returns what
- * the caller shows: the refusal, or the grant.
+ * the caller shows: the refusal, or the grant; the person also gets the outcome as a toast (`toastDelayMs` later: a
+ * command's toast is sent before its message is on screen).
  */
-function bypass(anchors: Anchors, sessionID: string, reason: string, via: string): string {
+function bypass(anchors: Anchors, sessionID: string, reason: string, via: string, toastDelayMs: number): string {
   const state = anchors.stateOf(sessionID)
   const settings = anchors.config.settings
   const refusal = bypassRefusal(state, reason, settings)
-  if (refusal) return refusal
+  if (refusal) {
+    anchors.toastSoon(bypassRefusedToast(refusal), "warning", toastDelayMs)
+    return refusal
+  }
   grantPass(state, Date.now())
   const max = settings.maxOverrides
+  anchors.toastSoon(bypassGrantedToast(state.overridesUsed, max), "success", toastDelayMs)
   anchors.log("info", `${TAG} bypass granted (${via}), override ${state.overridesUsed}/${max}: ${reason}`, {
     reason,
     sessionID,
@@ -2582,7 +2645,13 @@ async function runAnchorCommand(anchors: Anchors, sessionID: string, rawArgument
   const [sub = "", ...rest] = text.split(/\s+/)
   switch (sub.toLowerCase()) {
     case "bypass":
-      return bypass(anchors, sessionID, stripArgumentQuotes(rest.join(" ")), "/anchor bypass by the user")
+      return bypass(
+        anchors,
+        sessionID,
+        stripArgumentQuotes(rest.join(" ")),
+        "/anchor bypass by the user",
+        TOAST_AFTER_MESSAGE_MS,
+      )
     case "status":
     case "":
       return statusText(anchors, sessionID)
@@ -2593,29 +2662,42 @@ async function runAnchorCommand(anchors: Anchors, sessionID: string, rawArgument
   }
 }
 
+const NO_ASK = "Bypass refused: this host cannot ask the human."
+
 /**
  * The model's anchor_bypass: refusals first (the human is not asked for what would be refused), then opencode's
- * permission prompt `anchor-bypass`; only an approved prompt (ctx.ask resolves) reaches the bypass.
+ * permission prompt, named `anchor-bypass: <the facts>` so the dialog shows them, with a toast of the same facts;
+ * only an approved prompt (ctx.ask resolves) reaches the bypass. Every outcome is a toast too.
  */
 async function askForBypass(anchors: Anchors, args: unknown, ctx: ToolContext): Promise<string> {
   const reason = isMapping(args) && typeof args.reason === "string" ? args.reason.trim().slice(0, 500) : ""
   const state = anchors.stateOf(ctx.sessionID)
   const settings = anchors.config.settings
-  const refusal = bypassRefusal(state, reason, settings)
-  if (refusal) return refusal
-  if (typeof ctx?.ask !== "function") return "Bypass refused: this host cannot ask the human."
+  const refusal = bypassRefusal(state, reason, settings) ?? (typeof ctx?.ask !== "function" ? NO_ASK : undefined)
+  if (refusal) {
+    anchors.toast(bypassRefusedToast(refusal), "warning")
+    return refusal
+  }
+  const facts = bypassFacts(state, reason, settings)
+  anchors.toast(bypassAskToast(facts), "warning")
   try {
     await ctx.ask({
-      permission: "anchor-bypass",
-      patterns: [state.lastBlocked ?? "*"],
-      always: [],
-      metadata: { reason, contract: state.lastBlocked, overridesLeft: settings.maxOverrides - state.overridesUsed },
+      permission: bypassQuestion(facts),
+      patterns: [state.lastBlocked?.contracts ?? "*"],
+      always: [BYPASS_ALWAYS],
+      metadata: {
+        reason,
+        contract: state.lastBlocked?.contracts,
+        tool: state.lastBlocked?.tool,
+        overridesLeft: settings.maxOverrides - state.overridesUsed,
+      },
     })
   } catch (error) {
     anchors.log("info", `${TAG} anchor_bypass not approved: ${(error as Error)?.message ?? error}`)
+    anchors.toast(bypassRefusedToast(), "warning")
     return "Bypass refused: the human did not approve. Do not retry the blocked call; ask the user how to proceed."
   }
-  return bypass(anchors, ctx.sessionID, reason, "anchor_bypass approved by the human")
+  return bypass(anchors, ctx.sessionID, reason, "anchor_bypass approved by the human", 0)
 }
 
 /** The two tools the model gets: read the status, ask the human for a bypass. */
@@ -2655,7 +2737,11 @@ function plainTool(definition: {
 
 // The hooks: what opencode calls, and what we decide. Each fails open: an internal error allows and is logged once.
 
-/** opencode's config: register `/anchor`, and make `anchor-bypass` a question for the human unless the user chose. */
+/**
+ * opencode's config: register `/anchor`, and make every bypass question (`anchor-bypass: <facts>`) a question for the
+ * human, unless the user chose: the rule `anchor-bypass*` matches the names; a user's own rule on the documented key
+ * `anchor-bypass` (which alone no longer matches a name with facts) is carried over to it, so "deny" still denies.
+ */
 async function onConfig(anchors: Anchors, cfg: HookInput<"config">): Promise<void> {
   try {
     const target = cfg as unknown as Raw
@@ -2669,12 +2755,15 @@ async function onConfig(anchors: Anchors, cfg: HookInput<"config">): Promise<voi
       },
     }
     const permission = target.permission
-    if (typeof permission === "string") target.permission = { "*": permission, "anchor-bypass": "ask" }
+    if (typeof permission === "string") target.permission = { "*": permission, [BYPASS_RULE]: "ask" }
     else if (isMapping(permission)) {
-      permission["anchor-bypass"] ??= "ask"
-      if (permission["anchor-bypass"] === "allow")
-        anchors.log("warn", `${TAG} permission "anchor-bypass" is "allow": the model can then grant itself bypasses`)
-    } else target.permission = { "anchor-bypass": "ask" }
+      permission[BYPASS_RULE] ??= permission[BYPASS_PERMISSION] ?? "ask"
+      if (permission[BYPASS_RULE] === "allow")
+        anchors.log(
+          "warn",
+          `${TAG} permission "${BYPASS_PERMISSION}" is "allow": the model can then grant itself bypasses`,
+        )
+    } else target.permission = { [BYPASS_RULE]: "ask" }
   } catch (error) {
     anchors.failOpen("config hook", error)
   }
@@ -2837,7 +2926,7 @@ function decideToolCall(
   if (verdict.mode === "block") {
     const blocking = verdict.hits.filter((hit) => hit.contract.mode === "block")
     const ids = blocking.map((hit) => hit.contract.id).join(", ")
-    state.lastBlocked = blocking[0].contract.id
+    state.lastBlocked = { contracts: ids, tool }
     if (state.passes === 0) {
       anchors.log("warn", `${TAG} blocked ${tool}: ${ids}`, { sessionID })
       anchors.toast(blockToast(tool, blocking), "warning")

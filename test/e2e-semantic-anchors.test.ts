@@ -147,9 +147,12 @@ describe("e2e semantic-anchors in opencode run", () => {
 
     // opencode asked the human (the permission is a real question), and run, having no human, rejected it.
     expect(r.code).toBe(0)
-    expect(r.stderr).toContain("permission requested: anchor-bypass (no-force-push); auto-rejecting")
+    // The question's name carries the facts (the TUI shows only the name): contract, tool, reason, overrides left.
+    const question =
+      "anchor-bypass: contract no-force-push blocked a bash call; reason: I really need to push; 3 of 3 overrides left"
+    expect(r.stderr).toContain(`permission requested: ${question} (no-force-push); auto-rejecting`)
     expect(
-      r.stderr.split("\n").some((l) => l.includes("message=asking") && l.includes("permission=anchor-bypass")),
+      r.stderr.split("\n").some((l) => l.includes("message=asking") && l.includes(`permission="${question}"`)),
     ).toBe(true)
     expect(r.stderr).toContain("[semantic-anchors] anchor_bypass not approved")
     // The model read the refusal; the same force-push was blocked again, with no override used; it never ran.
@@ -254,15 +257,26 @@ describe("e2e semantic-anchors in opencode serve", () => {
       const prompt = serve.prompt(id, "push")
       // The question reaches the human (an event a UI shows), with the model's reason; the human approves once.
       const asked = await serve.waitForEvent(
-        (e) => e.type === "permission.asked" && e.properties?.permission === "anchor-bypass",
+        (e) => e.type === "permission.asked" && String(e.properties?.permission).startsWith("anchor-bypass: "),
       )
       expect(asked.properties.sessionID).toBe(id)
-      expect(JSON.stringify(asked.properties)).toContain("hotfix, please approve")
+      // The name is what the TUI shows: it carries the facts; "always" is one entry that never matches a later ask.
+      expect(asked.properties.permission).toBe(
+        "anchor-bypass: contract no-force-push blocked a bash call; reason: hotfix, please approve; 3 of 3 overrides left",
+      )
+      expect(asked.properties.always).toEqual(["this one blocked call only: semantic-anchors asks again next time"])
       expect(pushRuns(sb)).toBe(0)
       const reply = await serve.api("POST", `/permission/${asked.properties.id}/reply`, { reply: "once" })
       expect(reply.status).toBe(200)
       await prompt
 
+      // The person was shown the facts as a toast before the question, and the outcome after the answer.
+      const toasts = serve.events.filter((e) => e.type === "tui.toast.show").map((e) => e.properties.message)
+      const ask = toasts.findIndex((m) => m.startsWith("semantic-anchors: the agent asks you to let one blocked call"))
+      expect(toasts[ask]).toContain("reason: hotfix, please approve; 3 of 3 overrides left")
+      expect(toasts.slice(ask + 1)).toContain(
+        "semantic-anchors: bypass granted once (override 1 of 3): the next blocked call in this session may run once.",
+      )
       expect(resultSeenFor(serve.llm, 1)).toContain("Override 1/3 granted (anchor_bypass approved by the human)")
       expect(resultSeenFor(serve.llm, 2)).not.toContain("semantic-anchors blocked")
       expectBlocked(resultSeenFor(serve.llm, 3), "no-force-push")

@@ -45,6 +45,39 @@ const readNotes = (sb: Sandbox) => ({ tool: "read", args: { filePath: path.join(
 /** A frame whose toast box contains `text` (wrapping ignored). */
 const toastShows = (text: string) => (frame: string) => flat(toastText(frame)).includes(flat(text))
 
+const PROJECT_CONFIG = ".opencode/opencode-semantic-anchors.yaml"
+const NO_FORCE_PUSH = `version: 1
+contracts:
+  - id: no-force-push
+    description: Never rewrite shared history.
+    mode: block
+    trigger: { type: tool, tools: [bash], args: { command: { regex: '\\bgit\\s+push\\b.*\\s--force\\b' } } }
+`
+/** A force-push that leaves a line in push.log when it ran at all (there is no remote: git itself then fails). */
+const forcePush = (branch: string) => ({
+  tool: "bash",
+  args: { command: `echo ${branch} >> push.log; git push --force origin ${branch}`, description: "Force-push" },
+})
+const pushRuns = (sb: Sandbox) => {
+  const file = path.join(sb.project, "push.log")
+  return fs.existsSync(file) ? fs.readFileSync(file, "utf8").split("\n").filter(Boolean).length : 0
+}
+/** Holds the scripted model's answer to step `step` for `ms`: the toast of the step before shows alone meanwhile. */
+const holdStep = (step: number, ms: number) => async (body: any) => {
+  if (body?._fake?.step === step) await new Promise((r) => setTimeout(r, ms))
+}
+
+/**
+ * With TUI_CAPTURE_DIR set, the frames a test looked at are written there (`<name>.txt`), for the README's captures.
+ * Off by default: the tests only read the screen.
+ */
+function keepCapture(name: string, frame: string) {
+  const dir = process.env.TUI_CAPTURE_DIR
+  if (!dir) return
+  fs.mkdirSync(dir, { recursive: true })
+  fs.writeFileSync(path.join(dir, `${name}.txt`), frame)
+}
+
 // The driver's screen readers, on frames shaped like the ones captured (no tmux needed).
 describe("TUI screen readers", () => {
   const pad = (left: string, right = "") => `${left.padEnd(100)}${right}`
@@ -127,7 +160,11 @@ tuiDescribe("e2e in the opencode TUI (tmux)", () => {
       await tui.submit("hello")
       await tui.waitForScreen((s) => s.includes("Hi from the model."), 90_000, { what: "the first answer" })
       // No toast showing before the command, so the one seen next is the reload's.
-      await tui.waitForScreen((s) => toastText(s) === "", 20_000, { since: tui.mark(), what: "a screen without toast" })
+      // From the last frame kept: a screen that no longer changes adds no new frame.
+      await tui.waitForScreen((s) => toastText(s) === "", 20_000, {
+        since: Math.max(0, tui.mark() - 1),
+        what: "a screen without toast",
+      })
       const since = tui.mark()
       await tui.submit("/anchor reload")
       const frame = await tui.waitForScreen(toastShows("semantic-anchors:"), 60_000, { since, what: "the toast" })
@@ -137,23 +174,201 @@ tuiDescribe("e2e in the opencode TUI (tmux)", () => {
     TEST_TIMEOUT,
   )
 
+  // Issue 10, items 2 and 3: a config problem at start and the tip on the first message, both seen without a click
+  // and without /anchor reload. The problem toast comes ~0.7 s after the first message, the tip one toast later.
+  describe("a broken project contract file and a long goal-less first prompt", () => {
+    let tui: Tui
+    let since = 0
+    beforeAll(async () => {
+      const sb = sandbox({ files: { [PROJECT_CONFIG]: "version: 1\ncontracts:\n  - id: [broken\n" } })
+      tui = await startTui(sb, { script: [{ text: "Understood." }] })
+      since = tui.mark()
+      await tui.submit("refactor the whole module and rename every function in it please")
+      await tui.waitForScreen((s) => s.includes("Understood."), 90_000, { since, what: "the answer" })
+      // The tip is sent one toast after the problem (0.7 s + 5.5 s after the message): wait for it, bounded.
+      await tui.waitForScreen(toastShows("semantic-anchors: tip:"), 60_000, { since, what: "the tip toast" })
+    }, TEST_TIMEOUT)
+
+    test("the config-problem toast is on screen after the first prompt (no /anchor reload)", () => {
+      const frame = tui.seen(toastShows("semantic-anchors: 1 config problem"), since)
+      expect(frame).toBeDefined()
+      const text = flat(toastText(frame!))
+      expect(text).toContain(flat(`${PROJECT_CONFIG}: cannot parse YAML`))
+      expect(text).toContain(flat("run /anchor status to see all"))
+      keepCapture("config-problem", frame!)
+    })
+
+    test("the intent tip is on screen, whole, in plain words, naming the plugin", () => {
+      const frame = tui.seen(toastShows("semantic-anchors: tip:"), since)!
+      expect(flat(toastText(frame))).toContain(
+        flat(
+          "semantic-anchors: tip: Say the goal and how the result can be verified (e.g. 'so that ...', 'done when the tests pass'). (intent-anchor)",
+        ),
+      )
+      keepCapture("tip", frame)
+    })
+  })
+
+  // Issue 10, item 2: the first warn of a turn and a contract's block, each a toast; then the person's own
+  // `/anchor bypass` and its outcome toast.
   test(
-    "the model's anchor_bypass asks the person in a permission dialog; Allow once grants one override",
+    "a write with no source (warn toast), a force-push a project contract blocks (block toast, red row), `/anchor bypass` (granted toast)",
     async () => {
-      const sb = sandbox()
+      const sb = sandbox({ files: { [PROJECT_CONFIG]: NO_FORCE_PUSH } })
       const tui = await startTui(sb, {
         script: [
-          { tool: "anchor_bypass", args: { reason: "the fixture needs a force-push" } },
-          { text: "Bypass done." },
+          { tool: "write", args: { filePath: path.join(sb.project, "todo.md"), content: "- ship\n" } },
+          forcePush("main"),
+          { text: "The push was blocked; may I?" },
+          { text: "Noted." },
         ],
+        // The warn toast stays alone on screen for a few seconds before the block's toast replaces it.
+        beforeReply: holdStep(1, 4000),
       })
-      await tui.submit("push the fixture")
-      const dialog = await tui.answerPermission("once", 90_000)
-      expect(dialog).toContain("anchor-bypass")
-      await tui.waitForScreen((s) => s.includes("Bypass done."), 60_000, { what: "the answer after the dialog" })
-      expect(resultSeenFor(tui.llm, 0)).toContain("granted")
+      const since = tui.mark()
+      await tui.submit("write the todo file so that we remember")
+      const warn = await tui.waitForScreen(toastShows("semantic-anchors: the write call ran"), 90_000, {
+        since,
+        what: "the warn toast",
+      })
+      expect(flat(toastText(warn))).toContain(
+        flat(
+          "semantic-anchors: the write call ran, with a note to the agent: Write only on a cited source (source-anchor).",
+        ),
+      )
+      keepCapture("warn", warn)
+      const block = await tui.waitForScreen(toastShows("semantic-anchors: blocked a bash call"), 60_000, {
+        since,
+        what: "the block toast",
+      })
+      expect(flat(toastText(block))).toContain(
+        flat(
+          "semantic-anchors: blocked a bash call: Never rewrite shared history (no-force-push). The agent was told why; /anchor bypass <reason> lets one call through.",
+        ),
+      )
+      keepCapture("block", block)
+      await tui.waitForScreen((s) => s.includes("The push was blocked; may I?"), 60_000, { since, what: "the answer" })
+      expect(pushRuns(sb)).toBe(0)
+      // The blocked call is a red row (its command is the row's title: the person's own tool call, not our text).
+      const rows = colourOf(await tui.screenAnsi(), "git push --force origin main")
+      expect(rows.some((r) => reddish(r.fg))).toBe(true)
+
+      const afterBlock = tui.mark()
+      await tui.submit("/anchor bypass the fixture branch is mine")
+      const granted = await tui.waitForScreen(toastShows("semantic-anchors: bypass granted once"), 60_000, {
+        since: afterBlock,
+        what: "the granted toast",
+      })
+      expect(flat(toastText(granted))).toContain(
+        flat(
+          "semantic-anchors: bypass granted once (override 1 of 3): the next blocked call in this session may run once.",
+        ),
+      )
     },
     TEST_TIMEOUT,
+  )
+
+  // Issue 10, item 4: the bypass question carries its facts (the dialog shows only the permission's name, so the name
+  // is the facts), a toast says them too, "Allow always" is told to mean this one call and is asked again, and each
+  // outcome is a toast: Allow always / Allow once -> granted, Reject -> refused.
+  test(
+    "anchor_bypass: the dialog and a toast show contract, tool, reason and overrides left; always = once; each outcome is a toast",
+    async () => {
+      const sb = sandbox({ files: { [PROJECT_CONFIG]: NO_FORCE_PUSH } })
+      const reason = "the fixture needs a force-push"
+      const facts = `contract no-force-push blocked a bash call; reason: ${reason}; 3 of 3 overrides left`
+      const tui = await startTui(sb, {
+        script: [
+          forcePush("a"), // 0: blocked
+          { tool: "anchor_bypass", args: { reason } }, // 1: asked (1), "Allow always"
+          forcePush("b"), // 2: runs
+          { text: "Pushed once." }, // 3
+          { text: "Reloaded." }, // 4: after /anchor reload (overrides back to 3 of 3)
+          forcePush("c"), // 5: blocked
+          { tool: "anchor_bypass", args: { reason } }, // 6: the same question again (2): asked, "Allow once"
+          forcePush("d"), // 7: runs
+          forcePush("e"), // 8: blocked
+          { tool: "anchor_bypass", args: { reason: "one more" } }, // 9: asked (3), "Reject"
+          { text: "I stop here." }, // 10
+        ],
+      })
+      const dialogShowsFacts = (frame: string) => {
+        expect(frame).toContain("Permission required")
+        expect(flat(frame)).toContain(flat(`Call tool anchor-bypass: ${facts}`))
+      }
+      // The toast and the dialog come by different ways (a client call, the permission event): either may be first.
+      const askToast = (since: number) =>
+        tui.waitForScreen(
+          toastShows(`semantic-anchors: the agent asks you to let one blocked call run once: ${facts}.`),
+          30_000,
+          { since, what: "the toast with the question's facts" },
+        )
+
+      // 1: "Allow always": its screen says it is this one call only; the outcome is "granted once".
+      let since = tui.mark()
+      await tui.submit("push the fixture so that the demo works")
+      await tui.waitForScreen((s) => s.includes("Permission required"), 120_000, { since, what: "dialog 1" })
+      const dialog1 = tui.seen((s) => s.includes("Permission required"), since)!
+      dialogShowsFacts(dialog1)
+      keepCapture("bypass-dialog", await askToast(since))
+      const always = await tui.answerPermission("always")
+      expect(always).toContain("Always allow")
+      expect(always).toContain("- this one blocked call only: semantic-anchors asks again next time")
+      await tui.waitForScreen(toastShows("semantic-anchors: bypass granted once (override 1 of 3)"), 60_000, {
+        since,
+        what: "granted toast 1",
+      })
+      await tui.waitForScreen((s) => s.includes("Pushed once."), 60_000, { since, what: "answer 1" })
+      expect(pushRuns(sb)).toBe(1)
+
+      // /anchor reload: overrides back to 3 of 3, so the next question is word for word the first one.
+      since = tui.mark()
+      await tui.submit("/anchor reload")
+      await tui.waitForScreen((s) => s.includes("Reloaded."), 60_000, { since, what: "the reload's answer" })
+
+      // 2: the same question is asked again ("always" was not remembered); "Allow once" grants.
+      since = tui.mark()
+      await tui.submit("push again so that the demo works")
+      const dialog2 = await tui.answerPermission("once", 120_000)
+      dialogShowsFacts(dialog2)
+      await askToast(since)
+      const granted = await tui.waitForScreen(
+        toastShows("semantic-anchors: bypass granted once (override 1 of 3)"),
+        60_000,
+        { since, what: "granted toast 2" },
+      )
+      keepCapture("bypass-granted", granted)
+
+      // 3: "Reject": the outcome is "refused", and the blocked call never ran.
+      const beforeThird = tui.mark()
+      // In the same turn as dialog 2: wait for the third question itself (dialog 2 may still be on the last frame).
+      const dialog3 = await tui.waitForScreen(
+        (s) => s.includes("Permission required") && flat(s).includes(flat("reason: one more")),
+        120_000,
+        { since: beforeThird, what: "dialog 3" },
+      )
+      expect(flat(dialog3)).toContain(
+        flat(
+          "Call tool anchor-bypass: contract no-force-push blocked a bash call; reason: one more; 2 of 3 overrides left",
+        ),
+      )
+      await tui.press("Escape")
+      const refused = await tui.waitForScreen(toastShows("semantic-anchors: bypass refused"), 60_000, {
+        since: beforeThird,
+        what: "the refused toast",
+      })
+      expect(flat(toastText(refused))).toContain(
+        flat("semantic-anchors: bypass refused: you did not allow it; the blocked call stays blocked."),
+      )
+      keepCapture("bypass-refused", refused)
+      await tui.waitForScreen((s) => s.includes("I stop here."), 60_000, {
+        since: beforeThird,
+        what: "the last answer",
+      })
+      expect(pushRuns(sb)).toBe(2)
+      expect(fs.readFileSync(path.join(sb.project, "push.log"), "utf8")).toBe("b\nd\n")
+    },
+    TEST_TIMEOUT + 100_000,
   )
 
   describe("four identical reads: loop-guard blocks the 4th", () => {
@@ -189,6 +404,7 @@ tuiDescribe("e2e in the opencode TUI (tmux)", () => {
       const frame = frames.find((f) => toastShows("loop-guard: blocked")(f.text))
       expect(frame).toBeDefined()
       expect(flat(toastText(frame!.text))).toContain(flat("read"))
+      keepCapture("loop-guard", frame!.text)
     })
   })
 })

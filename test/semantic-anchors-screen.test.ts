@@ -89,6 +89,72 @@ test("a slash command's expanded template is not the person's own words: it earn
   expect(h.toasts.map((t) => t.message.endsWith("(intent-anchor)"))).toEqual([true])
 })
 
+describe("the bypass: the person sees its facts before the question and its outcome after", () => {
+  const asking = (h: Awaited<ReturnType<typeof start>>, answer: (input: unknown) => Promise<void>) =>
+    h.hooks.tool.anchor_bypass.execute({ reason: "hotfix\nfor the release" } as never, h.ctx(S, answer))
+  const FACTS = "contract no-force-push blocked a bash call; reason: hotfix for the release; 3 of 3 overrides left"
+
+  test("anchor_bypass, allowed: a toast with the facts before the dialog, then 'granted once'", async () => {
+    const h = await start({ project: FORCE_PUSH })
+    await h.tool(S, "bash", { command: "git push --force origin main" })
+    h.toasts.length = 0
+    const seenWhenAsked: string[] = []
+    await asking(h, async () => void seenWhenAsked.push(...h.toasts.map((t) => t.message)))
+    const asked = `semantic-anchors: the agent asks you to let one blocked call run once: ${FACTS}. Answer in the dialog below.`
+    expect(seenWhenAsked).toEqual([asked])
+    expect(h.toasts).toEqual([
+      { message: asked, variant: "warning" },
+      {
+        message:
+          "semantic-anchors: bypass granted once (override 1 of 3): the next blocked call in this session may run once.",
+        variant: "success",
+      },
+    ])
+  })
+
+  test("anchor_bypass, rejected by the person: 'refused'; refused by the rules: 'refused' with why, nobody asked", async () => {
+    const h = await start({ project: FORCE_PUSH })
+    await h.tool(S, "bash", { command: "git push --force origin main" })
+    h.toasts.length = 0
+    await asking(h, async () => {
+      throw new Error("The user rejected permission to use this specific tool call.")
+    })
+    expect(h.toasts.map((t) => t.message).at(-1)).toBe(
+      "semantic-anchors: bypass refused: you did not allow it; the blocked call stays blocked.",
+    )
+    h.toasts.length = 0
+    let asked = 0
+    await h.hooks.tool.anchor_bypass.execute(
+      { reason: " " } as never,
+      h.ctx(S, async () => void asked++),
+    )
+    expect(asked).toBe(0)
+    expect(h.toasts.map((t) => t.message)).toEqual([
+      "semantic-anchors: bypass refused: a reason is required (/anchor bypass <reason>; for anchor_bypass the string reason is required).",
+    ])
+  })
+
+  test("/anchor bypass: 'granted once', then 'refused' while the pass is pending, each a moment after the command", async () => {
+    const h = await start({ project: FORCE_PUSH })
+    await h.user(S, "ship it so that users get the fix")
+    h.toasts.length = 0
+    await h.command(S, "bypass the release needs it")
+    await h.command(S, "bypass again")
+    expect(h.toasts).toEqual([
+      {
+        message:
+          "semantic-anchors: bypass granted once (override 1 of 3): the next blocked call in this session may run once.",
+        variant: "success",
+      },
+      {
+        message:
+          "semantic-anchors: bypass refused: a bypass is already pending; it lets the next blocked call run once.",
+        variant: "warning",
+      },
+    ])
+  })
+})
+
 describe("config problems reach the person", () => {
   const BROKEN = "version: 1\ncontracts: [\n"
 

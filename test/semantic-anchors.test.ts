@@ -451,7 +451,7 @@ describe("bypass: only the human grants it", () => {
     expect(await h.command(S, "bypass please")).toContain("Max overrides (0) reached")
   })
 
-  test("anchor_bypass grants only when ctx.ask resolves (the human approved), with permission anchor-bypass", async () => {
+  test("anchor_bypass grants only when ctx.ask resolves (the human approved); the question's name carries the facts", async () => {
     const h = await start()
     for (let i = 1; i <= 3; i++) await h.tool(S, "edit", edit(i))
     await h.tool(S, "edit", edit(4))
@@ -461,13 +461,61 @@ describe("bypass: only the human grants it", () => {
     expect(text).toContain("Override 1/3 granted (anchor_bypass approved by the human)")
     expect(asked).toEqual([
       {
-        permission: "anchor-bypass",
+        permission:
+          "anchor-bypass: contract step-confirmation blocked an edit call; reason: the user said so; 3 of 3 overrides left",
         patterns: ["step-confirmation"],
-        always: [],
-        metadata: { reason: "the user said so", contract: "step-confirmation", overridesLeft: 3 },
+        always: ["this one blocked call only: semantic-anchors asks again next time"],
+        metadata: { reason: "the user said so", contract: "step-confirmation", tool: "edit", overridesLeft: 3 },
       },
     ])
     expect(await h.tool(S, "edit", edit(4))).toBeUndefined()
+  })
+
+  // What the question's name (all the TUI shows of it) makes of the model's reason, and of a session with no block.
+  test.each([
+    ["line breaks and control characters become spaces", "fix\nthe\tbuild\u0007 now\r\n", "reason: fix the build now;"],
+    ["a long reason is cut, with an ellipsis", "x".repeat(300), `reason: ${"x".repeat(117)}...;`],
+  ])("the bypass question shows the reason on one bounded line: %s", async (_name, reason, shown) => {
+    const h = await start()
+    const asked: any[] = []
+    await h.hooks.tool.anchor_bypass.execute(
+      { reason } as never,
+      h.ctx(S, async (input) => void asked.push(input)),
+    )
+    expect(asked[0].permission).toStartWith("anchor-bypass: no call was blocked yet in this session; ")
+    expect(asked[0].permission).toContain(shown)
+    expect(asked[0].permission).not.toMatch(/[\u0000-\u001f]/)
+    // The grant keeps the whole reason (the log and the model's answer have it).
+    expect(h.logs.some((l) => l.message.includes("bypass granted") && l.message.includes(reason.trim()))).toBe(true)
+  })
+
+  test("the question names the contract and tool of the last block, never an argument value", async () => {
+    const h = await start({
+      project:
+        "version: 1\ncontracts:\n  - id: no-rm\n    description: No rm.\n    mode: block\n    trigger: { type: tool, tools: [bash], args: { command: { contains: rm } } }\n",
+    })
+    await h.tool(S, "bash", { command: "rm -rf secret-dir-hunter2" })
+    const asked: any[] = []
+    await h.hooks.tool.anchor_bypass.execute(
+      { reason: "cleanup" } as never,
+      h.ctx(S, async (i) => void asked.push(i)),
+    )
+    expect(asked[0].permission).toStartWith("anchor-bypass: contract no-rm blocked a bash call; reason: cleanup;")
+    expect(JSON.stringify(asked)).not.toContain("hunter2")
+    expect(JSON.stringify(h.toasts)).not.toContain("hunter2")
+  })
+
+  test("a call two contracts block: the question names both", async () => {
+    const rule = (id: string) =>
+      `  - { id: ${id}, description: No rm., mode: block, trigger: { type: tool, tools: [bash], args: { command: { contains: rm } } } }\n`
+    const h = await start({ project: `version: 1\ncontracts:\n${rule("no-rm")}${rule("no-delete")}` })
+    await h.tool(S, "bash", { command: "rm x" })
+    const asked: any[] = []
+    await h.hooks.tool.anchor_bypass.execute(
+      { reason: "cleanup" } as never,
+      h.ctx(S, async (i) => void asked.push(i)),
+    )
+    expect(asked[0].permission).toStartWith("anchor-bypass: contracts no-rm, no-delete blocked a bash call;")
   })
 
   // [case, global settings, a pass granted first, reason, words both paths say]
@@ -536,15 +584,26 @@ describe("bypass: only the human grants it", () => {
     const absent = await h.config({})
     expect((absent.command as any).anchor.template).toContain("$ARGUMENTS")
     expect((absent.command as any).anchor.description).toContain("bypass")
-    expect(absent.permission).toEqual({ "anchor-bypass": "ask" })
+    // The rule is a wildcard: every question's name starts with "anchor-bypass" and carries the facts after it.
+    expect(absent.permission).toEqual({ "anchor-bypass*": "ask" })
     const mapping = await h.config({ permission: { edit: "allow" }, command: { other: { template: "x" } } })
-    expect(mapping.permission).toEqual({ edit: "allow", "anchor-bypass": "ask" })
+    expect(mapping.permission).toEqual({ edit: "allow", "anchor-bypass*": "ask" })
     expect(Object.keys(mapping.command as object).sort()).toEqual(["anchor", "other"])
-    expect((await h.config({ permission: "allow" })).permission).toEqual({ "*": "allow", "anchor-bypass": "ask" })
+    expect((await h.config({ permission: "allow" })).permission).toEqual({ "*": "allow", "anchor-bypass*": "ask" })
+    // A user's own rule on the documented key decides (carried over to the wildcard), and so does one on the wildcard.
     expect((await h.config({ permission: { "anchor-bypass": "deny" } })).permission).toEqual({
       "anchor-bypass": "deny",
+      "anchor-bypass*": "deny",
     })
-    await h.config({ permission: { "anchor-bypass": "allow" } })
+    expect((await h.config({ permission: { "anchor-bypass*": "deny", "anchor-bypass": "ask" } })).permission).toEqual({
+      "anchor-bypass*": "deny",
+      "anchor-bypass": "ask",
+    })
+    expect(h.logs.some((l) => l.message.includes("the model can then grant itself bypasses"))).toBe(false)
+    expect((await h.config({ permission: { "anchor-bypass": "allow" } })).permission).toEqual({
+      "anchor-bypass": "allow",
+      "anchor-bypass*": "allow",
+    })
     expect(h.logs.some((l) => l.message.includes("the model can then grant itself bypasses"))).toBe(true)
     // never throws, even on odd input
     await h.hooks.config(null as never)
