@@ -28,8 +28,11 @@ export const COLS = 200
 export const ROWS = 50
 const POLL_MS = 150
 const MAX_FRAMES = 600
-/** What the TUI's prompt box shows once it is ready for input (the home screen and the session view). */
-const READY = /Build · Fake model/
+/**
+ * What the TUI's prompt box shows once it is ready for input (the home screen and the session view): the agent and
+ * the sandbox model's name (doctor/sandbox.mjs names it "fake-model").
+ */
+const READY = /Build · fake-model\b/
 
 export interface Frame {
   /** ms since the TUI was started. */
