@@ -2279,8 +2279,13 @@ function aTool(tool: string): string {
   return `${/^[aeiou]/i.test(tool) ? "an" : "a"} ${tool}`
 }
 
+/** The rules of a toast in plain words, each with its id: "Never rewrite shared history (no-force-push)". */
+function rulesInWords(hits: Hit[]): string {
+  return hits.map(({ contract }) => `${clause(contract.description)} (${contract.id})`).join("; ")
+}
+
 function blockToast(tool: string, hits: Hit[]): string {
-  const rules = hits.map(({ contract }) => `${clause(contract.description)} (${contract.id})`).join("; ")
+  const rules = rulesInWords(hits)
   const lifts = hits.every((hit) => releaseOf(hit.contract) === "message")
     ? "Your next message lets the agent go on."
     : "The agent was told why; /anchor bypass <reason> lets one call through."
@@ -2288,7 +2293,7 @@ function blockToast(tool: string, hits: Hit[]): string {
 }
 
 function warnToast(tool: string, hits: Hit[]): string {
-  const rules = hits.map(({ contract }) => `${clause(contract.description)} (${contract.id})`).join("; ")
+  const rules = rulesInWords(hits)
   return `semantic-anchors: the ${tool} call ran, with a note to the agent: ${rules}.`
 }
 

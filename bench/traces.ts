@@ -84,17 +84,7 @@ export async function replaySystem(
   const hooks: any = await plugin.server({ client, directory: "/tmp/replay", worktree: "/tmp/replay" } as any, {})
   const before = hooks["tool.execute.before"]
   const after = hooks["tool.execute.after"]
-  const figures: SystemFigures = {
-    system,
-    trajectories: trajectories.length,
-    calls: 0,
-    blocks: 0,
-    episodes: 0,
-    byReason: {},
-    stops: 0,
-    callsAfterStop: 0,
-    toasts: {},
-  }
+  const figures = emptyFigures(system, trajectories.length)
   const episodes: Episode[] = []
   for (const trajectory of trajectories) {
     const sessionID = `${system}/${trajectory.id}`
@@ -179,17 +169,7 @@ export async function replayTraces(dir: string): Promise<{ figures: SystemFigure
     all.push(r.figures)
     episodes.push(...r.episodes)
   }
-  const total: SystemFigures = {
-    system: "all",
-    trajectories: 0,
-    calls: 0,
-    blocks: 0,
-    episodes: 0,
-    byReason: {},
-    stops: 0,
-    callsAfterStop: 0,
-    toasts: {},
-  }
+  const total = emptyFigures("all", 0)
   for (const f of all) {
     for (const key of ["trajectories", "calls", "blocks", "episodes", "stops", "callsAfterStop"] as const)
       total[key] += f[key]
@@ -230,4 +210,19 @@ export async function replayTraces(dir: string): Promise<{ figures: SystemFigure
     )
   }
   return { figures: [...all, total], episodes }
+}
+
+/** Figures with every count at zero, for one system or for the whole corpus. */
+function emptyFigures(system: string, trajectories: number): SystemFigures {
+  return {
+    system,
+    trajectories,
+    calls: 0,
+    blocks: 0,
+    episodes: 0,
+    byReason: {},
+    stops: 0,
+    callsAfterStop: 0,
+    toasts: {},
+  }
 }
