@@ -618,6 +618,208 @@ function article(n: number): string {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// Pure core: the stream watcher
+// ---------------------------------------------------------------------------------------------------------------
+
+/**
+ * A streamed part (reasoning or answer) is fed to its own StreamWatcher one delta at a time. The watcher looks for
+ * a passage of p characters (1 <= p <= STREAM_MAX_PERIOD) repeated back to back, exactly: every character equal to
+ * the one p characters before it. It stops at the latest point the rule allows, which leaves legitimate text the
+ * widest margin: when the repetition has run for STREAM_REPEATS copies and STREAM_MIN_CHARS characters, whichever
+ * comes later (a 1-character `!` at 1,000 characters, a 43-character sentence at 1,000, a 500-character paragraph at
+ * its 8th copy). In the real texts of ../shared/data/real-texts no legitimate passage repeated more than 3 times
+ * outside code (bench: `npm run bench -- --texts`).
+ *
+ * One exception, for code: inside a Markdown code fence, a passage made of whole lines (it holds a line break)
+ * is repeated code or data (the same row of a dummy weights file 16 times, a blank line in a maze map), so it
+ * stops only at a backstop of STREAM_CODE_REPEATS copies and STREAM_CODE_CHARS characters. A cycle inside a line
+ * (a made-up hash degenerating into `JibdJibd...`) is no line of code and follows the main rule.
+ *
+ * Cost: constant work per character. The last STREAM_WINDOW characters sit in a ring; a rolling hash of the last
+ * STREAM_GRAM characters indexes a table of the position where that gram was last seen, which proposes the period
+ * p = distance back (a loop proposes its own period at almost every character). A handful of candidate periods
+ * (STREAM_CANDIDATES) each count their run of characters equal to the one p back, and are dropped at the first
+ * difference. Memory: the ring (16 KB) and the table (16 KB), allocated at the first character; never the text.
+ */
+export const STREAM_MAX_PERIOD = 4000
+/** copies of the passage, and characters from the loop's start, before a stop (both must be reached) */
+export const STREAM_REPEATS = 8
+export const STREAM_MIN_CHARS = 1000
+/** the backstop for whole lines repeated inside a code fence */
+export const STREAM_CODE_REPEATS = 64
+export const STREAM_CODE_CHARS = 8000
+/** characters kept: a power of two above STREAM_MAX_PERIOD, so a candidate can verify its run back */
+const STREAM_WINDOW = 8192
+/** characters hashed to propose a period; grams shorter than this would propose noise in ordinary prose */
+const STREAM_GRAM = 10
+/** slots of the gram table (a power of two); a collision only loses a proposal or proposes a period that fails */
+const STREAM_TABLE = 4096
+/** candidate periods followed at once */
+const STREAM_CANDIDATES = 8
+
+/** A repetition found in a part: the passage's length, its copies so far, where it began, and when it was certain. */
+export type StreamLoop = { period: number; count: number; start: number; at: number; code: boolean }
+
+const HASH_BASE = 0x01000193
+const HASH_OUT = (() => {
+  let power = 1
+  for (let i = 0; i < STREAM_GRAM; i++) power = Math.imul(power, HASH_BASE)
+  return power
+})()
+const LINE_FEED = 10
+const BACKTICK = 96
+const TILDE = 126
+const SPACE = 32
+
+export class StreamWatcher {
+  /** characters seen */
+  private seen = 0
+  private ring: Uint16Array | null = null
+  private grams: Int32Array | null = null
+  private hash = 0
+  private readonly periods = new Int32Array(STREAM_CANDIDATES)
+  private readonly runs = new Int32Array(STREAM_CANDIDATES)
+  private candidates = 0
+  /** Markdown fence state: position after the last line feed, fence characters at the line's start, inside or not */
+  private lineStart = 0
+  private fenceChars = 0
+  private fenceChar = 0
+  private inFence = false
+  private lastFence = -1
+  private lastLineFeed = -1
+  private verdict: StreamLoop | null = null
+
+  /** Feeds one delta; returns the loop the first time one is certain, else null (and null after it). */
+  feed(delta: string): StreamLoop | null {
+    if (this.verdict) return null
+    if (this.ring === null) {
+      this.ring = new Uint16Array(STREAM_WINDOW)
+      this.grams = new Int32Array(STREAM_TABLE)
+    }
+    for (let i = 0; i < delta.length; i++) {
+      const loop = this.step(delta.charCodeAt(i))
+      if (loop) return (this.verdict = loop)
+    }
+    return null
+  }
+
+  /** Characters fed so far. */
+  get length(): number {
+    return this.seen
+  }
+
+  /** Bytes this watcher holds (the bench's "state per part"). */
+  get bytes(): number {
+    return (this.ring?.byteLength ?? 0) + (this.grams?.byteLength ?? 0) + 2 * 4 * STREAM_CANDIDATES + 96
+  }
+
+  private step(c: number): StreamLoop | null {
+    const ring = this.ring!
+    const n = this.seen
+    this.trackLines(c, n)
+    let found: StreamLoop | null = null
+    for (let k = 0; k < this.candidates; k++) {
+      const p = this.periods[k]
+      if (ring[(n - p) & (STREAM_WINDOW - 1)] === c) {
+        const run = ++this.runs[k]
+        if (p + run >= STREAM_MIN_CHARS && run >= (STREAM_REPEATS - 1) * p && !found) found = this.judge(p, run)
+      } else {
+        this.candidates--
+        this.periods[k] = this.periods[this.candidates]
+        this.runs[k] = this.runs[this.candidates]
+        k--
+      }
+    }
+    ring[n & (STREAM_WINDOW - 1)] = c
+    this.seen = n + 1
+    if (found) {
+      found.at = this.seen
+      return found
+    }
+    this.propose(c, n)
+    return null
+  }
+
+  /** The run of period p has reached the main rule: a loop, unless it is whole lines inside a code fence. */
+  private judge(p: number, run: number): StreamLoop | null {
+    const n = this.seen + 1 // the character being judged is the (seen + 1)th
+    const start = n - run - p
+    const code = this.inFence && this.lastFence < start && this.lastLineFeed >= n - p
+    if (code && (run < (STREAM_CODE_REPEATS - 1) * p || p + run < STREAM_CODE_CHARS)) return null
+    return { period: p, count: Math.floor((run + p) / p), start, at: n, code }
+  }
+
+  /** Line feeds and Markdown code fences: ``` or ~~~ after at most 3 spaces at a line's start opens or closes one. */
+  private trackLines(c: number, n: number): void {
+    if (c === LINE_FEED) {
+      this.lastLineFeed = n
+      this.lineStart = n + 1
+      this.fenceChars = 0
+      return
+    }
+    if (this.fenceChars < 0) return // this line is no fence line
+    if (c === SPACE && this.fenceChars === 0 && n - this.lineStart < 3) return
+    if ((c === BACKTICK || c === TILDE) && (this.fenceChars === 0 || c === this.fenceChar)) {
+      this.fenceChar = c
+      this.fenceChars += 1
+      if (this.fenceChars === 3) {
+        this.inFence = !this.inFence
+        this.lastFence = n
+      }
+      return
+    }
+    this.fenceChars = -1
+  }
+
+  /** The last STREAM_GRAM characters' hash proposes the period back to where that gram was last seen. */
+  private propose(c: number, n: number): void {
+    const ring = this.ring!
+    const grams = this.grams!
+    const out = n >= STREAM_GRAM ? ring[(n - STREAM_GRAM) & (STREAM_WINDOW - 1)] : 0
+    this.hash = (Math.imul(this.hash, HASH_BASE) + c - Math.imul(out, HASH_OUT)) | 0
+    const seen = this.seen
+    if (seen < STREAM_GRAM) return
+    const slot = (this.hash ^ (this.hash >>> 15)) & (STREAM_TABLE - 1)
+    const before = grams[slot]
+    grams[slot] = seen
+    const p = seen - before
+    if (before === 0 || p > STREAM_MAX_PERIOD) return
+    for (let k = 0; k < this.candidates; k++) if (this.periods[k] === p) return
+    const run = this.runBack(p)
+    if (run < STREAM_GRAM) return // a hash collision, not a repeat
+    this.adopt(p, run)
+  }
+
+  /** Characters, counted back from the last one, equal to the one p before (as far as the ring reaches). */
+  private runBack(p: number): number {
+    const ring = this.ring!
+    const limit = Math.min(this.seen - p, STREAM_WINDOW - p)
+    let run = 0
+    while (
+      run < limit &&
+      ring[(this.seen - 1 - run) & (STREAM_WINDOW - 1)] === ring[(this.seen - 1 - run - p) & (STREAM_WINDOW - 1)]
+    )
+      run++
+    return run
+  }
+
+  /** A new candidate takes a free slot, or the slot of the shortest run when its own is longer. */
+  private adopt(p: number, run: number): void {
+    if (this.candidates < STREAM_CANDIDATES) {
+      this.periods[this.candidates] = p
+      this.runs[this.candidates] = run
+      this.candidates++
+      return
+    }
+    let weakest = 0
+    for (let k = 1; k < STREAM_CANDIDATES; k++) if (this.runs[k] < this.runs[weakest]) weakest = k
+    if (this.runs[weakest] >= run) return
+    this.periods[weakest] = p
+    this.runs[weakest] = run
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // Pure core: settings from the environment
 // ---------------------------------------------------------------------------------------------------------------
 
