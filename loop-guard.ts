@@ -28,6 +28,14 @@
  * what the call does): bash's `description` (a label for the human; the `command` is what runs) and task's
  * `description` (a 3-5 word label; the `prompt` is what the subagent gets). Every other key of every tool counts.
  *
+ * Loops in the stream: every streamed part (reasoning and answer, each on its own, from message.part.delta) is fed to
+ * a small watcher. When a part repeats one passage back to back (`!!!!`, ` it it it`, a sentence, a paragraph of up
+ * to 4,000 characters) for 8 copies and 1,000 characters, whichever comes later, the session's run is aborted, the
+ * human sees an error toast (reasoning or answer, the passage's length and count, never its text), and in the model's
+ * next context that part is cut after the passage's first copy, with a note. Whole lines repeated inside a Markdown
+ * code fence are code or data, stopped only at a backstop (64 copies and 8,000 characters). See "Pure core: the
+ * stream watcher".
+ *
  * Why: opencode's own doom_loop check only looks at the last three parts of the current assistant message, so a
  * model that reads the same file once per step, or ping-pongs edit/test/edit/test with the same edit, runs forever.
  *
@@ -40,6 +48,9 @@
  *                                          default 3; 0 switches the failure streak off
  *   OPENCODE_LOOP_GUARD_MAX_BLOCKS=n       blocks in one turn after which the run is stopped, 1..1000, default 5;
  *                                          0 = never stop
+ *   OPENCODE_LOOP_GUARD_STREAM=block|warn|off
+ *                                          loops in the streamed text and reasoning: block (abort the run), warn
+ *                                          (toast and log only) or off; unset, it follows OPENCODE_LOOP_GUARD
  *   OPENCODE_LOOP_GUARD_EXEMPT=globs       comma-separated tool-name globs (* and ?), e.g. todowrite,mcp_*_poll;
  *                                          a cycle is let through only when every call in it is an exempt tool, a
  *                                          failure streak when its tool is exempt
@@ -648,6 +659,8 @@ export const STREAM_MIN_CHARS = 1000
 /** the backstop for whole lines repeated inside a code fence */
 export const STREAM_CODE_REPEATS = 64
 export const STREAM_CODE_CHARS = 8000
+/** a run is solid (part of a loop) from two whole copies spanning this many characters: shorter is coincidence */
+const STREAM_SOLID_CHARS = 24
 /** characters kept: a power of two above STREAM_MAX_PERIOD, so a candidate can verify its run back */
 const STREAM_WINDOW = 8192
 /** characters hashed to propose a period; grams shorter than this would propose noise in ordinary prose */
@@ -658,7 +671,20 @@ const STREAM_TABLE = 4096
 const STREAM_CANDIDATES = 8
 
 /** A repetition found in a part: the passage's length, its copies so far, where it began, and when it was certain. */
-export type StreamLoop = { period: number; count: number; start: number; at: number; code: boolean }
+export type StreamLoop = {
+  /** the repeated passage's length when certain */
+  period: number
+  /** copies of that length since the loop began */
+  count: number
+  /** the loop's first character (offset in the part) */
+  start: number
+  /** the length of the passage it began with (the cut keeps one copy of it) */
+  first: number
+  /** characters seen when certain */
+  at: number
+  /** whole lines repeated inside a code fence: stopped at the code backstop */
+  code: boolean
+}
 
 const HASH_BASE = 0x01000193
 const HASH_OUT = (() => {
@@ -687,6 +713,10 @@ export class StreamWatcher {
   private inFence = false
   private lastFence = -1
   private lastLineFeed = -1
+  /** the repetition region: its first character, its last, and the period it began with */
+  private regionStart = 0
+  private regionEnd = -1
+  private regionPeriod = 0
   private verdict: StreamLoop | null = null
 
   /** Feeds one delta; returns the loop the first time one is certain, else null (and null after it). */
@@ -717,12 +747,20 @@ export class StreamWatcher {
     const ring = this.ring!
     const n = this.seen
     this.trackLines(c, n)
-    let found: StreamLoop | null = null
+    let solidStart = -1
+    let solidPeriod = 0
     for (let k = 0; k < this.candidates; k++) {
       const p = this.periods[k]
       if (ring[(n - p) & (STREAM_WINDOW - 1)] === c) {
         const run = ++this.runs[k]
-        if (p + run >= STREAM_MIN_CHARS && run >= (STREAM_REPEATS - 1) * p && !found) found = this.judge(p, run)
+        // solid: two whole copies back to back, and not a coincidence of a few characters
+        if (run >= p && run + p >= STREAM_SOLID_CHARS) {
+          const start = n + 1 - run - p
+          if (solidPeriod === 0 || start < solidStart) {
+            solidStart = start
+            solidPeriod = p
+          }
+        }
       } else {
         this.candidates--
         this.periods[k] = this.periods[this.candidates]
@@ -732,21 +770,46 @@ export class StreamWatcher {
     }
     ring[n & (STREAM_WINDOW - 1)] = c
     this.seen = n + 1
-    if (found) {
-      found.at = this.seen
-      return found
+    if (solidPeriod > 0) {
+      const loop = this.extendRegion(solidStart, solidPeriod)
+      if (loop) return loop
     }
     this.propose(c, n)
     return null
   }
 
-  /** The run of period p has reached the main rule: a loop, unless it is whole lines inside a code fence. */
-  private judge(p: number, run: number): StreamLoop | null {
-    const n = this.seen + 1 // the character being judged is the (seen + 1)th
-    const start = n - run - p
-    const code = this.inFence && this.lastFence < start && this.lastLineFeed >= n - p
-    if (code && (run < (STREAM_CODE_REPEATS - 1) * p || p + run < STREAM_CODE_CHARS)) return null
-    return { period: p, count: Math.floor((run + p) / p), start, at: n, code }
+  /**
+   * The repetition region: where the text has been repeating itself without a break, a solid run after another
+   * (a loop that drifts: its period changes, a counter or a space differs now and then). A solid run that starts
+   * inside the region, or right after it, extends it; one that starts later opens a new region.
+   */
+  private extendRegion(start: number, period: number): StreamLoop | null {
+    if (this.regionEnd < 0 || start > this.regionEnd + 1) {
+      this.regionStart = start
+      this.regionPeriod = period
+    } else if (start < this.regionStart) {
+      this.regionStart = start // a longer passage, solid only now, began before the shorter one that opened it
+      this.regionPeriod = period
+    }
+    this.regionEnd = this.seen - 1
+    return this.judge(period)
+  }
+
+  /** The region has reached the main rule for the running period: a loop, unless it is whole lines in code. */
+  private judge(p: number): StreamLoop | null {
+    const n = this.seen
+    const span = n - this.regionStart
+    if (span < STREAM_MIN_CHARS || span < STREAM_REPEATS * p) return null
+    const code = this.inFence && this.lastFence < this.regionStart && this.lastLineFeed >= n - p
+    if (code && (span < STREAM_CODE_REPEATS * p || span < STREAM_CODE_CHARS)) return null
+    return {
+      period: p,
+      count: Math.floor(span / p),
+      start: this.regionStart,
+      first: this.regionPeriod,
+      at: n,
+      code,
+    }
   }
 
   /** Line feeds and Markdown code fences: ``` or ~~~ after at most 3 spaces at a line's start opens or closes one. */
@@ -816,6 +879,58 @@ export class StreamWatcher {
     if (this.runs[weakest] >= run) return
     this.periods[weakest] = p
     this.runs[weakest] = run
+  }
+}
+
+/** Which part looped: the model's reasoning or its visible answer (the part's type as opencode announces it). */
+export type StreamKind = "reasoning" | "text"
+
+function streamWhat(kind: StreamKind, loop: StreamLoop): string {
+  const whose = kind === "reasoning" ? "its reasoning" : "its answer"
+  return `${whose} repeated ${article(loop.period)} ${loop.period}-character passage ${loop.count} times`
+}
+
+/** The toast: loop-guard, reasoning or answer, the passage's length and count; never the passage itself. */
+function streamToast(kind: StreamKind, loop: StreamLoop, stopped: boolean): string {
+  return stopped
+    ? `loop-guard: stopped the agent: ${streamWhat(kind, loop)}`
+    : `loop-guard: ${streamWhat(kind, loop)} (warn mode: not stopped)`
+}
+
+/** Where the looping part is cut in the model's next context, and the note that replaces the rest. */
+export type StreamCut = { offset: number; note: string }
+
+function streamCut(loop: StreamLoop): StreamCut {
+  return {
+    offset: loop.start + loop.first,
+    note:
+      `[loop-guard stopped a repetition here: the passage above was repeated ${loop.count} times; ` +
+      "the repetitions were cut. Do not repeat it: continue with what comes next, or tell the user what blocks you.]",
+  }
+}
+
+/** A part's text cut after the loop's first passage, with the note (unchanged when shorter than the cut). */
+export function cutText(text: string, cut: StreamCut): string {
+  let offset = cut.offset
+  if (text.length <= offset) return text
+  const unit = text.charCodeAt(offset - 1)
+  if (unit >= 0xd800 && unit <= 0xdbff) offset += 1 // never split a surrogate pair
+  return `${text.slice(0, offset)}\n\n${cut.note}`
+}
+
+/**
+ * OPENCODE_LOOP_GUARD_STREAM=block|warn|off: what a loop in the stream does; unset, it follows OPENCODE_LOOP_GUARD
+ * (so `off` there switches both off).
+ */
+function readStreamMode(env: Record<string, string | undefined>, main: Mode): { mode: Mode; problems: string[] } {
+  const text = env.OPENCODE_LOOP_GUARD_STREAM?.trim().toLowerCase()
+  if (!text) return { mode: main, problems: [] }
+  if (text === "block" || text === "warn" || text === "off") return { mode: text, problems: [] }
+  return {
+    mode: main,
+    problems: [
+      `OPENCODE_LOOP_GUARD_STREAM=${quote(env.OPENCODE_LOOP_GUARD_STREAM)} is not block, warn or off; using ${main}`,
+    ],
   }
 }
 
@@ -1002,6 +1117,60 @@ export function resetTarget(event: { type?: unknown; properties?: any } | undefi
   }
 }
 
+/** Streamed parts watched at once; the least recently fed is dropped beyond it. */
+export const MAX_STREAM_PARTS = 64
+/** Cuts remembered for the model's next context (small records; they outlive the part's watcher). */
+export const MAX_STREAM_CUTS = 256
+
+type WatchedPart = { sessionID: string; kind: StreamKind; watcher: StreamWatcher }
+
+/** A Map in LRU order (insertion order, refreshed on use), bounded. */
+class Bounded<V> {
+  readonly map = new Map<string, V>()
+  constructor(readonly capacity: number) {}
+  get(key: string): V | undefined {
+    const value = this.map.get(key)
+    if (value !== undefined) {
+      this.map.delete(key)
+      this.map.set(key, value)
+    }
+    return value
+  }
+  set(key: string, value: V): void {
+    this.map.delete(key)
+    this.map.set(key, value)
+    if (this.map.size > this.capacity) this.map.delete(this.map.keys().next().value as string)
+  }
+  delete(key: string): void {
+    this.map.delete(key)
+  }
+  get size(): number {
+    return this.map.size
+  }
+}
+
+/** What a streaming event says: a part starts or ends (with its type), or a piece of its text arrives. */
+type StreamEvent =
+  | { type: "start"; sessionID: string; partID: string; kind: StreamKind }
+  | { type: "end"; partID: string }
+  | { type: "delta"; sessionID: string; partID: string; delta: string }
+
+export function streamEvent(event: { type?: unknown; properties?: any } | undefined): StreamEvent | null {
+  const props = event?.properties
+  if (event?.type === "message.part.delta") {
+    if (props?.field !== "text" || typeof props.delta !== "string") return null
+    if (typeof props.partID !== "string" || typeof props.sessionID !== "string") return null
+    return { type: "delta", sessionID: props.sessionID, partID: props.partID, delta: props.delta }
+  }
+  if (event?.type !== "message.part.updated") return null
+  const part = props?.part
+  if ((part?.type !== "reasoning" && part?.type !== "text") || typeof part.id !== "string") return null
+  if (part.time?.end !== undefined && part.time?.end !== null) return { type: "end", partID: part.id }
+  const sessionID = part.sessionID ?? props.sessionID
+  if (typeof sessionID !== "string") return null
+  return { type: "start", sessionID, partID: part.id, kind: part.type }
+}
+
 /** A failed tool call from a `message.part.updated` event (tool.execute.after fires for successes only), or null. */
 function failedCall(
   event: { type?: unknown; properties?: any } | undefined,
@@ -1039,7 +1208,8 @@ function logger(client: Client): Log {
 }
 
 /** The human's channel: a toast in the TUI (resolves even with no TUI attached). */
-function toaster(client: Client): (message: string, variant: "warning" | "error") => void {
+type Toast = (message: string, variant: "warning" | "error") => void
+function toaster(client: Client): Toast {
   return (message, variant) => fireAndForget(() => client?.tui?.showToast({ body: { message, variant } }))
 }
 
@@ -1056,13 +1226,97 @@ function environment(): Record<string, string | undefined> {
 /** The verdict on one call, decided synchronously so parallel calls of one step see each other's records. */
 type Verdict = { block: string } | null
 
+/**
+ * The stream adapter: routes streamed parts to their watchers and acts on a verdict. One watcher per part
+ * (reasoning and answer each on their own), created when opencode announces the part, dropped at its end, on the
+ * session's idle state or deletion, and beyond MAX_STREAM_PARTS (least recently fed first). A loop: in block mode
+ * the session's run is aborted (what is not generated is not paid for), the human gets an error toast, the log a
+ * line, and the part is cut in the model's next context; in warn mode the toast says so and nothing is stopped.
+ * Fails open: an internal error is logged once per session and the stream goes on.
+ */
+function streamGuard(mode: Mode, log: Log, toast: Toast, abort: (sessionID: string) => void) {
+  const parts = new Bounded<WatchedPart>(MAX_STREAM_PARTS)
+  const cuts = new Bounded<StreamCut>(MAX_STREAM_CUTS)
+  const failed = new Bounded<true>(MAX_SESSIONS)
+
+  function onLoop(part: WatchedPart, partID: string, loop: StreamLoop): void {
+    const stop = mode === "block"
+    const extra = { sessionID: part.sessionID, partID, kind: part.kind, ...loop }
+    if (stop) {
+      cuts.set(partID, streamCut(loop))
+      abort(part.sessionID)
+      log("error", `loop-guard: stopped the session's run: ${streamWhat(part.kind, loop)}`, extra)
+    } else {
+      log("warn", `loop-guard: ${streamWhat(part.kind, loop)} (warn mode, not stopped)`, extra)
+    }
+    toast(streamToast(part.kind, loop, stop), stop ? "error" : "warning")
+  }
+
+  /** Every event: parts starting and ending, deltas, and the session resets that drop a session's parts. */
+  function watchStream(event: { type?: unknown; properties?: unknown }): void {
+    let sessionID: unknown = undefined
+    try {
+      sessionID = (event?.properties as { sessionID?: unknown } | undefined)?.sessionID
+      const reset = resetTarget(event)
+      if (reset?.scope === "turn") {
+        for (const [partID, part] of [...parts.map]) if (part.sessionID === reset.sessionID) parts.delete(partID)
+        return
+      }
+      const what = streamEvent(event)
+      if (!what) return
+      if (what.type === "end") return parts.delete(what.partID)
+      sessionID = what.sessionID
+      if (what.type === "start") {
+        if (!parts.get(what.partID))
+          parts.set(what.partID, { sessionID: what.sessionID, kind: what.kind, watcher: new StreamWatcher() })
+        return
+      }
+      let part = parts.get(what.partID)
+      if (!part) {
+        part = { sessionID: what.sessionID, kind: "text", watcher: new StreamWatcher() } // no start seen: an answer
+        parts.set(what.partID, part)
+      }
+      const loop = part.watcher.feed(what.delta)
+      if (loop) onLoop(part, what.partID, loop)
+    } catch (error) {
+      const id = typeof sessionID === "string" ? sessionID : "?"
+      if (failed.get(id)) return
+      failed.set(id, true)
+      log("error", `loop-guard: internal error in the stream check, stream let through (fail-open): ${String(error)}`, {
+        sessionID: id,
+      })
+    }
+  }
+
+  /** The model's next context: a part stopped for a loop keeps its first passage and a note, not the loop. */
+  function cutLoops(output: { messages?: { parts?: unknown[] }[] } | undefined): void {
+    if (cuts.size === 0) return
+    try {
+      for (const message of output?.messages ?? []) {
+        for (const part of message?.parts ?? []) {
+          const p = part as { id?: unknown; text?: unknown }
+          const cut = typeof p?.id === "string" ? cuts.get(p.id) : undefined
+          if (cut && typeof p.text === "string") p.text = cutText(p.text, cut)
+        }
+      }
+    } catch (error) {
+      log("error", `loop-guard: internal error while cutting a looping part, context left whole: ${String(error)}`)
+    }
+  }
+
+  return { watchStream, cutLoops, parts }
+}
+
 const server: Plugin = async (input, _options) => {
   const log = logger(input?.client)
   const toast = toaster(input?.client)
   const abort = aborter(input?.client)
   const { settings, problems } = readSettings(environment())
   for (const problem of problems) log("warn", `loop-guard: ${problem}`)
-  if (settings.mode === "off") return {}
+  const streamMode = readStreamMode(environment(), settings.mode)
+  for (const problem of streamMode.problems) log("warn", `loop-guard: ${problem}`)
+  const stream = streamMode.mode === "off" ? null : streamGuard(streamMode.mode, log, toast, abort)
+  if (settings.mode === "off") return stream ? streamHooks(stream) : {}
 
   const sessions = new Sessions()
   const capacity = historyCapacity(settings.repetitions, settings.failures)
@@ -1173,7 +1427,18 @@ const server: Plugin = async (input, _options) => {
       }
     },
   }
-  return hooks
+  return stream ? { ...hooks, ...streamHooks(stream, hooks.event) } : hooks
+}
+
+/** The stream's hooks: every event goes to its watchers first (synchronously, so deltas are seen in order). */
+function streamHooks(stream: ReturnType<typeof streamGuard>, toolEvents?: Hooks["event"]): Hooks {
+  return {
+    event: async (input) => {
+      stream.watchStream(input?.event as { type?: unknown; properties?: unknown })
+      await toolEvents?.(input)
+    },
+    "experimental.chat.messages.transform": async (_input, output) => stream.cutLoops(output),
+  }
 }
 
 export default { id: "loop-guard", server }
