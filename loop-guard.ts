@@ -680,6 +680,8 @@ const STREAM_OWN_CHARS = 100
 const STREAM_WINDOW = 8192
 /** characters hashed to propose a period; grams shorter than this would propose noise in ordinary prose */
 const STREAM_GRAM = 10
+/** characters a proposed period is checked back: bounds the work per proposal (a loop is proposed early anyway) */
+const STREAM_CHECK_BACK = 1024
 /** slots of the gram table (a power of two); a collision only loses a proposal or proposes a period that fails */
 const STREAM_TABLE = 4096
 /** candidate periods followed at once */
@@ -894,7 +896,7 @@ export class StreamWatcher {
   /** Characters, counted back from the last one, equal to the one p before (as far as the ring reaches). */
   private runBack(p: number): number {
     const ring = this.ring!
-    const limit = Math.min(this.seen - p, STREAM_WINDOW - p)
+    const limit = Math.min(this.seen - p, STREAM_WINDOW - p, STREAM_CHECK_BACK)
     let run = 0
     while (
       run < limit &&
