@@ -55,8 +55,8 @@
  *                                          a cycle is let through only when every call in it is an exempt tool, a
  *                                          failure streak when its tool is exempt
  *
- * Layout: pure core (signature, cycle check, failure streak, messages, settings), then session state, then the
- * opencode adapter.
+ * Layout: pure core (signature, cycle check, failure streak, messages, the stream watcher, settings), then session
+ * state (sessions, streamed parts), then the opencode adapter.
  */
 import type { Hooks, Plugin, PluginInput } from "@opencode-ai/plugin"
 
