@@ -1312,11 +1312,10 @@ function streamGuard(mode: Mode, log: Log, toast: Toast, abort: (sessionID: stri
           parts.set(what.partID, { sessionID: what.sessionID, kind: what.kind, watcher: new StreamWatcher() })
         return
       }
-      let part = parts.get(what.partID)
-      if (!part) {
-        part = { sessionID: what.sessionID, kind: "text", watcher: new StreamWatcher() } // no start seen: an answer
-        parts.set(what.partID, part)
-      }
+      // only parts opencode announced as reasoning or text: a tool's streamed input (a file being written) is no
+      // prose, and a part dropped (ended, idle, least recently fed) stays dropped
+      const part = parts.get(what.partID)
+      if (!part) return
       const loop = part.watcher.feed(what.delta)
       if (loop) onLoop(part, what.partID, loop)
     } catch (error) {

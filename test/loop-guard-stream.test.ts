@@ -354,7 +354,20 @@ describe("parts and sessions", () => {
   test("a part's watcher is dropped at its end (time.end set): a new part starts from nothing", async () => {
     const run = await start()
     await stream(run, "ses_a", "prt_1", "text", repeat("!", HALF), [40])
-    for (const piece of chunks(repeat("!", HALF), [40])) await run.delta("ses_a", "prt_1", piece) // no start seen
+    await run.begin("ses_a", "prt_1", "text") // announced again: a new watcher
+    for (const piece of chunks(repeat("!", HALF), [40])) await run.delta("ses_a", "prt_1", piece)
+    expect(run.aborts).toEqual([])
+  })
+
+  test("deltas of a part never announced as reasoning or text (a tool's streamed input) are not watched", async () => {
+    const run = await start()
+    await run.send({
+      type: "message.part.updated",
+      properties: { sessionID: "ses_a", part: { id: "prt_tool", sessionID: "ses_a", type: "tool", tool: "write" } },
+    })
+    for (const id of ["prt_tool", "prt_unknown"]) {
+      for (const piece of chunks(repeat("0,0,0,0\n", 500), [40])) await run.delta("ses_a", id, piece)
+    }
     expect(run.aborts).toEqual([])
   })
 
@@ -363,6 +376,8 @@ describe("parts and sessions", () => {
     await run.begin("ses_a", "prt_1", "reasoning")
     await run.delta("ses_a", "prt_1", repeat("!", HALF))
     await run.idle("ses_a")
+    await run.delta("ses_a", "prt_1", repeat("!", HALF)) // dropped: not watched any more
+    await run.begin("ses_a", "prt_1", "reasoning")
     await run.delta("ses_a", "prt_1", repeat("!", HALF))
     expect(run.aborts).toEqual([])
     await run.delta("ses_a", "prt_1", repeat("!", HALF))
