@@ -4,6 +4,7 @@
 import { describe, expect, test } from "bun:test"
 import plugin, {
   MAX_STREAM_PARTS,
+  STREAM_MAX_PERIOD,
   STREAM_CODE_CHARS,
   STREAM_CODE_REPEATS,
   STREAM_MIN_CHARS,
@@ -207,6 +208,26 @@ describe("a part that repeats itself is stopped", () => {
       const run = await start()
       const stoppedAt = await stream(run, "ses_d", "prt_d", "text", text, sizes)
       expect(stoppedAt!).toBeLessThanOrEqual(began + RULE_CHARS + Math.max(...sizes))
+    }
+  })
+
+  test("any passage of 1 to STREAM_MAX_PERIOD characters repeated back to back is stopped within the rule", () => {
+    let seed = 12345
+    const random = () => (seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) / 2 ** 32
+    const letters = "abcdefghijklmnopqrstuvwxyz      ,.\n"
+    const passage = (n: number) =>
+      Array.from({ length: n }, () => letters[Math.floor(random() * letters.length)]).join("")
+    for (const p of [1, 2, 3, 5, 17, 64, 125, 333, 1000, 2500, STREAM_MAX_PERIOD]) {
+      const before = paragraph(p, 300 + Math.floor(random() * 2000))
+      const unit = passage(p)
+      const text = before + unit.repeat(Math.ceil(Math.max(10 * p, 3000) / p))
+      const watcher = new StreamWatcher()
+      let loop = null
+      for (const piece of chunks(text, [1 + Math.floor(random() * 40)])) loop ??= watcher.feed(piece)
+      expect(loop).not.toBeNull()
+      expect(loop!.at).toBeLessThanOrEqual(before.length + Math.max(RULE_COPIES * p, RULE_CHARS))
+      expect(loop!.period).toBe(p)
+      expect(loop!.start).toBeLessThanOrEqual(before.length)
     }
   })
 
