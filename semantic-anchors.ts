@@ -1473,44 +1473,102 @@ function isGuardPath(abs: string, guard: GuardFiles): boolean {
   return guard.exact.has(abs) || CONFIG_BASENAME.test(abs) || PLUGIN_DIR_FILE.test(abs)
 }
 
-/**
- * Whether a bash command only looks around (lists, reads, searches, asks git what is there) and so is not a changing
- * step. A small quote-aware scan, not a shell: it splits the command into simple commands at unquoted `|`, `||`,
- * `&&`, `;`, `&`, newlines and parentheses, and calls the whole command read-only only when every simple command is
- * one it knows to be read-only and nothing writes a file. Anything it cannot be sure of (output redirection to a
- * file, a here-document, command substitution, an unknown command, a `find -exec`) is a changing step: a false
- * count asks the human once too often, a missed one lets a change through unconfirmed.
- */
-function isReadOnlyCommand(command: string): boolean {
-  const simple = simpleCommands(command)
-  if (simple === null || simple.length === 0) return false
-  return simple.every(isReadOnlySimple)
+// The bash reader ---------------------------------------------------------------------------------------------------
+//
+// What a bash command does with each of its words, the way each tool's manual says. A quote-aware scan, not a shell:
+// `scanCommand` splits a command line into simple commands (at unquoted `|`, `||`, `&&`, `;`, `&`, newlines and
+// parentheses) with their redirections and here-documents; `readSimple` looks the program up in PROGRAMS, the one
+// table of what each program does with its arguments: which are scripts or patterns (text, never paths), which are
+// files it reads, which files it writes (creates, changes, moves or deletes). Two verdicts rest on it: the
+// changing-step classifier (`isReadOnlyCommand`) and guard-integrity (`bashTouchesGuard`).
+// A program the table does not know, an interpreter's script (awk, perl, python -c, ...), a script file and a
+// command substitution are opaque: they may do anything, so the command is a changing step and a guard name anywhere
+// in it blocks. A character of a script (`.`, `/`, `*`) is never taken for a path.
+
+/** One simple command: its words with quotes removed, the files its redirections write, its here-documents' text. */
+type SimpleCommand = { words: string[]; redirects: string[]; heredocs: string[] }
+
+/** A scanned command line; `substituted`: it has `$(...)`, backquotes or `<(...)`, whose output is not known. */
+type Scan = { commands: SimpleCommand[]; substituted: boolean }
+
+const MAX_NESTING = 4 // `bash -c` in `$(...)` in `eval` ...: deeper than this is opaque
+
+/** Where the `)` closing a `$(` or `<(` opened just before `start` is, quotes and nesting respected; -1 if none. */
+function closingParen(text: string, start: number): number {
+  let depth = 1
+  for (let i = start; i < text.length; i++) {
+    const ch = text[i]
+    if (ch === "\\") i++
+    else if (ch === "'") i = text.indexOf("'", i + 1) === -1 ? text.length : text.indexOf("'", i + 1)
+    else if (ch === '"') {
+      for (i++; i < text.length && text[i] !== '"'; i++) if (text[i] === "\\") i++
+    } else if (ch === "(") depth++
+    else if (ch === ")" && --depth === 0) return i
+  }
+  return -1
 }
 
-/** The words of each simple command, or null when the text does something a scan cannot follow (see above). */
-function simpleCommands(command: string): string[][] | null {
-  const commands: string[][] = []
-  let words: string[] = []
+/** The simple commands of a command line, or null when it cannot be followed (an unterminated quote, too deep). */
+function scanCommand(command: string, depth = 0): Scan | null {
+  if (depth > MAX_NESTING) return null
+  const scan: Scan = { commands: [], substituted: false }
+  let current: SimpleCommand = { words: [], redirects: [], heredocs: [] }
   let word = ""
   let inWord = false
   let quote = ""
+  const heredocs: { delimiter: string; stripTabs: boolean; into: SimpleCommand }[] = []
   const endWord = () => {
-    if (inWord) words.push(word)
+    if (inWord) current.words.push(word)
     word = ""
     inWord = false
   }
   const endCommand = () => {
     endWord()
-    if (words.length) commands.push(words)
-    words = []
+    if (current.words.length || current.redirects.length) scan.commands.push(current)
+    current = { words: [], redirects: [], heredocs: [] }
+  }
+  // `$(...)`, backquotes, `<(...)`, `>(...)`: the inner command is read as well; what it prints is not known.
+  const substitute = (inner: string): boolean => {
+    const nested = scanCommand(inner, depth + 1)
+    if (!nested) return false
+    scan.commands.push(...nested.commands)
+    scan.substituted = true
+    return true
+  }
+  // Returns the index of the substitution's last character, or -1 when it cannot be followed.
+  const substitution = (i: number): number => {
+    if (command[i] === "`") {
+      let end = i + 1
+      while (end < command.length && command[end] !== "`") end += command[end] === "\\" ? 2 : 1
+      return end < command.length && substitute(command.slice(i + 1, end)) ? end : -1
+    }
+    if (command.startsWith("$((", i)) {
+      const end = command.indexOf("))", i + 3) // arithmetic: no command inside
+      return end === -1 ? -1 : end + 1
+    }
+    const open = command[i] === "$" || command[i] === "<" || command[i] === ">" ? i + 1 : i
+    const end = closingParen(command, open + 1)
+    return end !== -1 && substitute(command.slice(open + 1, end)) ? end : -1
   }
   for (let i = 0; i < command.length; i++) {
     const ch = command[i]
-    if (quote) {
-      if (ch === quote) quote = ""
-      else if (quote === '"' && (ch === "`" || (ch === "$" && command[i + 1] === "("))) return null
-      else if (quote === '"' && ch === "\\" && i + 1 < command.length) word += command[++i]
+    if (quote === "'") {
+      if (ch === "'") quote = ""
       else word += ch
+      continue
+    }
+    if (quote === '"') {
+      if (ch === '"') quote = ""
+      else if (ch === "\\" && i + 1 < command.length) {
+        // Inside double quotes a backslash escapes only $ ` " \ and a newline; elsewhere it stays (sed needs it).
+        const next = command[++i]
+        if (next !== "\n") word += '$`"\\'.includes(next) ? next : `\\${next}`
+      } else if (ch === "`" || (ch === "$" && command[i + 1] === "(")) {
+        const end = substitution(i)
+        if (end === -1) return null
+        word += command.slice(i, end + 1)
+        i = end
+      } else word += ch
       continue
     }
     if (ch === "'" || ch === '"') {
@@ -1523,35 +1581,61 @@ function simpleCommands(command: string): string[][] | null {
         word += command[++i]
         inWord = true
       }
-    } else if (ch === "`" || (ch === "$" && command[i + 1] === "(")) return null
-    else if (ch === "#" && !inWord) {
+    } else if (ch === "`" || (ch === "$" && command[i + 1] === "(")) {
+      const end = substitution(i)
+      if (end === -1) return null
+      word += command.slice(i, end + 1)
+      inWord = true
+      i = end
+    } else if (ch === "#" && !inWord) {
       while (i + 1 < command.length && command[i + 1] !== "\n") i++
     } else if (ch === " " || ch === "\t") endWord()
-    else if (ch === "|" || ch === ";" || ch === "\n" || ch === "(" || ch === ")") endCommand()
+    else if (ch === "\n") {
+      endCommand()
+      i = readHeredocs(command, i, heredocs)
+    } else if (ch === "|" || ch === ";" || ch === "(" || ch === ")") endCommand()
     else if (ch === "&") {
       if (command[i + 1] === ">") {
         // &> and &>> send both streams to a file
         endWord()
         const target = redirectTarget(command, i + (command[i + 2] === ">" ? 3 : 2))
-        if (!harmlessTarget(target.word)) return null
+        if (!harmlessTarget(target.word)) current.redirects.push(target.word)
         i = target.end - 1
       } else endCommand()
     } else if (ch === ">") {
-      // [n]>, >>, >|, n>&m: a write unless it goes to /dev/null or duplicates a descriptor
-      if (inWord && !/^\d+$/.test(word)) return null // `a>b` glued to a word: too odd to follow
-      word = ""
-      inWord = false
+      // [n]>, >>, >|, n>&m: a write unless it goes to /dev/null or duplicates a descriptor; >(...) runs a command
+      if (inWord && /^\d+$/.test(word)) {
+        word = ""
+        inWord = false
+      } else endWord()
+      if (command[i + 1] === "(") {
+        const end = substitution(i)
+        if (end === -1) return null
+        i = end
+        continue
+      }
       let at = i + 1
       if (command[at] === ">" || command[at] === "|") at++
       const target = redirectTarget(command, at)
-      if (!harmlessTarget(target.word)) return null
+      if (!harmlessTarget(target.word)) current.redirects.push(target.word)
       i = target.end - 1
     } else if (ch === "<") {
-      if (command[i + 1] === "<" && command[i + 2] !== "<") return null // a here-document: its body is not commands
       endWord()
-      let at = i + 1
-      while (command[at] === "<") at++
-      i = redirectTarget(command, at).end - 1 // input redirection reads: skip its source
+      if (command[i + 1] === "(") {
+        const end = substitution(i)
+        if (end === -1) return null
+        i = end
+      } else if (command[i + 1] === "<" && command[i + 2] !== "<") {
+        // a here-document: its body, on the lines after this one, is the command's input, not commands
+        const stripTabs = command[i + 2] === "-"
+        const target = redirectTarget(command, i + (stripTabs ? 3 : 2))
+        heredocs.push({ delimiter: target.word, stripTabs, into: current })
+        i = target.end - 1
+      } else {
+        let at = i + 1
+        while (command[at] === "<") at++
+        i = redirectTarget(command, at).end - 1 // input redirection and here-strings read: skip their word
+      }
     } else {
       word += ch
       inWord = true
@@ -1559,7 +1643,28 @@ function simpleCommands(command: string): string[][] | null {
   }
   if (quote) return null
   endCommand()
-  return commands
+  return scan
+}
+
+/** Reads the bodies of the here-documents opened on the line that ends at `newline`; returns the last index used. */
+function readHeredocs(
+  command: string,
+  newline: number,
+  pending: { delimiter: string; stripTabs: boolean; into: SimpleCommand }[],
+): number {
+  let at = newline
+  for (const { delimiter, stripTabs, into } of pending.splice(0)) {
+    const lines: string[] = []
+    while (at < command.length) {
+      const end = command.indexOf("\n", at + 1)
+      const line = command.slice(at + 1, end === -1 ? undefined : end)
+      at = end === -1 ? command.length : end
+      if ((stripTabs ? line.replace(/^\t+/, "") : line) === delimiter) break
+      lines.push(line)
+    }
+    into.heredocs.push(lines.join("\n"))
+  }
+  return at
 }
 
 /** The word after a redirection operator (blanks skipped) and where it ends. Quotes are taken as they are. */
@@ -1573,19 +1678,647 @@ function redirectTarget(command: string, start: number): { word: string; end: nu
 }
 
 function harmlessTarget(target: string): boolean {
-  return target === "/dev/null" || /^&(\d+|-)$/.test(target)
+  return /^\/dev\/(null|stdout|stderr|tty)$/.test(target) || /^&(\d+|-)$/.test(target)
 }
 
-/** Commands that only read or print, whatever their options (the ones that can write are handled below). */
-const READ_ONLY_PROGRAMS = new Set(
-  `ls pwd cat head tail wc grep egrep fgrep rg ag which whereis type tree stat file echo printf less
-  more diff cmp comm du df basename dirname realpath readlink nl cut tr column jq sha1sum sha256sum
-  md5sum cksum test [ true false date whoami id uname hostname printenv env cd pushd popd ps od
-  hexdump xxd strings bat sleep wait`.split(/\s+/),
-)
+/**
+ * What one simple command does with its words. `writes`: what it creates, changes, moves or deletes (with
+ * `throughLinks` when it writes through a symbolic link to its target; with `filter` for `find`, whose tests say
+ * which paths under the root it reaches); `reads`: files it only reads; `nested`: shell code it runs, read like a
+ * command line (`bash -c`, `eval`, `sh <<EOF`); `changing`: a changing step; `opaque`: it runs code this reader does
+ * not follow.
+ */
+type Target = { word: string; throughLinks: boolean; filter?: (findPath: string) => boolean }
+type Reading = { writes: Target[]; reads: string[]; nested: string[]; changing: boolean; opaque: boolean }
+type ProgramReader = (args: string[], stdin: string[]) => Reading
 
-/** Words that run the rest of the simple command as a command of its own. */
-const PREFIX_PROGRAMS = new Set(["sudo", "command", "time", "nice", "nohup"])
+function reading(part: Partial<Reading> = {}): Reading {
+  return { writes: [], reads: [], nested: [], changing: false, opaque: false, ...part }
+}
+const OPAQUE = (): Reading => reading({ changing: true, opaque: true })
+
+/** Options and operands the way getopt splits them. `values`: short options that take a value (the rest of the
+ * cluster, or the next word); `optional`: short options whose value can only be attached (`-i.bak`); `long`: long
+ * options that take the next word when written without `=`. `--` ends the options; options may follow operands. */
+type OptionSpec = { values?: string; optional?: string; long?: string[] }
+type Getopt = { options: Map<string, string[]>; operands: string[] }
+
+function getopt(args: readonly string[], spec: OptionSpec = {}): Getopt {
+  const options = new Map<string, string[]>()
+  const add = (name: string, value = "") => options.set(name, [...(options.get(name) ?? []), value])
+  const operands: string[] = []
+  for (let k = 0; k < args.length; k++) {
+    const arg = args[k]
+    if (arg === "--") {
+      operands.push(...args.slice(k + 1))
+      break
+    }
+    if (arg.startsWith("--")) {
+      const eq = arg.indexOf("=")
+      const name = arg.slice(2, eq === -1 ? undefined : eq)
+      if (eq !== -1) add(name, arg.slice(eq + 1))
+      else if (spec.long?.includes(name)) add(name, args[++k] ?? "")
+      else add(name)
+    } else if (arg.length < 2 || arg[0] !== "-") operands.push(arg)
+    else {
+      for (let c = 1; c < arg.length; c++) {
+        const letter = arg[c]
+        if (spec.values?.includes(letter)) {
+          add(letter, c + 1 < arg.length ? arg.slice(c + 1) : (args[++k] ?? ""))
+          break
+        }
+        if (spec.optional?.includes(letter)) {
+          add(letter, arg.slice(c + 1))
+          break
+        }
+        add(letter)
+      }
+    }
+  }
+  return { options, operands }
+}
+
+const has = (parsed: Getopt, ...names: string[]) => names.some((name) => parsed.options.has(name))
+const values = (parsed: Getopt, ...names: string[]) => names.flatMap((name) => parsed.options.get(name) ?? [])
+
+/** The words after a prefix program's own options (`sudo -u x`, `nice -n 5`): the command it runs. */
+function afterOptions(args: readonly string[], valueLetters: string): string[] {
+  let k = 0
+  while (k < args.length && args[k].startsWith("-") && args[k] !== "-") {
+    const arg = args[k++]
+    if (arg === "--") break
+    if (!arg.startsWith("--") && arg.length === 2 && valueLetters.includes(arg[1])) k++
+  }
+  return args.slice(k)
+}
+
+// Readers for the shapes most programs share.
+
+/** Programs that print or look something up: their words are text (`echo`, `test`, `which`). */
+const prints: ProgramReader = () => reading()
+
+/** Programs that only read: every operand a file it reads (`cat`, `ls`, `diff`). */
+const readsFiles: ProgramReader = (args) => reading({ reads: getopt(args).operands })
+
+/** Programs whose every operand is written (`rm`, `mkdir`, `touch`, `tee`). */
+function writesFiles(spec: OptionSpec = {}, throughLinks = false): ProgramReader {
+  return (args) => {
+    const { operands } = getopt(args, spec)
+    return reading({ writes: operands.map((word) => ({ word, throughLinks })), changing: true })
+  }
+}
+
+/** `chmod MODE FILE...`, `chown OWNER FILE...`: the first operand is text (a mode may look like an option: -w). */
+const modeThenFiles: ProgramReader = (args) => {
+  let modeSeen = args.some((arg) => arg.startsWith("--reference"))
+  const files: string[] = []
+  for (const arg of args) {
+    if (arg.startsWith("--") || /^-[RHLPcfvh]+$/.test(arg)) continue
+    if (modeSeen) files.push(arg)
+    modeSeen = true
+  }
+  return reading({ writes: files.map((word) => ({ word, throughLinks: true })), changing: true })
+}
+
+/** `cp`, `install`, `ln`, `rsync`: SOURCE... DEST, or -t DIR SOURCE...; the sources are read, DEST written. */
+function copies(spec: OptionSpec, throughLinks: boolean, sourcesMove = false): ProgramReader {
+  return (args) => {
+    const parsed = getopt(args, spec)
+    const target = values(parsed, "t", "target-directory")
+    const { operands } = parsed
+    let written: string[]
+    let read: string[]
+    if (target.length) [written, read] = [target, operands]
+    else if (has(parsed, "d", "directory") && !sourcesMove)
+      [written, read] = [operands, []] // install -d DIR...
+    else [written, read] = [operands.slice(-1), operands.slice(0, -1)]
+    if (sourcesMove) [written, read] = [[...written, ...read], []] // mv: the sources go away
+    return reading({ writes: written.map((word) => ({ word, throughLinks })), reads: read, changing: true })
+  }
+}
+
+/** `ln [-s] TARGET... LINK`: writes LINK (or, with one operand, a link of the same name here); TARGET is only named. */
+const links: ProgramReader = (args) => {
+  const parsed = getopt(args, { values: "tS", long: ["target-directory", "suffix"] })
+  const target = values(parsed, "t", "target-directory")
+  const { operands } = parsed
+  const written = target.length
+    ? target
+    : operands.length === 1
+      ? [operands[0].replace(/\/+$/, "").replace(/^.*\//, "")]
+      : operands.slice(-1)
+  const named = target.length || operands.length === 1 ? operands : operands.slice(0, -1)
+  return reading({ writes: written.map((word) => ({ word, throughLinks: false })), reads: named, changing: true })
+}
+
+/** grep, rg, ag: the pattern (the first operand, unless -e/-f give it) is text; the other operands are read. */
+function searches(spec: OptionSpec): ProgramReader {
+  return (args) => {
+    const parsed = getopt(args, spec)
+    const patternGiven = has(parsed, "e", "f", "regexp", "file")
+    const files = patternGiven ? parsed.operands : parsed.operands.slice(1)
+    return reading({ reads: [...files, ...values(parsed, "f", "file")] })
+  }
+}
+
+/** `sudo`, `nice`, `timeout 5`, `xargs -n1`: the words after their options are a command of their own. */
+function runs(valueLetters: string, skipOperands = 0): ProgramReader {
+  return (args, stdin) => {
+    const rest = afterOptions(args, valueLetters).slice(skipOperands)
+    return rest.length ? readSimple(rest, stdin) : reading()
+  }
+}
+
+/** `bash -c CODE`, `sh <<EOF`, `eval CODE`: shell code, read like a command line; a script file is opaque. */
+const shell: ProgramReader = (args, stdin) => {
+  const parsed = getopt(args, { values: "oO" })
+  if (has(parsed, "c")) return reading({ nested: parsed.operands.slice(0, 1) })
+  if (parsed.operands.length) return OPAQUE() // runs a script file
+  return stdin.length ? reading({ nested: stdin }) : OPAQUE() // its code comes from a here-document, or a pipe
+}
+
+// sed ---------------------------------------------------------------------------------------------------------------
+
+/**
+ * `sed [-n] [-e SCRIPT | -f FILE]... [-i[SUFFIX]] [FILE...]` (GNU sed's manual): the first operand is the script
+ * when no -e/-f gives one; the other operands are the input files, written in place with -i / --in-place. A script
+ * is read command by command: `w FILE`, `W FILE` and the `s///w FILE` flag write FILE; `e COMMAND` runs COMMAND
+ * (read like any command line), `e` alone and the `s///e` flag run text the script makes (opaque); `r FILE`/`R FILE`
+ * read. A script it cannot follow, or one from a file (-f), is opaque.
+ */
+const readSed: ProgramReader = (args) => {
+  const parsed = getopt(args, {
+    values: "efl",
+    optional: "i",
+    long: ["expression", "file", "line-length"],
+  })
+  const scripts = values(parsed, "e", "expression")
+  const scriptFiles = values(parsed, "f", "file")
+  const files = [...parsed.operands]
+  if (scripts.length === 0 && scriptFiles.length === 0) scripts.push(files.shift() ?? "")
+  const inPlace = has(parsed, "i", "in-place")
+  const result = reading({
+    writes: inPlace ? files.map((word) => ({ word, throughLinks: has(parsed, "follow-symlinks") })) : [],
+    reads: [...(inPlace ? [] : files), ...scriptFiles],
+    changing: inPlace,
+    opaque: scriptFiles.length > 0,
+  })
+  for (const script of scripts) {
+    const effects = sedScriptEffects(script)
+    if (effects === null || effects.runs) result.opaque = true
+    for (const file of effects?.writes ?? []) result.writes.push({ word: file, throughLinks: true })
+    result.reads.push(...(effects?.reads ?? []))
+    result.nested.push(...(effects?.commands ?? []))
+  }
+  if (result.opaque || result.writes.length || result.nested.length) result.changing = true
+  return result
+}
+
+/**
+ * What a sed script does besides printing: files it writes and reads, command lines it runs (`e COMMAND`), and
+ * whether it runs text it makes itself (`e` alone, the `s///e` flag: opaque). Null when it cannot be followed.
+ */
+function sedScriptEffects(
+  script: string,
+): { writes: string[]; reads: string[]; commands: string[]; runs: boolean } | null {
+  const effects = { writes: [] as string[], reads: [] as string[], commands: [] as string[], runs: false }
+  let i = 0
+  const blanks = () => {
+    while (script[i] === " " || script[i] === "\t") i++
+  }
+  const restOfLine = () => {
+    const end = script.indexOf("\n", i)
+    const text = script.slice(i, end === -1 ? undefined : end).trim()
+    i = end === -1 ? script.length : end
+    return text
+  }
+  // Text up to an unescaped delimiter (a regex, a replacement); false when the script ends first.
+  const delimited = (delimiter: string): boolean => {
+    for (; i < script.length; i++) {
+      if (script[i] === "\\") i++
+      else if (script[i] === delimiter) return ++i > 0
+    }
+    return false
+  }
+  const address = (): boolean => {
+    if (/[0-9]/.test(script[i] ?? "")) while (/[0-9~]/.test(script[i] ?? "")) i++
+    else if (script[i] === "$") i++
+    else if (script[i] === "/" || script[i] === "\\") {
+      const delimiter = script[i] === "\\" ? script[++i] : "/"
+      i++
+      if (!delimited(delimiter)) return false
+      while (/[IM]/.test(script[i] ?? "")) i++
+    }
+    return true
+  }
+  while (i < script.length) {
+    while (/[\s;}]/.test(script[i] ?? "")) i++
+    if (i >= script.length) break
+    if (script[i] === "#") {
+      restOfLine()
+      continue
+    }
+    if (!address()) return null
+    blanks()
+    if (script[i] === ",") {
+      i++
+      blanks()
+      if (script[i] === "+" || script[i] === "~") for (i++; /[0-9]/.test(script[i] ?? "");) i++
+      else if (!address()) return null
+    }
+    blanks()
+    while (script[i] === "!") (i++, blanks())
+    const command = script[i++]
+    if (command === "{") continue
+    if (command === "s" || command === "y") {
+      const delimiter = script[i++]
+      if (!delimiter || delimiter === "\n" || delimiter === "\\") return null
+      if (!delimited(delimiter) || !delimited(delimiter)) return null
+      if (command === "y") continue
+      while (/[gpiImMe0-9]/.test(script[i] ?? "")) if (script[i++] === "e") effects.runs = true
+      if (script[i] === "w") {
+        i++
+        effects.writes.push(restOfLine())
+      }
+    } else if ("aic".includes(command)) {
+      // text to the end of the line; a line ending in a backslash goes on
+      for (;;) {
+        const end = script.indexOf("\n", i)
+        if (end === -1 || !/(^|[^\\])(\\\\)*\\$/.test(script.slice(i, end))) {
+          i = end === -1 ? script.length : end
+          break
+        }
+        i = end + 1
+      }
+    } else if (command === "w" || command === "W") effects.writes.push(restOfLine())
+    else if (command === "r" || command === "R") effects.reads.push(restOfLine())
+    else if (command === "e") {
+      const line = restOfLine() // runs that command line, or without one the pattern space (unknown)
+      if (line) effects.commands.push(line)
+      else effects.runs = true
+    } else if ("btT:v".includes(command)) {
+      while (i < script.length && !/[;\n]/.test(script[i])) i++
+    } else if ("qQlL".includes(command)) {
+      blanks()
+      while (/[0-9]/.test(script[i] ?? "")) i++
+    } else if (!"pPdDnNgGhHx=zF".includes(command ?? "")) return null
+  }
+  effects.writes = effects.writes.filter((file) => !harmlessTarget(file))
+  return effects
+}
+
+// find --------------------------------------------------------------------------------------------------------------
+
+/** find's tests and options that take the next word as their value (the name tests are read on their own). */
+const FIND_VALUE_WORDS = new Set(
+  `-maxdepth -mindepth -type -xtype -newer -anewer -cnewer -user -group -uid -gid -perm -size -mtime -atime -ctime
+  -mmin -amin -cmin -used -links -inum -samefile -fstype -context -printf -lname -ilname -regextype -D`.split(/\s+/),
+)
+const FIND_NAME_TESTS = new Set([
+  "-name",
+  "-iname",
+  "-path",
+  "-ipath",
+  "-wholename",
+  "-iwholename",
+  "-regex",
+  "-iregex",
+])
+const FIND_EXEC = new Set(["-exec", "-execdir", "-ok", "-okdir"])
+const FIND_WRITES_FILE = new Set(["-fprint", "-fprint0", "-fls", "-fprintf"])
+
+/** A shell pattern as find's -name and -path read it (fnmatch: `*` and `?` also match `/` and a leading dot). */
+function fnmatchRegExp(pattern: string, ignoreCase: boolean): RegExp {
+  let source = ""
+  for (let i = 0; i < pattern.length; i++) {
+    const ch = pattern[i]
+    if (ch === "*") source += "[\\s\\S]*"
+    else if (ch === "?") source += "[\\s\\S]"
+    else if (ch === "\\" && i + 1 < pattern.length) source += escapeRegex(pattern[++i])
+    else if (ch === "[" && pattern.indexOf("]", i + 2) !== -1) {
+      const end = pattern.indexOf("]", i + 2)
+      const body = pattern.slice(i + 1, end).replace(/\\/g, "\\\\")
+      source += `[${body.startsWith("!") ? `^${body.slice(1)}` : body}]`
+      i = end
+    } else source += escapeRegex(ch)
+  }
+  try {
+    return new RegExp(`^${source}$`, ignoreCase ? "i" : "")
+  } catch {
+    return /[\s\S]*/ // a pattern this cannot read may match anything
+  }
+}
+
+/** One name test as a predicate on the path find prints, or undefined when it could match anything. */
+function findNameTest(test: string, pattern: string): ((path: string) => boolean) | undefined {
+  const ignoreCase = test.startsWith("-i")
+  if (test.endsWith("name") && !test.endsWith("wholename")) {
+    const re = fnmatchRegExp(pattern, ignoreCase)
+    return (path) => re.test(path.replace(/\/+$/, "").replace(/^.*\//, "") || path)
+  }
+  if (test.endsWith("regex")) {
+    if (/\\[(|{]/.test(pattern)) return undefined // emacs groups and alternatives: not read, so it may match
+    try {
+      const re = new RegExp(`^(?:${pattern})$`, ignoreCase ? "i" : "")
+      return (path) => re.test(path)
+    } catch {
+      return undefined
+    }
+  }
+  const re = fnmatchRegExp(pattern, ignoreCase)
+  return (path) => re.test(path)
+}
+
+/** Whether a path may make a find expression (or a part of it) true. */
+type FindTest = (printedPath: string) => boolean
+const ANY_PATH: FindTest = () => true
+
+/**
+ * `find ROOT... EXPRESSION` (GNU find's manual): `-delete`, and `-exec`/`-ok` with a command that writes its `{}`,
+ * reach the paths under each ROOT for which the expression can be true. The expression is parsed (`!`, `-a`, `-o`,
+ * `,`, parentheses) and judged by its name tests (-name, -iname, -path, -wholename, -regex and their -i forms):
+ * every other test, every action and a negated test are taken as true for any path, so the judgement can only
+ * err towards "reached". `-fprint FILE` writes FILE; the command of `-exec` is read like any other.
+ */
+const readFind: ProgramReader = (args) => {
+  let k = 0
+  while (k < args.length && /^-([HLP]|O\d*|D)$/.test(args[k])) k += args[k] === "-D" ? 2 : 1
+  const roots: string[] = []
+  while (k < args.length && !/^[-(!,)]/.test(args[k])) roots.push(args[k++])
+  if (roots.length === 0) roots.push(".")
+  const result = reading({ reads: [...roots] })
+  let reachesMatches = false
+  const primary = (): FindTest => {
+    const arg = args[k++]
+    if (FIND_NAME_TESTS.has(arg)) return findNameTest(arg, args[k++] ?? "") ?? ANY_PATH
+    if (arg === "-delete") reachesMatches = true
+    else if (FIND_EXEC.has(arg)) {
+      let end = k
+      while (end < args.length && args[end] !== ";" && args[end] !== "+") end++
+      const inner = readSimple(args.slice(k, end), [])
+      k = end + 1
+      for (const target of inner.writes) {
+        if (target.word.includes("{}")) reachesMatches = true
+        else result.writes.push(target)
+      }
+      result.reads.push(...inner.reads.filter((word) => !word.includes("{}")))
+      result.nested.push(...inner.nested)
+      if (inner.opaque || inner.nested.length) reachesMatches = true // it may do anything with {}
+      result.changing ||= inner.changing
+      result.opaque ||= inner.opaque
+    } else if (FIND_WRITES_FILE.has(arg)) {
+      result.writes.push({ word: args[k++] ?? "", throughLinks: true })
+      if (arg === "-fprintf") k++
+    } else if (FIND_VALUE_WORDS.has(arg)) k++
+    return ANY_PATH
+  }
+  const unary = (): FindTest => {
+    if (args[k] === "!" || args[k] === "-not") {
+      k++
+      unary()
+      return ANY_PATH // a negated name test can match what the test does not
+    }
+    if (args[k] === "(") {
+      k++
+      const inner = or()
+      if (args[k] === ")") k++
+      return inner
+    }
+    return primary()
+  }
+  const and = (): FindTest => {
+    const tests = [unary()]
+    while (k < args.length && !/^(-o|-or|,|\))$/.test(args[k])) {
+      if (args[k] === "-a" || args[k] === "-and") k++
+      else tests.push(unary())
+    }
+    return (path) => tests.every((test) => test(path))
+  }
+  const or = (): FindTest => {
+    const branches = [and()]
+    while (k < args.length && /^(-o|-or|,)$/.test(args[k])) {
+      k++
+      branches.push(and())
+    }
+    return (path) => branches.some((test) => test(path))
+  }
+  const expression = k < args.length ? or() : ANY_PATH
+  while (k < args.length) or() // a stray `)`: read the rest too, for its actions
+  if (reachesMatches)
+    for (const root of roots) result.writes.push({ word: root, throughLinks: false, filter: expression })
+  if (result.writes.length) result.changing = true
+  return result
+}
+
+// git, awk, perl ------------------------------------------------------------------------------------------------------
+
+/** git: the read-only subcommands read their operands; `rm`, `mv` and `clean` write theirs; any other changes. */
+const readGit: ProgramReader = (args) => {
+  if (isReadOnlyGit(args)) return reading({ reads: args.filter((arg) => !arg.startsWith("-")) })
+  let k = 0
+  while (k < args.length && args[k].startsWith("-")) k += args[k] === "-C" || args[k] === "-c" ? 2 : 1
+  const sub = args[k]
+  const rest = args.slice(k + 1)
+  if (sub === "clean") {
+    const cleaned = gitCleanArgs(rest)
+    return reading({ writes: (cleaned ?? []).map((word) => ({ word, throughLinks: false })), changing: !!cleaned })
+  }
+  // A commit or tag message (-m TEXT, -am TEXT, --message=TEXT) is text; the other operands are paths or names.
+  const operands: string[] = []
+  for (let j = 0; j < rest.length; j++) {
+    if (rest[j] === "--") operands.push(...rest.slice(j + 1))
+    if (rest[j] === "--") break
+    if (/^-[a-zA-Z]*m$/.test(rest[j]) || rest[j] === "--message") j++
+    else if (!rest[j].startsWith("-")) operands.push(rest[j])
+  }
+  if (sub === "rm" || sub === "mv")
+    return reading({ writes: operands.map((word) => ({ word, throughLinks: false })), changing: true })
+  return reading({ reads: operands, changing: true })
+}
+
+/** An awk program that writes or runs something: `system(...)`, `print > file`, `print | cmd`, `cmd | getline`. */
+const AWK_EFFECTS = /\bsystem\s*\(|\bprintf?\b[^;{}]*[>|]|\|\s*getline/
+/** A perl filter (-n/-p) that does more than print: these words write files or run commands. */
+const PERL_EFFECTS =
+  /\b(?:system|exec|unlink|rename|open|sysopen|mkdir|rmdir|symlink|link|chmod|chown|truncate|utime|qx)\b|`/
+
+/**
+ * `awk [-F FS] [-v VAR=VALUE] [-f FILE | PROGRAM] [FILE | VAR=VALUE]...`: the program is a script, the operands are
+ * read. An awk program can write files and run commands, so guard names in it count (opaque); it is a changing step
+ * only when it writes or runs something (AWK_EFFECTS), or when it comes from a file.
+ */
+const readAwk: ProgramReader = (args) => {
+  const parsed = getopt(args, { values: "Ffve", long: ["file", "assign", "field-separator", "source"] })
+  const files = values(parsed, "f", "file")
+  const scripts = values(parsed, "e", "source")
+  const operands = [...parsed.operands]
+  if (files.length === 0 && scripts.length === 0) scripts.push(operands.shift() ?? "")
+  return reading({
+    reads: [...files, ...operands.filter((word) => !/^[A-Za-z_][A-Za-z0-9_]*=/.test(word))],
+    changing: files.length > 0 || scripts.some((script) => AWK_EFFECTS.test(script)),
+    opaque: true,
+  })
+}
+
+/**
+ * `perl [-n|-p] [-i[EXT]] [-e CODE]... [PROGRAM] [FILE...]`: with -i the files are written in place. A perl program
+ * can do anything (opaque); `perl -ne`/`-pe` without -i is a filter that only prints, unless its code names a
+ * function that writes or runs (PERL_EFFECTS).
+ */
+const readPerl: ProgramReader = (args) => {
+  const parsed = getopt(args, { values: "eEIMm", optional: "ilF0xCdD" })
+  const code = values(parsed, "e", "E")
+  const operands = [...parsed.operands]
+  const programFile = code.length === 0 ? operands.shift() : undefined
+  const inPlace = has(parsed, "i")
+  const filter = has(parsed, "n", "p") && programFile === undefined
+  return reading({
+    writes: inPlace ? operands.map((word) => ({ word, throughLinks: false })) : [],
+    reads: [...(inPlace ? [] : operands), ...(programFile ? [programFile] : [])],
+    changing: inPlace || !filter || code.some((text) => PERL_EFFECTS.test(text)),
+    opaque: true,
+  })
+}
+
+/** `dd if=FILE of=FILE`: of= is written. */
+const readDd: ProgramReader = (args) =>
+  reading({
+    writes: args.filter((arg) => arg.startsWith("of=")).map((arg) => ({ word: arg.slice(3), throughLinks: true })),
+    reads: args.filter((arg) => arg.startsWith("if=")).map((arg) => arg.slice(3)),
+    changing: true,
+  })
+
+/** One reader for each name in a blank-separated list. */
+function each(names: string, reader: ProgramReader): Record<string, ProgramReader> {
+  return Object.fromEntries(names.split(/\s+/).map((name) => [name, reader]))
+}
+
+/**
+ * The table: each program and what it does with its arguments. A program not listed is opaque (a changing step; a
+ * guard name anywhere in the command blocks). README "What counts as a changing step" summarises it.
+ */
+const PROGRAMS: Record<string, ProgramReader> = {
+  // print or look up: the words are text
+  ...each("echo printf true false test [ [[ date sleep wait pwd which whereis type whoami id uname hostname", prints),
+  ...each("printenv basename dirname seq expr tr", prints),
+  // only read: every operand a file read
+  ...each("cat head tail wc ls less more diff cmp comm du df realpath readlink nl cut column jq file stat", readsFiles),
+  ...each("sha1sum sha256sum md5sum cksum od hexdump xxd strings bat tac rev fold paste cd pushd popd ps", readsFiles),
+  ...each("grep egrep fgrep", searches({ values: "efmABCdD", long: ["regexp", "file", "max-count", "context"] })),
+  ...each("rg ag ack", searches({ values: "efgtTmABCjMEr", long: ["regexp", "file", "glob", "type", "replace"] })),
+  sort: (args) => {
+    const parsed = getopt(args, { values: "kotST", long: ["output", "key", "field-separator"] })
+    const output = values(parsed, "o", "output")
+    return reading({
+      writes: output.map((word) => ({ word, throughLinks: true })),
+      reads: parsed.operands,
+      changing: output.length > 0,
+    })
+  },
+  uniq: (args) => {
+    const { operands } = getopt(args, { values: "fsw" })
+    const output = operands.slice(1, 2)
+    return reading({
+      writes: output.map((word) => ({ word, throughLinks: true })),
+      reads: operands.slice(0, 1),
+      changing: output.length > 0,
+    })
+  },
+  tree: (args) => {
+    const parsed = getopt(args, { values: "LPIoH" })
+    const output = values(parsed, "o")
+    return reading({
+      writes: output.map((word) => ({ word, throughLinks: true })),
+      reads: parsed.operands,
+      changing: output.length > 0,
+    })
+  },
+  // scripts and patterns: text; only the file operands are read or written
+  sed: readSed,
+  ...each("awk gawk mawk nawk", readAwk),
+  perl: readPerl,
+  find: readFind,
+  git: readGit,
+  // change: the operands are written (created, changed, moved or deleted)
+  ...each("rm rmdir unlink", writesFiles()),
+  mkdir: writesFiles({ values: "m" }),
+  touch: writesFiles({ values: "dtr" }),
+  truncate: writesFiles({ values: "sr" }, true),
+  shred: writesFiles({ values: "ns" }, true),
+  tee: writesFiles({}, true),
+  ...each("chmod chown chgrp", modeThenFiles),
+  mv: copies({ values: "tS", long: ["target-directory", "suffix"] }, false, true),
+  cp: copies({ values: "tS", long: ["target-directory", "suffix"] }, true),
+  install: copies({ values: "tSmog", long: ["target-directory", "suffix", "mode", "owner", "group"] }, true),
+  rsync: copies({ values: "efBT", long: ["rsh", "filter", "exclude", "include"] }, false),
+  ln: links,
+  dd: readDd,
+  // run another command: read that one
+  ...each("sudo", runs("ugCDhprtTU")),
+  ...each("nice", runs("n")),
+  ...each("nohup time exec", runs("a")),
+  timeout: runs("sk", 1),
+  stdbuf: runs("ioe"),
+  xargs: runs("nILPsdEa"),
+  env: (args, stdin) =>
+    args.some((arg) => arg === "-S" || arg.startsWith("--split-string")) ? OPAQUE() : runs("uC")(args, stdin),
+  command: (args, stdin) => (args.some((arg) => /^-[vV]$/.test(arg)) ? reading() : runs("")(args, stdin)),
+  ...each("bash sh zsh dash ksh", shell),
+  eval: (args) => reading({ nested: [args.join(" ")] }),
+}
+
+/** Shell words that open or close a compound command; the command after them is read. */
+const SHELL_KEYWORDS = new Set(["!", "{", "}", "if", "then", "else", "elif", "fi", "do", "done", "while", "until"])
+
+/** What one simple command does: its program looked up in PROGRAMS after variable assignments and shell keywords. */
+function readSimple(words: string[], stdin: string[]): Reading {
+  let i = 0
+  while (i < words.length && (SHELL_KEYWORDS.has(words[i]) || /^[A-Za-z_][A-Za-z0-9_]*=/.test(words[i]))) i++
+  if (i === words.length) return reading() // only assignments: nothing runs
+  if (/^(for|case|select|in|esac)$/.test(words[i])) return reading() // a loop's or a case's words are data
+  const program = words[i].replace(/^.*\//, "") // /usr/bin/sed is sed
+  const reader = Object.hasOwn(PROGRAMS, program) ? PROGRAMS[program] : undefined
+  return reader ? reader(words.slice(i + 1), stdin) : OPAQUE()
+}
+
+/** A whole command line read: every simple command's reading (nested code included) and the redirect targets. */
+type CommandReading = { readings: Reading[]; redirects: string[]; changing: boolean; opaque: boolean }
+
+function readCommand(command: string, depth = 0): CommandReading {
+  const scan = scanCommand(command, depth)
+  if (scan === null) return { readings: [], redirects: [], changing: true, opaque: true }
+  const result: CommandReading = { readings: [], redirects: [], changing: scan.substituted, opaque: scan.substituted }
+  for (const simple of scan.commands) {
+    result.redirects.push(...simple.redirects)
+    if (simple.redirects.length) result.changing = true
+    if (simple.words.length === 0) continue
+    const one = readSimple(simple.words, simple.heredocs)
+    result.readings.push(one)
+    result.changing ||= one.changing
+    result.opaque ||= one.opaque
+    for (const code of one.nested) {
+      const inner = readCommand(code, depth + 1)
+      result.readings.push(...inner.readings)
+      result.redirects.push(...inner.redirects)
+      result.changing ||= inner.changing
+      result.opaque ||= inner.opaque
+    }
+  }
+  return result
+}
+
+/**
+ * Whether a bash command only looks around (lists, reads, searches, asks git what is there) and so is not a changing
+ * step: nothing in it writes a file (no output redirection other than to /dev/null or a descriptor) and no program
+ * in it changes anything or runs code this reader does not follow. A false count asks the human once too often, a
+ * missed one lets a change through unconfirmed: anything unknown counts.
+ */
+function isReadOnlyCommand(command: string): boolean {
+  const read = readCommand(command)
+  return !read.changing && read.readings.length > 0 // an empty command: the classifier cannot tell, so it counts
+}
+
+// The integrity guard's view of bash -------------------------------------------------------------------------------
 
 /** git subcommands that never write (besides `branch`, `diff`, `log` and `show`, checked with their options). */
 const READ_ONLY_GIT = new Set([
@@ -1603,25 +2336,6 @@ const READ_ONLY_GIT = new Set([
 /** `git branch` options that list or filter; anything else (-d, -D, -m, -c, -u, --set-upstream-to, a name) changes. */
 const GIT_BRANCH_LISTING =
   /^(-a|--all|-r|--remotes|-v+|--verbose|-l|--list|--show-current|--contains|--no-contains|--merged|--no-merged|--points-at|--sort(=.*)?|--format(=.*)?|--color(=.*)?|--no-color|--column(=.*)?|--no-column|-i|--ignore-case|--abbrev(=.*)?|--no-abbrev)$/
-
-function isReadOnlySimple(words: string[]): boolean {
-  let i = 0
-  while (i < words.length && (/^[A-Za-z_][A-Za-z0-9_]*=/.test(words[i]) || PREFIX_PROGRAMS.has(words[i]))) i++
-  if (words[i] === "timeout") i += 2 // timeout DURATION command
-  const program = words[i]
-  const args = words.slice(i + 1)
-  if (program === undefined) return true // only assignments: nothing runs
-  if (program === "env") return args.every((arg) => /^[A-Za-z_][A-Za-z0-9_]*=/.test(arg)) || isReadOnlySimple(args)
-  if (program === "git") return isReadOnlyGit(args)
-  if (program === "find")
-    return !args.some((arg) => /^-(delete|exec|execdir|ok|okdir|fprint|fprint0|fprintf|fls)$/.test(arg))
-  if (program === "sed")
-    return !args.some((arg) => /^(-[a-zA-Z]*i|--in-place)/.test(arg) || /^-[a-zA-Z]*w|^--write/.test(arg))
-  if (program === "sort") return !args.some((arg) => /^(-[a-zA-Z]*o|--output)/.test(arg))
-  if (program === "uniq") return args.filter((arg) => !arg.startsWith("-")).length <= 1 // `uniq in out` writes out
-  if (program === "xargs") return isReadOnlySimple(xargsCommand(args))
-  return READ_ONLY_PROGRAMS.has(program) && !(program === "tree" && args.some((arg) => arg === "-o"))
-}
 
 function isReadOnlyGit(args: string[]): boolean {
   let i = 0
@@ -1663,49 +2377,11 @@ const BRANCH_VALUE_OPTIONS = new Set([
   "--format",
 ])
 
-/** The command xargs runs: its own options (and their values) skipped. */
-function xargsCommand(args: string[]): string[] {
-  let i = 0
-  while (i < args.length && args[i].startsWith("-")) i += /^-[nILPsdEa]$/.test(args[i]) ? 2 : 1
-  return args.slice(i)
-}
-
-const CHANGING_COMMANDS = new Set([
-  "rm",
-  "rmdir",
-  "mv",
-  "cp",
-  "ln",
-  "unlink",
-  "truncate",
-  "shred",
-  "chmod",
-  "chown",
-  "tee",
-  "dd",
-  "rsync",
-  "install",
-  "touch",
-  "sed",
-  "perl",
-])
-
-function splitSegments(command: string): string[][] {
-  return command
-    .split(/&&|\|\||[;|&\n]/)
-    .map((segment) => segment.trim().split(/\s+/).filter(Boolean))
-    .filter((words) => words.length > 0)
-}
-
-/** The command word of a segment, after `sudo`, `env` and variable assignments. */
-function commandWords(words: string[]): string[] {
-  let i = 0
-  while (
-    i < words.length &&
-    (/^[A-Za-z_][A-Za-z0-9_]*=/.test(words[i]) || words[i] === "sudo" || words[i] === "env" || words[i] === "command")
-  )
-    i++
-  return words.slice(i)
+/** `git clean` deletes untracked files under its paths, the current directory when none is given; -n only lists. */
+function gitCleanArgs(rest: string[]): string[] | undefined {
+  if (rest.some((w) => w === "--dry-run" || /^-[a-zA-Z]*n/.test(w))) return undefined
+  const args = rest.filter((w, i) => !w.startsWith("-") && rest[i - 1] !== "-e" && rest[i - 1] !== "--exclude")
+  return args.length ? args : ["."]
 }
 
 /** "/a/b/c" -> ["/a/b/c", "/a/b", "/a"]: a glob that matches a parent directory takes the file with it. */
@@ -1715,28 +2391,54 @@ function ancestorsAndSelf(abs: string): string[] {
   return out
 }
 
-/** Commands that write through a symbolic link to its target (rm and mv act on the link itself). */
-const WRITE_THROUGH_LINKS = new Set(["tee", "truncate", "shred", "chmod", "chown", "cp"])
-
 /** Resolves symbolic links of a path that exists (or of its parent); the identity where nothing is known. */
 type RealPath = (abs: string) => string
 
-/** `git clean` deletes untracked files under its paths, the current directory when none is given; -n only lists. */
-function gitCleanArgs(words: string[]): string[] | undefined {
-  const rest = words.slice(2)
-  if (rest.some((w) => w === "--dry-run" || /^-[a-zA-Z]*n/.test(w))) return undefined
-  const args = rest.filter((w, i) => !w.startsWith("-") && rest[i - 1] !== "-e" && rest[i - 1] !== "--exclude")
-  return args.length ? args : ["."]
+/** The guard's files and directories with every parent directory (a glob or a find root reaching one takes them). */
+const withParentsCache = new WeakMap<GuardFiles, string[]>()
+function guardPathsAndParents(guard: GuardFiles): string[] {
+  let paths = withParentsCache.get(guard)
+  if (!paths) {
+    paths = [...new Set([...guard.exact, ...guard.roots].flatMap(ancestorsAndSelf))]
+    withParentsCache.set(guard, paths)
+  }
+  return paths
+}
+
+const isUnder = (path: string, dir: string) => path === dir || path.startsWith(dir.endsWith("/") ? dir : `${dir}/`)
+
+/** Whether writing `target` (a file, a directory and all under it, a glob, a find root with its tests) reaches a
+ * guard file or directory. */
+function targetHitsGuard(target: Target, paths: Paths, guard: GuardFiles, realpath: RealPath): boolean {
+  const expanded = target.word.replace(/^\$\{?HOME\}?(?=\/|$)/, "~")
+  const abs = resolvePath(paths.directory, expanded, paths.home)
+  if (/[*?]/.test(abs)) {
+    const pattern = globToRegExp(abs, true)
+    return guardPathsAndParents(guard).some((path) => pattern.test(path))
+  }
+  const filter = target.filter
+  if (filter) {
+    // The path as find prints it: the root as written, then the rest.
+    const printed = (path: string) =>
+      path === abs ? target.word : `${target.word.replace(/\/+$/, "")}/${path.slice(abs.length).replace(/^\/+/, "")}`
+    return guardPathsAndParents(guard).some((path) => isUnder(path, abs) && filter(printed(path)))
+  }
+  const hits = (path: string) =>
+    isGuardPath(path, guard) || [...guard.exact, ...guard.roots].some((candidate) => isUnder(candidate, path))
+  return hits(abs) || (target.throughLinks && hits(realpath(abs)))
 }
 
 /**
  * Does a bash command change a guard file? A heuristic against accidents and casual evasion (quoting, `../`,
  * globs, deleting a parent directory, a link with an innocent name), not a sandbox: a determined shell user can
- * always hide a path (a variable, `$(...)`, an encoded name).
- * It blocks when a guard file or directory is named and the command is not read-only, or when a changing command
- * (rm, mv, cp, sed, git clean, redirects, ...) has an argument that resolves or globs onto a guard file or one of
- * its parents. Redirect targets and the arguments of commands that write through links are resolved with
- * `realpath` (links that exist) before the check.
+ * always hide a path (a variable, `$(...)`, an encoded name). It blocks when
+ * - a file the command writes (an operand PROGRAMS calls written, a redirect target) is a guard file or directory,
+ *   a parent of one, or a glob over either, or names one (`.opencode`, the config dir, ...); redirect targets and
+ *   the operands of programs that write through links are resolved with `realpath` first;
+ * - the command changes something and a file it reads names one (`cp .opencode/x.yaml /tmp`, `cd .opencode && rm *`);
+ * - the command runs code the reader does not follow (an unknown program, an interpreter, `$(...)`) and names one
+ *   anywhere.
+ * Scripts and patterns it reads (sed, grep, awk) are never taken for paths.
  */
 function bashTouchesGuard(
   command: string,
@@ -1744,48 +2446,24 @@ function bashTouchesGuard(
   guard: GuardFiles,
   realpath: RealPath = (abs) => abs,
 ): string | undefined {
-  const normalized = command.replace(/\\\n/g, " ").replace(/["'\\]/g, "")
-  const segments = splitSegments(normalized)
-  const readOnly = isReadOnlyCommand(command)
-  if (!readOnly) {
-    for (const mention of guard.mentions) if (mention && normalized.includes(mention)) return mention
+  const named = (text: string) => guard.mentions.find((mention) => mention && text.includes(mention))
+  const read = readCommand(command)
+  if (read.opaque) {
+    const hit = named(command.replace(/\\\n/g, " ").replace(/["'\\]/g, ""))
+    if (hit) return hit
   }
-  const candidates = [...guard.exact, ...guard.roots]
-  let withParents: string[] | undefined // candidates and all their parent directories, built on the first glob
-  const hitsGuard = (abs: string): boolean =>
-    isGuardPath(abs, guard) ||
-    candidates.some((candidate) => candidate === abs || candidate.startsWith(abs.endsWith("/") ? abs : `${abs}/`))
-  for (const segment of segments) {
-    const words = commandWords(segment)
-    const redirectTargets = normalized.includes(">")
-      ? segment.filter((_, i) => i > 0 && /^\d?>>?$/.test(segment[i - 1]))
-      : []
-    const git = words[0] === "git"
-    const changing =
-      words.length > 0 &&
-      (CHANGING_COMMANDS.has(words[0]) ||
-        (git && /^(rm|mv)$/.test(words[1] ?? "")) ||
-        (words[0] === "find" && words.includes("-delete")))
-    const args =
-      git && words[1] === "clean"
-        ? (gitCleanArgs(words) ?? [])
-        : changing
-          ? words.slice(git ? 2 : 1).filter((w) => !w.startsWith("-"))
-          : []
-    const followsLinks = WRITE_THROUGH_LINKS.has(words[0] ?? "")
-    for (const [word, throughLink] of [
-      ...args.map((w) => [w, followsLinks] as const),
-      ...redirectTargets.map((w) => [w, true] as const),
-    ]) {
-      const expanded = word.replace(/^\$\{?HOME\}?(?=\/|$)/, "~")
-      const abs = resolvePath(paths.directory, expanded, paths.home)
-      if (/[*?]/.test(abs)) {
-        const pattern = globToRegExp(abs, true)
-        withParents ??= [...new Set(candidates.flatMap(ancestorsAndSelf))]
-        if (withParents.some((path) => pattern.test(path))) return word
-      } else if (hitsGuard(abs) || (throughLink && hitsGuard(realpath(abs)))) {
-        return word
-      }
+  const targets = [
+    ...read.readings.flatMap((one) => one.writes),
+    ...read.redirects.map((word) => ({ word, throughLinks: true })),
+  ]
+  for (const target of targets) {
+    const hit = named(target.word) ?? (targetHitsGuard(target, paths, guard, realpath) ? target.word : undefined)
+    if (hit) return hit
+  }
+  if (read.changing) {
+    for (const word of read.readings.flatMap((one) => one.reads)) {
+      const hit = named(word)
+      if (hit) return hit
     }
   }
   return undefined

@@ -8,8 +8,9 @@
 //   --host-runs=N                                    opencode runs per side for the whole-host figure (default 5)
 //   --fuzz[=N]                                       then run the fuzz tests with BENCH_FUZZ=N calls (default 1e6);
 //                                                    `--only=fuzz` runs only those
-//   --traces DIR (or --traces=DIR)                   replay the real trajectories in DIR (bench/traces.ts); alone,
-//                                                    it runs only that group (add --only=... for more)
+//   --traces DIR (or --traces=DIR)                   replay the real trajectories in DIR through loop-guard
+//                                                    (bench/traces.ts) and semantic-anchors (bench/traces-anchors.ts);
+//                                                    alone, it runs only that group (add --only=... for more)
 //   --texts DIR (or --texts=DIR)                     stream the real texts and loops in DIR through the stream rule
 //                                                    (bench/texts.ts); alone, it runs only that group
 import { spawnSync } from "node:child_process"
@@ -157,6 +158,8 @@ if (groups.includes("host")) {
 if (groups.includes("traces")) {
   const { replayTraces } = await import("./traces.ts")
   results.traces = await replayTraces(path.resolve(tracesDir!))
+  const { replayAnchorTraces } = await import("./traces-anchors.ts")
+  results.tracesAnchors = await replayAnchorTraces(path.resolve(tracesDir!))
 }
 
 if (groups.includes("texts")) {

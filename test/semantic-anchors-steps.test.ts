@@ -71,6 +71,8 @@ const READ_ONLY: string[] = [
   "head -c 100 < input.txt",
   "sort -u names.txt",
   "timeout 5 tail -n 20 log.txt",
+  "bash -c 'ls'",
+  "awk '{print $1}' f",
 ]
 const CHANGING: string[] = [
   "git branch -D x",
@@ -113,14 +115,12 @@ const CHANGING: string[] = [
   "make",
   "python3 -c 'print(1)'",
   "node script.js",
-  "bash -c 'ls'",
   "ls $(cat list)",
   "cat `which x`",
   'echo "$(rm -rf x)"',
   "ls && rm x",
   "ls; touch y",
   "cat a | xargs rm",
-  "awk '{print $1}' f",
   "chmod +x run.sh",
   "ln -s a b",
   "curl -o x http://example.invalid/x",

@@ -1,0 +1,202 @@
+// Real-trajectory replay through semantic-anchors (README: `npm run bench -- --traces DIR`), with the default config:
+// no YAML file anywhere (HOME, XDG_CONFIG_HOME and the project are fresh empty directories), the agent `build`, so
+// the role software-developer and its preset: guard-integrity, step-confirmation, source-anchor, intent-anchor.
+// Every trajectory of DIR (bench/traces.ts reads it) runs through `server()` and the hooks as opencode drives them:
+//
+//   start of a turn  -> chat.message, a user message (it confirms: the step counters start again at 0)
+//   each call        -> tool.execute.before (a throw is a block; its `Contract "<id>"` lines name the contracts)
+//   a call that ran  -> tool.execute.after with the recorded result, or, when `err`, the host's error event
+//   a blocked call   -> the host's error event (the call did not run: what it was counted for is given back)
+//
+// A replay counts a blocked call and still feeds the calls the agent really made next, so every block after the
+// first of a turn is counterfactual: a turn with a block is a turn the agent would have had to stop and ask in.
+// Prints per system: trajectories, turns, calls, blocks by contract, turns stopped (any block; step-confirmation's
+// own), then every guard-integrity block with its command or path (the target is none: the real trajectories never
+// touch the guard's files).
+import { mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
+import path from "node:path"
+import plugin from "../semantic-anchors.ts"
+import { loadTraces } from "./traces.ts"
+
+type Call = { tool: string; args: unknown; obs?: string; err?: boolean }
+type Trajectory = { id: string; system: string; turns: Call[][] }
+
+export type AnchorFigures = {
+  system: string
+  trajectories: number
+  turns: number
+  calls: number
+  blockedCalls: number
+  byContract: Record<string, number>
+  turnsStopped: number
+  turnsStoppedBy: Record<string, number>
+}
+
+export type GuardBlock = { system: string; id: string; call: number; tool: string; what: string }
+
+const USER_TEXT = "go on" // short: no intent-anchor tip; any user message confirms by default
+const quiet = { app: { log: async () => true }, tui: { showToast: async () => true } }
+
+/** A fresh plugin instance with no config file anywhere: the plugin reads HOME and XDG_CONFIG_HOME at server(). */
+async function freshPlugin(): Promise<any> {
+  const root = mkdtempSync(path.join(tmpdir(), "anchors-replay-"))
+  const saved = {
+    HOME: process.env.HOME,
+    XDG: process.env.XDG_CONFIG_HOME,
+    CFG: process.env.OPENCODE_SEMANTIC_ANCHORS_CONFIG,
+  }
+  process.env.HOME = path.join(root, "home")
+  process.env.XDG_CONFIG_HOME = path.join(root, "xdg")
+  delete process.env.OPENCODE_SEMANTIC_ANCHORS_CONFIG
+  try {
+    const project = path.join(root, "project")
+    return await plugin.server({ client: quiet, directory: project, worktree: project } as any)
+  } finally {
+    for (const [key, value] of [
+      ["HOME", saved.HOME],
+      ["XDG_CONFIG_HOME", saved.XDG],
+      ["OPENCODE_SEMANTIC_ANCHORS_CONFIG", saved.CFG],
+    ] as const) {
+      if (value === undefined) delete process.env[key]
+      else process.env[key] = value
+    }
+  }
+}
+
+/** What a blocked call aimed at, for the list: bash's command, an edit tool's path. */
+function callText(call: Call): string {
+  const args = (call.args ?? {}) as Record<string, unknown>
+  const text = typeof args.command === "string" ? args.command : String(args.filePath ?? JSON.stringify(args))
+  return text.length > 300 ? `${text.slice(0, 300)}...` : text
+}
+
+/** Replays one system's trajectories in a fresh plugin instance. */
+export async function replayAnchors(
+  system: string,
+  trajectories: Trajectory[],
+): Promise<{ figures: AnchorFigures; guardBlocks: GuardBlock[] }> {
+  const hooks = await freshPlugin()
+  const figures = emptyAnchorFigures(system, trajectories.length)
+  const guardBlocks: GuardBlock[] = []
+  for (const trajectory of trajectories) {
+    const sessionID = `ses_${system}/${trajectory.id}`
+    let n = 0
+    for (const turn of trajectory.turns) {
+      figures.turns++
+      const parts = [{ id: "prt_u", sessionID, messageID: "msg_u", type: "text", text: USER_TEXT }]
+      await hooks["chat.message"]({ sessionID }, { message: { agent: "build" }, parts })
+      const stoppedBy = new Set<string>()
+      for (const call of turn) {
+        n++
+        figures.calls++
+        const callID = `${sessionID}#${n}`
+        let blocked: string | undefined
+        try {
+          await hooks["tool.execute.before"]({ tool: call.tool, sessionID, callID }, { args: call.args })
+        } catch (error) {
+          blocked = error instanceof Error ? error.message : String(error)
+        }
+        if (blocked !== undefined) {
+          figures.blockedCalls++
+          for (const [, id] of blocked.matchAll(/^Contract "([a-z0-9-]+)":/gm)) {
+            figures.byContract[id] = (figures.byContract[id] ?? 0) + 1
+            stoppedBy.add(id)
+            if (id === "guard-integrity")
+              guardBlocks.push({ system, id: trajectory.id, call: n, tool: call.tool, what: callText(call) })
+          }
+        }
+        if (blocked !== undefined || call.err)
+          await partError(hooks, sessionID, callID, call, blocked ?? call.obs ?? "")
+        else
+          await hooks["tool.execute.after"](
+            { tool: call.tool, sessionID, callID, args: call.args },
+            { title: "", output: call.obs ?? "", metadata: {} },
+          )
+      }
+      if (stoppedBy.size) figures.turnsStopped++
+      for (const id of stoppedBy) figures.turnsStoppedBy[id] = (figures.turnsStoppedBy[id] ?? 0) + 1
+    }
+    await hooks.event({ event: { type: "session.deleted", properties: { sessionID, info: { id: sessionID } } } })
+  }
+  return { figures, guardBlocks }
+}
+
+/** The event opencode publishes when a tool part ends in error (a failed call, or a call a plugin blocked). */
+async function partError(hooks: any, sessionID: string, callID: string, call: Call, error: string) {
+  const part = { type: "tool", tool: call.tool, callID, sessionID, state: { status: "error", input: call.args, error } }
+  await hooks.event({ event: { type: "message.part.updated", properties: { sessionID, part } } })
+}
+
+/** Runs the replay over DIR and prints the figures and every guard-integrity block. */
+export async function replayAnchorTraces(
+  dir: string,
+): Promise<{ figures: AnchorFigures[]; guardBlocks: GuardBlock[] }> {
+  const all: AnchorFigures[] = []
+  const guardBlocks: GuardBlock[] = []
+  for (const { file, trajectories } of loadTraces(dir)) {
+    const r = await replayAnchors(file, trajectories)
+    all.push(r.figures)
+    guardBlocks.push(...r.guardBlocks)
+  }
+  const total = emptyAnchorFigures("all", 0)
+  for (const f of all) {
+    for (const key of ["trajectories", "turns", "calls", "blockedCalls", "turnsStopped"] as const) total[key] += f[key]
+    for (const [id, c] of Object.entries(f.byContract)) total.byContract[id] = (total.byContract[id] ?? 0) + c
+    for (const [id, c] of Object.entries(f.turnsStoppedBy))
+      total.turnsStoppedBy[id] = (total.turnsStoppedBy[id] ?? 0) + c
+  }
+  const contracts = [
+    ...new Set(["guard-integrity", "step-confirmation", ...[...all, total].flatMap((f) => Object.keys(f.byContract))]),
+  ]
+  const pct = (part: number, whole: number) => (whole ? `${((100 * part) / whole).toFixed(1)}%` : "-")
+  const header = [
+    "system",
+    "trajectories",
+    "turns",
+    "calls",
+    "blocked calls",
+    ...contracts.map((id) => `blocks ${id}`),
+    "turns stopped",
+    "by step-confirmation",
+  ]
+  const rows = [...all, total].map((f) => [
+    f.system,
+    String(f.trajectories),
+    String(f.turns),
+    String(f.calls),
+    String(f.blockedCalls),
+    ...contracts.map((id) => String(f.byContract[id] ?? 0)),
+    `${f.turnsStopped} (${pct(f.turnsStopped, f.turns)})`,
+    `${f.turnsStoppedBy["step-confirmation"] ?? 0} (${pct(f.turnsStoppedBy["step-confirmation"] ?? 0, f.turns)})`,
+  ])
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)))
+  const line = (cells: string[]) => cells.map((c, i) => (i ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join(" | ")
+  console.log(`\nsemantic-anchors, default config (agent build: software-developer), replay of ${dir}\n`)
+  console.log(line(header))
+  console.log(widths.map((w) => "-".repeat(w)).join("-|-"))
+  for (const r of rows) console.log(line(r))
+  console.log(
+    `\na user message opens each turn (it confirms); a turn stopped = a turn with a blocked call, where the agent would` +
+      ` have had to ask the user.\nBlocks after the first of a turn are counterfactual (the replay feeds the calls the` +
+      ` agent really made next).`,
+  )
+  const trajectories = new Set(guardBlocks.map((b) => `${b.system}/${b.id}`)).size
+  console.log(`\nguard-integrity blocks: ${guardBlocks.length} in ${trajectories} trajectories (target: 0)`)
+  for (const b of guardBlocks)
+    console.log(`  ${b.system} ${b.id} call ${b.call} ${b.tool}: ${b.what.replace(/\n/g, "\\n")}`)
+  return { figures: [...all, total], guardBlocks }
+}
+
+function emptyAnchorFigures(system: string, trajectories: number): AnchorFigures {
+  return {
+    system,
+    trajectories,
+    turns: 0,
+    calls: 0,
+    blockedCalls: 0,
+    byContract: {},
+    turnsStopped: 0,
+    turnsStoppedBy: {},
+  }
+}
