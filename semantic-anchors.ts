@@ -1689,7 +1689,14 @@ function harmlessTarget(target: string): boolean {
  * not follow.
  */
 type Target = { word: string; throughLinks: boolean; filter?: (findPath: string) => boolean }
-type Reading = { writes: Target[]; reads: string[]; nested: string[]; changing: boolean; opaque: boolean }
+type Reading = {
+  writes: Target[]
+  reads: string[]
+  nested: string[]
+  changing: boolean
+  opaque: boolean
+  lists?: Target[] // what it prints as paths, when that is narrower than its reads (find: what its tests select)
+}
 type ProgramReader = (args: string[], stdin: string[]) => Reading
 
 function reading(part: Partial<Reading> = {}): Reading {
@@ -2104,8 +2111,8 @@ const readFind: ProgramReader = (args) => {
   }
   const expression = k < args.length ? or() : ANY_PATH
   while (k < args.length) or() // a stray `)`: read the rest too, for its actions
-  if (reachesMatches)
-    for (const root of roots) result.writes.push({ word: root, throughLinks: false, filter: expression })
+  result.lists = roots.map((root) => ({ word: root, throughLinks: false, filter: expression }))
+  if (reachesMatches) result.writes.push(...result.lists)
   if (result.writes.length) result.changing = true
   return result
 }
@@ -2276,7 +2283,7 @@ function readSimple(words: string[], stdin: string[]): Reading {
   while (i < words.length && (SHELL_KEYWORDS.has(words[i]) || /^[A-Za-z_][A-Za-z0-9_]*=/.test(words[i]))) i++
   if (i === words.length) return reading() // only assignments: nothing runs
   if (/^(for|case|select|in|esac)$/.test(words[i])) return reading() // a loop's or a case's words are data
-  const program = words[i].replace(/^.*\//, "") // /usr/bin/sed is sed
+  const program = words[i].replace(/^\/(?:usr\/(?:local\/)?)?s?bin\//, "") // /usr/bin/sed is sed; ./bin/test is not test
   const reader = Object.hasOwn(PROGRAMS, program) ? PROGRAMS[program] : undefined
   return reader ? reader(words.slice(i + 1), stdin) : OPAQUE()
 }
@@ -2428,6 +2435,32 @@ function targetHitsGuard(target: Target, paths: Paths, guard: GuardFiles, realpa
   return hits(abs) || (target.throughLinks && hits(realpath(abs)))
 }
 
+/** The command lines of the `$(...)` and backquote substitutions in a word. */
+function substitutionsIn(word: string): string[] {
+  const inner: string[] = []
+  for (let i = 0; i < word.length; i++) {
+    if (word[i] === "$" && word[i + 1] === "(" && word[i + 2] !== "(") {
+      const end = closingParen(word, i + 2)
+      if (end === -1) break
+      inner.push(word.slice(i + 2, end))
+      i = end
+    } else if (word[i] === "`") {
+      const end = word.indexOf("`", i + 1)
+      if (end === -1) break
+      inner.push(word.slice(i + 1, end))
+      i = end
+    }
+  }
+  return inner
+}
+
+/** The paths a command line may print: what find selects, the files other programs read. */
+function listedPaths(command: string): Target[] {
+  return readCommand(command).readings.flatMap(
+    (one) => one.lists ?? one.reads.map((word) => ({ word, throughLinks: false })),
+  )
+}
+
 /**
  * Does a bash command change a guard file? A heuristic against accidents and casual evasion (quoting, `../`,
  * globs, deleting a parent directory, a link with an innocent name), not a sandbox: a determined shell user can
@@ -2456,6 +2489,9 @@ function bashTouchesGuard(
     ...read.readings.flatMap((one) => one.writes),
     ...read.redirects.map((word) => ({ word, throughLinks: true })),
   ]
+  // A written word made by `$(...)` (`sed -i ... $(grep -rl x .)`): the paths its command reads or lists are written.
+  for (const target of targets.filter((one) => /\$\(|`/.test(one.word)))
+    targets.push(...substitutionsIn(target.word).flatMap(listedPaths))
   for (const target of targets) {
     const hit = named(target.word) ?? (targetHitsGuard(target, paths, guard, realpath) ? target.word : undefined)
     if (hit) return hit
