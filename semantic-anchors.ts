@@ -22,8 +22,9 @@
  * The bounds that keep memory flat (root sessions kept, text caps, overrides by default) are the constants below.
  *
  * Layout, top-down: (1) pure core, no I/O: names, paths, globs, regexes, the contract model, built-ins and presets,
- * the validator; (2) rule engine: what an edit touches, the integrity guard, session state (RootSessions: one
- * eviction rule, least recently used), the bypass refusals, verdicts and the texts; (3) adapter, last: the plugin
+ * the validator; (2) rule engine: what an edit touches, the bash reader (PROGRAMS: what each program does with its
+ * arguments) and the integrity guard, session state (RootSessions: one eviction rule, least recently used), the
+ * bypass refusals, verdicts and the texts; (3) adapter, last: the plugin
  * instance (Anchors: config, sessions, client), `/anchor` and the two tools with their one bypass path, each hook a
  * named function (onConfig, onEvent, onChatMessage, onCommand, onToolBefore, onToolAfter), then server().
  */
@@ -2122,25 +2123,30 @@ const readFind: ProgramReader = (args) => {
 /** git: the read-only subcommands read their operands; `rm`, `mv` and `clean` write theirs; any other changes. */
 const readGit: ProgramReader = (args) => {
   if (isReadOnlyGit(args)) return reading({ reads: args.filter((arg) => !arg.startsWith("-")) })
+  // Global options: -C DIR and --git-dir=/--work-tree= name directories (read: a guard name there counts).
   let k = 0
   while (k < args.length && args[k].startsWith("-")) k += args[k] === "-C" || args[k] === "-c" ? 2 : 1
+  const global = args.slice(0, k).map((arg) => arg.replace(/^--(git-dir|work-tree)=/, ""))
   const sub = args[k]
   const rest = args.slice(k + 1)
   if (sub === "clean") {
     const cleaned = gitCleanArgs(rest)
-    return reading({ writes: (cleaned ?? []).map((word) => ({ word, throughLinks: false })), changing: !!cleaned })
+    const writes = (cleaned ?? []).map((word) => ({ word, throughLinks: false }))
+    return reading({ writes, reads: global, changing: !!cleaned })
   }
   // A commit or tag message (-m TEXT, -am TEXT, --message=TEXT) is text; the other operands are paths or names.
   const operands: string[] = []
   for (let j = 0; j < rest.length; j++) {
-    if (rest[j] === "--") operands.push(...rest.slice(j + 1))
-    if (rest[j] === "--") break
+    if (rest[j] === "--") {
+      operands.push(...rest.slice(j + 1))
+      break
+    }
     if (/^-[a-zA-Z]*m$/.test(rest[j]) || rest[j] === "--message") j++
     else if (!rest[j].startsWith("-")) operands.push(rest[j])
   }
   if (sub === "rm" || sub === "mv")
-    return reading({ writes: operands.map((word) => ({ word, throughLinks: false })), changing: true })
-  return reading({ reads: operands, changing: true })
+    return reading({ writes: operands.map((word) => ({ word, throughLinks: false })), reads: global, changing: true })
+  return reading({ reads: [...global, ...operands], changing: true })
 }
 
 /** An awk program that writes or runs something: `system(...)`, `print > file`, `print | cmd`, `cmd | getline`. */

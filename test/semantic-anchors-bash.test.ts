@@ -128,6 +128,8 @@ const GROUPS: [string, Row[]][] = [
       ["git clean -n", "allows", "reads"],
       [`git commit -m "fix the .opencode loader"`, "allows", "changes"],
       [`git checkout -- ${CONFIG}`, "blocks", "changes"],
+      ["git -C src checkout -- .", "allows", "changes"],
+      ["git -C .opencode checkout -- .", "blocks", "changes"],
       [`cp ${CONFIG} /tmp/backup.yaml`, "blocks", "changes"],
       [`cp /tmp/evil.yaml ${CONFIG}`, "blocks", "changes"],
       [`dd if=/dev/zero of=${CONFIG}`, "blocks", "changes"],
