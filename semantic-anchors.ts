@@ -1493,6 +1493,7 @@ type SimpleCommand = { words: string[]; redirects: string[]; heredocs: string[] 
 type Scan = { commands: SimpleCommand[]; substituted: boolean }
 
 const MAX_NESTING = 4 // `bash -c` in `$(...)` in `eval` ...: deeper than this is opaque
+const MAX_PREFIXES = 16 // `sudo env nice ...` before the program: more than this is opaque
 
 /** Where the `)` closing a `$(` or `<(` opened just before `start` is, quotes and nesting respected; -1 if none. */
 function closingParen(text: string, start: number): number {
@@ -1698,7 +1699,7 @@ type Reading = {
   opaque: boolean
   lists?: Target[] // what it prints as paths, when that is narrower than its reads (find: what its tests select)
 }
-type ProgramReader = (args: string[], stdin: string[]) => Reading
+type ProgramReader = (args: string[], stdin: string[], depth: number) => Reading
 
 function reading(part: Partial<Reading> = {}): Reading {
   return { writes: [], reads: [], nested: [], changing: false, opaque: false, ...part }
@@ -1831,9 +1832,9 @@ function searches(spec: OptionSpec): ProgramReader {
 
 /** `sudo`, `nice`, `timeout 5`, `xargs -n1`: the words after their options are a command of their own. */
 function runs(valueLetters: string, skipOperands = 0): ProgramReader {
-  return (args, stdin) => {
+  return (args, stdin, depth) => {
     const rest = afterOptions(args, valueLetters).slice(skipOperands)
-    return rest.length ? readSimple(rest, stdin) : reading()
+    return rest.length ? readSimple(rest, stdin, depth + 1) : reading()
   }
 }
 
@@ -2048,7 +2049,7 @@ const ANY_PATH: FindTest = () => true
  * every other test, every action and a negated test are taken as true for any path, so the judgement can only
  * err towards "reached". `-fprint FILE` writes FILE; the command of `-exec` is read like any other.
  */
-const readFind: ProgramReader = (args) => {
+const readFind: ProgramReader = (args, _stdin, depth) => {
   let k = 0
   while (k < args.length && /^-([HLP]|O\d*|D)$/.test(args[k])) k += args[k] === "-D" ? 2 : 1
   const roots: string[] = []
@@ -2063,7 +2064,7 @@ const readFind: ProgramReader = (args) => {
     else if (FIND_EXEC.has(arg)) {
       let end = k
       while (end < args.length && args[end] !== ";" && args[end] !== "+") end++
-      const inner = readSimple(args.slice(k, end), [])
+      const inner = readSimple(args.slice(k, end), [], depth + 1)
       k = end + 1
       for (const target of inner.writes) {
         if (target.word.includes("{}")) reachesMatches = true
@@ -2273,9 +2274,9 @@ const PROGRAMS: Record<string, ProgramReader> = {
   timeout: runs("sk", 1),
   stdbuf: runs("ioe"),
   xargs: runs("nILPsdEa"),
-  env: (args, stdin) =>
-    args.some((arg) => arg === "-S" || arg.startsWith("--split-string")) ? OPAQUE() : runs("uC")(args, stdin),
-  command: (args, stdin) => (args.some((arg) => /^-[vV]$/.test(arg)) ? reading() : runs("")(args, stdin)),
+  env: (args, stdin, depth) =>
+    args.some((arg) => arg === "-S" || arg.startsWith("--split-string")) ? OPAQUE() : runs("uC")(args, stdin, depth),
+  command: (args, stdin, depth) => (args.some((arg) => /^-[vV]$/.test(arg)) ? reading() : runs("")(args, stdin, depth)),
   ...each("bash sh zsh dash ksh", shell),
   eval: (args) => reading({ nested: [args.join(" ")] }),
 }
@@ -2283,21 +2284,34 @@ const PROGRAMS: Record<string, ProgramReader> = {
 /** Shell words that open or close a compound command; the command after them is read. */
 const SHELL_KEYWORDS = new Set(["!", "{", "}", "if", "then", "else", "elif", "fi", "do", "done", "while", "until"])
 
-/** What one simple command does: its program looked up in PROGRAMS after variable assignments and shell keywords. */
-function readSimple(words: string[], stdin: string[]): Reading {
+/**
+ * What one simple command does: its program looked up in PROGRAMS after variable assignments and shell keywords.
+ * `depth` counts the commands it runs through (`sudo nice timeout 5 ...`): past MAX_PREFIXES it is opaque.
+ */
+function readSimple(words: string[], stdin: string[], depth = 0): Reading {
+  if (depth > MAX_PREFIXES) return OPAQUE()
   let i = 0
   while (i < words.length && (SHELL_KEYWORDS.has(words[i]) || /^[A-Za-z_][A-Za-z0-9_]*=/.test(words[i]))) i++
   if (i === words.length) return reading() // only assignments: nothing runs
   if (/^(for|case|select|in|esac)$/.test(words[i])) return reading() // a loop's or a case's words are data
   const program = words[i].replace(/^\/(?:usr\/(?:local\/)?)?s?bin\//, "") // /usr/bin/sed is sed; ./bin/test is not test
   const reader = Object.hasOwn(PROGRAMS, program) ? PROGRAMS[program] : undefined
-  return reader ? reader(words.slice(i + 1), stdin) : OPAQUE()
+  return reader ? reader(words.slice(i + 1), stdin, depth) : OPAQUE()
 }
 
 /** A whole command line read: every simple command's reading (nested code included) and the redirect targets. */
 type CommandReading = { readings: Reading[]; redirects: string[]; changing: boolean; opaque: boolean }
 
-function readCommand(command: string, depth = 0): CommandReading {
+// One entry: guard-integrity and the changing-step check (per state contract, and again when the call is counted)
+// read the same command of one call.
+let lastReading: { command: string; reading: CommandReading } | undefined
+
+function readCommand(command: string): CommandReading {
+  if (lastReading?.command !== command) lastReading = { command, reading: readCommandAt(command, 0) }
+  return lastReading.reading
+}
+
+function readCommandAt(command: string, depth: number): CommandReading {
   const scan = scanCommand(command, depth)
   if (scan === null) return { readings: [], redirects: [], changing: true, opaque: true }
   const result: CommandReading = { readings: [], redirects: [], changing: scan.substituted, opaque: scan.substituted }
@@ -2310,7 +2324,7 @@ function readCommand(command: string, depth = 0): CommandReading {
     result.changing ||= one.changing
     result.opaque ||= one.opaque
     for (const code of one.nested) {
-      const inner = readCommand(code, depth + 1)
+      const inner = readCommandAt(code, depth + 1)
       result.readings.push(...inner.readings)
       result.redirects.push(...inner.redirects)
       result.changing ||= inner.changing
@@ -2462,7 +2476,7 @@ function substitutionsIn(word: string): string[] {
 
 /** The paths a command line may print: what find selects, the files other programs read. */
 function listedPaths(command: string): Target[] {
-  return readCommand(command).readings.flatMap(
+  return readCommandAt(command, 1).readings.flatMap(
     (one) => one.lists ?? one.reads.map((word) => ({ word, throughLinks: false })),
   )
 }

@@ -171,6 +171,17 @@ for (const [group, rows] of GROUPS) {
   })
 }
 
+test("a command too deep to follow is opaque: a guard name in it still blocks, and nothing fails open", async () => {
+  const h = await start()
+  const deep = [
+    `${"sudo ".repeat(20_000)}rm -rf .opencode`,
+    `${"$(".repeat(2_000)}rm -rf .opencode${")".repeat(2_000)}`,
+    `${"bash -c '".repeat(1)}eval "eval \\"eval rm -rf .opencode\\""'`,
+  ]
+  for (const command of deep) expect(await verdicts(h, command)).toEqual({ guard: "blocks", step: "changes" })
+  expect(h.logs.filter((line) => /fail|error/i.test(line.message))).toEqual([])
+})
+
 test("the table holds real commands and hostile twins in every group", () => {
   for (const [, rows] of GROUPS) {
     expect(rows.some(([, guard]) => guard === "allows")).toBe(true)
