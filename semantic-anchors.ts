@@ -1834,7 +1834,11 @@ function searches(spec: OptionSpec): ProgramReader {
 function runs(valueLetters: string, skipOperands = 0): ProgramReader {
   return (args, stdin, depth) => {
     const rest = afterOptions(args, valueLetters).slice(skipOperands)
-    return rest.length ? readSimple(rest, stdin, depth + 1) : reading()
+    if (rest.length === 0) return reading()
+    // Their own words (`env -C DIR`) are read: a guard name there counts when the command changes something.
+    const own = args.slice(0, args.length - rest.length)
+    const inner = readSimple(rest, stdin, depth + 1)
+    return { ...inner, reads: [...own, ...inner.reads] }
   }
 }
 
@@ -2290,13 +2294,21 @@ const SHELL_KEYWORDS = new Set(["!", "{", "}", "if", "then", "else", "elif", "fi
  */
 function readSimple(words: string[], stdin: string[], depth = 0): Reading {
   if (depth > MAX_PREFIXES) return OPAQUE()
+  // A variable's value (`d=.opencode; rm -rf $d`) and a loop's words (`for f in .opencode/*`) may be paths the
+  // command goes on to use: they are read, so a guard name there counts when the command changes something.
+  const values: string[] = []
   let i = 0
-  while (i < words.length && (SHELL_KEYWORDS.has(words[i]) || /^[A-Za-z_][A-Za-z0-9_]*=/.test(words[i]))) i++
-  if (i === words.length) return reading() // only assignments: nothing runs
-  if (/^(for|case|select|in|esac)$/.test(words[i])) return reading() // a loop's or a case's words are data
+  for (; i < words.length; i++) {
+    const assignment = /^[A-Za-z_][A-Za-z0-9_]*=/.exec(words[i])
+    if (assignment) values.push(words[i].slice(assignment[0].length))
+    else if (!SHELL_KEYWORDS.has(words[i])) break
+  }
+  if (i === words.length || /^(for|case|select|in|esac)$/.test(words[i]))
+    return reading({ reads: [...values, ...words.slice(i)] })
   const program = words[i].replace(/^\/(?:usr\/(?:local\/)?)?s?bin\//, "") // /usr/bin/sed is sed; ./bin/test is not test
   const reader = Object.hasOwn(PROGRAMS, program) ? PROGRAMS[program] : undefined
-  return reader ? reader(words.slice(i + 1), stdin, depth) : OPAQUE()
+  const one = reader ? reader(words.slice(i + 1), stdin, depth) : OPAQUE()
+  return values.length ? { ...one, reads: [...values, ...one.reads] } : one
 }
 
 /** A whole command line read: every simple command's reading (nested code included) and the redirect targets. */

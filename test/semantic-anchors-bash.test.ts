@@ -118,6 +118,20 @@ const GROUPS: [string, Row[]][] = [
     ],
   ],
   [
+    "variables, loops and prefixes: their words are read, the command they run is read like any other",
+    [
+      ["for f in src/*.py; do sed -i 's/a/b/' \"$f\"; done", "allows", "changes"],
+      ['for f in .opencode/*; do rm "$f"; done', "blocks", "changes"],
+      ["d=build; rm -rf $d", "allows", "changes"],
+      ["d=.opencode; rm -rf $d", "blocks", "changes"],
+      ["for i in 1 2 3; do echo $i; done", "allows", "reads"],
+      ["timeout 5 tail -n 20 log.txt", "allows", "reads"],
+      [`sudo -u root sed -i 's/block/warn/' ${CONFIG}`, "blocks", "changes"],
+      ["env -C .opencode rm opencode.json", "blocks", "changes"],
+      ["xargs -I{} cp {} .opencode/opencode.json < list.txt", "blocks", "changes"],
+    ],
+  ],
+  [
     "rm, cp, git and the rest: written operands by path, read ones by name",
     [
       ["rm -rf ./build/*", "allows", "changes"],
