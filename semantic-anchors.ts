@@ -1789,7 +1789,7 @@ const modeThenFiles: ProgramReader = (args) => {
   return reading({ writes: files.map((word) => ({ word, throughLinks: true })), changing: true })
 }
 
-/** `cp`, `install`, `ln`, `rsync`: SOURCE... DEST, or -t DIR SOURCE...; the sources are read, DEST written. */
+/** `cp`, `install`, `rsync`: SOURCE... DEST, or -t DIR SOURCE...: the sources are read, DEST written; `mv`: all. */
 function copies(spec: OptionSpec, throughLinks: boolean, sourcesMove = false): ProgramReader {
   return (args) => {
     const parsed = getopt(args, spec)
@@ -1803,6 +1803,15 @@ function copies(spec: OptionSpec, throughLinks: boolean, sourcesMove = false): P
     else [written, read] = [operands.slice(-1), operands.slice(0, -1)]
     if (sourcesMove) [written, read] = [[...written, ...read], []] // mv: the sources go away
     return reading({ writes: written.map((word) => ({ word, throughLinks })), reads: read, changing: true })
+  }
+}
+
+/** `sort -o OUT`, `uniq IN OUT`, `tree -o OUT`: they read their inputs and write only the output file named. */
+function writesOutput(spec: OptionSpec, split: (parsed: Getopt) => [written: string[], read: string[]]): ProgramReader {
+  return (args) => {
+    const [written, read] = split(getopt(args, spec))
+    const writes = written.map((word) => ({ word, throughLinks: true }))
+    return reading({ writes, reads: read, changing: written.length > 0 })
   }
 }
 
@@ -1909,7 +1918,10 @@ function sedScriptEffects(
   const delimited = (delimiter: string): boolean => {
     for (; i < script.length; i++) {
       if (script[i] === "\\") i++
-      else if (script[i] === delimiter) return ++i > 0
+      else if (script[i] === delimiter) {
+        i++
+        return true
+      }
     }
     return false
   }
@@ -1940,8 +1952,12 @@ function sedScriptEffects(
       else if (!address()) return null
     }
     blanks()
-    while (script[i] === "!") (i++, blanks())
+    while (script[i] === "!") {
+      i++
+      blanks()
+    }
     const command = script[i++]
+    if (command === undefined) return null // an address without a command
     if (command === "{") continue
     if (command === "s" || command === "y") {
       const delimiter = script[i++]
@@ -1974,7 +1990,7 @@ function sedScriptEffects(
     } else if ("qQlL".includes(command)) {
       blanks()
       while (/[0-9]/.test(script[i] ?? "")) i++
-    } else if (!"pPdDnNgGhHx=zF".includes(command ?? "")) return null
+    } else if (!"pPdDnNgGhHx=zF".includes(command)) return null
   }
   effects.writes = effects.writes.filter((file) => !harmlessTarget(file))
   return effects
@@ -2224,33 +2240,12 @@ const PROGRAMS: Record<string, ProgramReader> = {
   ...each("sha1sum sha256sum md5sum cksum od hexdump xxd strings bat tac rev fold paste cd pushd popd ps", readsFiles),
   ...each("grep egrep fgrep", searches({ values: "efmABCdD", long: ["regexp", "file", "max-count", "context"] })),
   ...each("rg ag ack", searches({ values: "efgtTmABCjMEr", long: ["regexp", "file", "glob", "type", "replace"] })),
-  sort: (args) => {
-    const parsed = getopt(args, { values: "kotST", long: ["output", "key", "field-separator"] })
-    const output = values(parsed, "o", "output")
-    return reading({
-      writes: output.map((word) => ({ word, throughLinks: true })),
-      reads: parsed.operands,
-      changing: output.length > 0,
-    })
-  },
-  uniq: (args) => {
-    const { operands } = getopt(args, { values: "fsw" })
-    const output = operands.slice(1, 2)
-    return reading({
-      writes: output.map((word) => ({ word, throughLinks: true })),
-      reads: operands.slice(0, 1),
-      changing: output.length > 0,
-    })
-  },
-  tree: (args) => {
-    const parsed = getopt(args, { values: "LPIoH" })
-    const output = values(parsed, "o")
-    return reading({
-      writes: output.map((word) => ({ word, throughLinks: true })),
-      reads: parsed.operands,
-      changing: output.length > 0,
-    })
-  },
+  sort: writesOutput({ values: "kotST", long: ["output", "key", "field-separator"] }, (p) => [
+    values(p, "o", "output"),
+    p.operands,
+  ]),
+  uniq: writesOutput({ values: "fsw" }, (p) => [p.operands.slice(1, 2), p.operands.slice(0, 1)]),
+  tree: writesOutput({ values: "LPIoH" }, (p) => [values(p, "o"), p.operands]),
   // scripts and patterns: text; only the file operands are read or written
   sed: readSed,
   ...each("awk gawk mawk nawk", readAwk),
@@ -2272,8 +2267,8 @@ const PROGRAMS: Record<string, ProgramReader> = {
   ln: links,
   dd: readDd,
   // run another command: read that one
-  ...each("sudo", runs("ugCDhprtTU")),
-  ...each("nice", runs("n")),
+  sudo: runs("ugCDhprtTU"),
+  nice: runs("n"),
   ...each("nohup time exec", runs("a")),
   timeout: runs("sk", 1),
   stdbuf: runs("ioe"),
