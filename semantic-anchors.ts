@@ -2018,6 +2018,7 @@ const FIND_WRITES_FILE = new Set(["-fprint", "-fprint0", "-fls", "-fprintf"])
 
 /** A shell pattern as find's -name and -path read it (fnmatch: `*` and `?` also match `/` and a leading dot). */
 function fnmatchRegExp(pattern: string, ignoreCase: boolean): RegExp {
+  if (pattern.includes("[:") || pattern.includes("[=") || pattern.includes("[.")) return /[\s\S]*/ // POSIX classes
   let source = ""
   for (let i = 0; i < pattern.length; i++) {
     const ch = pattern[i]
@@ -2046,7 +2047,8 @@ function findNameTest(test: string, pattern: string): ((path: string) => boolean
     return (path) => re.test(path.replace(/\/+$/, "").replace(/^.*\//, "") || path)
   }
   if (test.endsWith("regex")) {
-    if (/\\[(|{]/.test(pattern)) return undefined // emacs groups and alternatives: not read, so it may match
+    // Emacs groups, alternatives, intervals and POSIX classes are not read: such a regex may match anything.
+    if (/\\[(|{]|\[[:=.]/.test(pattern)) return undefined
     try {
       const re = new RegExp(`^(?:${pattern})$`, ignoreCase ? "i" : "")
       return (path) => re.test(path)

@@ -64,6 +64,8 @@ const GROUPS: [string, Row[]][] = [
       ["find . -regex '.*\\.pyc' -delete", "allows", "changes"],
       ["find . -iregex '.*\\.YAML' -delete", "blocks", "changes"],
       ["find .opencode -type f -exec rm {} +", "blocks", "changes"],
+      ["find . -regex '.*[[:alpha:]]\\.yaml' -delete", "blocks", "changes"],
+      ["find . -name '*[[:alpha:]].yaml' -delete", "blocks", "changes"],
       ["find . -delete", "blocks", "changes"],
       ["find . -name '*.py' -exec grep -l TODO {} \\;", "allows", "reads"],
       ["find . -name '*.py' -exec sed -i 's/a/b/' {} +", "allows", "changes"],
