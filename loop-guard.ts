@@ -370,7 +370,7 @@ export function newCall(record: CallRecord, callID: string, wait = 0): Call {
 // ---------------------------------------------------------------------------------------------------------------
 
 /** A sleep shorter than this is no wait: a loop that slips in `sleep 1` is still a loop. */
-export const WAIT_MIN_SECONDS = 5
+const WAIT_MIN_SECONDS = 5
 
 /** Seconds a call waits on purpose: a bash command that sleeps WAIT_MIN_SECONDS or more first; otherwise 0. */
 function waitSeconds(tool: string, args: unknown): number {
@@ -394,10 +394,16 @@ function waitSeconds(tool: string, args: unknown): number {
  * Nothing of the command is kept: only the number.
  */
 export function sleepSeconds(command: string): number {
+  if (!MAY_SLEEP_FIRST.test(command)) return 0 // most commands: no reading at all
   let total = 0
   let started = false // a sleep was read: from now on only further sleeps add
-  for (const part of command.split(/&&|\|\||;|\n/)) {
-    const words = commandWords(part)
+  for (let start = 0; start <= command.length;) {
+    SEPARATOR.lastIndex = start
+    const separator = SEPARATOR.exec(command)
+    const end = separator ? separator.index : command.length
+    const words = commandWords(command.slice(start, end))
+    start = end + (separator ? separator[0].length : 1)
+    if (words === null) return total
     if (words.length === 0) continue
     if (!started && words[0] === "cd" && words.length <= 2 && words.every(isPlainWord)) continue
     if (words[0] !== "sleep" || words.length < 2) return total
@@ -412,9 +418,14 @@ export function sleepSeconds(command: string): number {
   }
   return total
 }
+const MAY_SLEEP_FIRST = /^[\s;]*(?:sleep|cd)\b/
+const SEPARATOR = /&&|\|\||;|\n/g
+/** A `sleep` or `cd` command is short; a longer one is some other command and ends the reading (and its cost). */
+const MAX_COMMAND_READ = 256
 
-/** The words of one command, split at blanks, a `#` word and what follows it (a comment) left out. */
-function commandWords(command: string): string[] {
+/** The words of one command, split at blanks, a `#` word and what follows it (a comment) left out; null: too long. */
+function commandWords(command: string): string[] | null {
+  if (command.length > MAX_COMMAND_READ) return null
   const words = command.split(/[ \t\r]+/).filter((word) => word !== "")
   const comment = words.findIndex((word) => word.startsWith("#"))
   return comment === -1 ? words : words.slice(0, comment)
@@ -531,7 +542,7 @@ function resultsRepeat(history: readonly Call[], calls: number, k: number): bool
  * A waiting cycle being timed: the signatures of one turn of it, and what its waits have slept so far. A lap is
  * one wait of the cycle (in a sleep + poll cycle, one sleep and its poll).
  */
-export type Waiting = { members: string[]; slept: number; laps: number }
+type Waiting = { members: string[]; slept: number; laps: number }
 
 /** A waiting cycle past its budget or its lap cap: the wait that would go past it is blocked. */
 type WaitOver = {

@@ -644,10 +644,17 @@ describe("a wait is not a loop: reading the sleep of a bash command", () => {
     ["cd a b && sleep 60", 0],
     ["(sleep 60; ls)", 0],
     ["sleeping 60", 0],
+    ["; sleep 7", 7],
     ["", 0],
   ]
-  test.each(table)("%j -> %d s", (command, seconds) => {
+  test.each(table)("%s -> %d s", (command, seconds) => {
     expect(sleepSeconds(command)).toBe(seconds)
+  })
+
+  test("a long command is read only as far as its first command", () => {
+    expect(sleepSeconds(`sleep 10 && ${"x".repeat(1_000_000)}`)).toBe(10)
+    expect(sleepSeconds(`${"x".repeat(1_000_000)} && sleep 10`)).toBe(0)
+    expect(sleepSeconds(`sleep 10 ${"1".repeat(1_000)}`)).toBe(0) // no sleep command is that long
   })
 
   test("durations read as the human reads them", () => {
