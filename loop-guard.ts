@@ -19,6 +19,15 @@
  * Failure streaks: when one tool other than bash failed on the last 3 calls of the session with the same error,
  * whatever its arguments (an edit retried with ever different oldStrings, each "not found"), its next call is
  * blocked until a call of any tool succeeds. bash is left out: a failing command is its normal way to report.
+ * When those errors are opencode's permission refusals (a deny rule of the user or of the agent, or the human's
+ * "no"), the message says the user's rules forbid the call: ask the user, do not try it another way.
+ *
+ * A wait is not a loop: a cycle one of whose calls waits on purpose (a bash command that sleeps 5 s or more before
+ * anything else: `sleep 60`, `sleep 30 && gh run view 1`; see sleepSeconds) is timed instead of blocked. Its calls
+ * run while the time its waits slept, in a row, stays within a budget (30 minutes) and their number within a lap
+ * cap (60); then the wait that would go past it is blocked, and the agent is told to report to the user what it is
+ * waiting for. Only the sleep a command asks for counts, never the time the model takes to answer. The count starts
+ * over when a call outside the cycle runs, at a new turn and at a compaction.
  *
  * A bounded stop: at the 5th block in one turn (between two idle states of the session) the session's run is
  * aborted through opencode's SDK, so a model that ignores every message cannot keep paying for requests. Each block
@@ -40,12 +49,15 @@
  *                                          default 3; 0 switches the failure streak off
  *   OPENCODE_LOOP_GUARD_MAX_BLOCKS=n       blocks in one turn after which the run is stopped, 1..1000, default 5;
  *                                          0 = never stop
+ *   OPENCODE_LOOP_GUARD_WAIT_BUDGET=t      the time a waiting cycle may sleep: seconds, or with s, m or h (15s, 30m,
+ *                                          1h), 1s..24h, default 30m; 0 = waits get no budget (a cycle is a loop)
+ *   OPENCODE_LOOP_GUARD_WAIT_LAPS=n        the waits a waiting cycle may take, 1..10000, default 60
  *   OPENCODE_LOOP_GUARD_EXEMPT=globs       comma-separated tool-name globs (* and ?), e.g. todowrite,mcp_*_poll;
  *                                          a cycle is let through only when every call in it is an exempt tool, a
  *                                          failure streak when its tool is exempt
  *
- * Layout: pure core (signature, cycle check, failure streak, messages, settings), then session state, then the
- * opencode adapter.
+ * Layout: pure core (signature, results, waits, cycle check, wait rule, failure streak, messages, settings), then
+ * session state, then the opencode adapter.
  */
 import type { Hooks, Plugin, PluginInput } from "@opencode-ai/plugin"
 
