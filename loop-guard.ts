@@ -804,53 +804,41 @@ function waitText(wait: WaitOver): string {
  * never an argument value. Its wording is stable (the TUI tests look for it).
  */
 function blockToast(finding: Finding, blocks: number, retries = 0): string {
-  const told =
-    blocks >= ESCALATE_AT
-      ? "stop and report"
-      : finding.reason === "backstop"
-        ? "wait or change course"
-        : "change course"
-  if (finding.reason === "wait") return `loop-guard: blocked ${waitText(finding)}; ${WAIT_TOLD}`
-  if (finding.reason === "failures" && finding.refused)
-    return `loop-guard: blocked ${refusedText(finding)}; ${REFUSED_TOLD}`
-  if (finding.reason === "failures") {
-    return `loop-guard: blocked ${finding.tool} after ${finding.failures} failures in a row; the agent was told to re-read and ${blocks >= ESCALATE_AT ? told : "change approach"}`
-  }
-  return `loop-guard: blocked ${shapeText(finding, retries)}; the agent was told to ${told}`
+  return `loop-guard: blocked ${caughtText(finding, retries)}; the agent was told to ${toldText(finding, blocks)}`
 }
 
-const WAIT_TOLD = "the agent was told to stop and report what it is waiting for"
-const REFUSED_TOLD = "the agent was told to stop and ask the user"
+/**
+ * What was caught, in the toasts' words: "a 4th identical read", "a cycle read -> bash repeated 3 times", "edit
+ * after 3 failures in a row", "edit after 3 calls the user's permission rules refused", "a wait past its budget
+ * (30m slept in 30 laps of bash -> bash)".
+ */
+function caughtText(finding: Finding, retries = 0): string {
+  if (finding.reason === "wait") return waitText(finding)
+  if (finding.reason === "failures") {
+    const how = finding.refused ? "calls the user's permission rules refused" : "failures in a row"
+    return `${finding.tool} after ${finding.failures} ${how}`
+  }
+  return shapeText(finding, retries)
+}
 
-/** "edit after 3 calls the user's permission rules refused" */
-function refusedText(streak: Streak): string {
-  return `${streak.tool} after ${streak.failures} calls the user's permission rules refused`
+/** What the agent was told, in the toasts' words: the advice of the finding, or to stop from ESCALATE_AT on. */
+function toldText(finding: Finding, blocks: number): string {
+  if (finding.reason === "wait") return "stop and report what it is waiting for"
+  if (finding.reason === "failures" && finding.refused) return "stop and ask the user"
+  const escalated = blocks >= ESCALATE_AT
+  if (finding.reason === "failures") return `re-read and ${escalated ? "stop and report" : "change approach"}`
+  if (escalated) return "stop and report"
+  return finding.reason === "backstop" ? "wait or change course" : "change course"
 }
 
 /** The toast for a call warn mode let run. */
 function warnToast(finding: Finding): string {
-  const what =
-    finding.reason === "wait"
-      ? waitText(finding)
-      : finding.reason === "failures"
-        ? finding.refused
-          ? refusedText(finding)
-          : `${finding.tool} after ${finding.failures} failures in a row`
-        : shapeText(finding)
-  return `loop-guard: warned about ${what}; it ran (warn mode) and the agent was told`
+  return `loop-guard: warned about ${caughtText(finding)}; it ran (warn mode) and the agent was told`
 }
 
 /** The toast for the bounded stop. */
 function stopToast(finding: Finding, blocks: number, retries = 0): string {
-  const last =
-    finding.reason === "wait"
-      ? waitText(finding)
-      : finding.reason === "failures"
-        ? finding.refused
-          ? refusedText(finding)
-          : `${finding.tool} after ${finding.failures} failures`
-        : shapeText(finding, retries)
-  return `loop-guard: stopped the agent after ${blocks} blocks in one turn (the last: ${last})`
+  return `loop-guard: stopped the agent after ${blocks} blocks in one turn (the last: ${caughtText(finding, retries)})`
 }
 
 /** The log's words and fields for a finding (no argument values). */
