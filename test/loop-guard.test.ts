@@ -742,7 +742,7 @@ describe("a wait is not a loop: a cycle with a wait runs until its budget", () =
     expect(await trace(steps)).toBe(expected)
   })
 
-  test("4 identical polls, then sleep 60 + poll for 20 laps: one block in the whole sequence (the 4th poll)", async () => {
+  test("4 identical polls, then sleep 60 + poll for 20 laps: one block in the whole sequence (the 4th poll); the 31st minute is blocked", async () => {
     const { call, succeed, toasts, logs, aborts } = await start()
     const poll = ["bash", { command: "gh run view 123 --json status", description: "Check the run" }] as const
     const wait = ["bash", { command: "sleep 60", description: "Wait for CI" }] as const
@@ -758,6 +758,10 @@ describe("a wait is not a loop: a cycle with a wait runs until its budget", () =
     expect(toasts.length).toBe(1)
     expect(logs.filter((l) => l.message.includes("blocked")).length).toBe(1)
     expect(aborts).toEqual([])
+    // 10 more minutes run; the 31st is blocked, its poll still runs
+    for (let lap = 0; lap < 11; lap++) (await run(wait, ""), await run(poll, "in_progress"))
+    expect(outcome).toBe("...X" + ".".repeat(60) + "X.")
+    expect(toasts.at(-1)?.message).toStartWith("loop-guard: blocked a wait past its budget (30m slept in 30 laps")
   })
 
   test("the blocked wait tells the agent to stop and report what it waits for; the human gets a toast; no argument", async () => {
