@@ -23,11 +23,12 @@
  * "no"), the message says the user's rules forbid the call: ask the user, do not try it another way.
  *
  * A wait is not a loop: a cycle one of whose calls waits on purpose (a bash command that sleeps 5 s or more before
- * anything else: `sleep 60`, `sleep 30 && gh run view 1`; see sleepSeconds) is timed instead of blocked. Its calls
- * run while the time its waits slept, in a row, stays within a budget (30 minutes) and their number within a lap
- * cap (60); then the wait that would go past it is blocked, and the agent is told to report to the user what it is
- * waiting for. Only the sleep a command asks for counts, never the time the model takes to answer. The count starts
- * over when a call outside the cycle runs, at a new turn and at a compaction.
+ * anything else: `sleep 60`, `sleep 30 && gh run view 1`; see sleepSeconds) is timed instead of blocked, from the
+ * cycle rule's window on, whatever its results (a poll's output often changes while it waits). Its calls run while
+ * the time its waits slept, in a row, stays within a budget (30 minutes) and their number within a lap cap (60);
+ * then the wait that would go past it is blocked, and the agent is told to report to the user what it is waiting
+ * for. Only the sleep a command asks for counts, never the time the model takes to answer. The count starts over
+ * when a call outside the cycle runs, at a new turn and at a compaction.
  *
  * A bounded stop: at the 5th block in one turn (between two idle states of the session) the session's run is
  * aborted through opencode's SDK, so a model that ignores every message cannot keep paying for requests. Each block
@@ -576,6 +577,27 @@ function lastTurn(history: readonly Call[], current: Call, k: number): Call[] {
   const turn = history.slice(history.length - (k - 1))
   turn.push(current)
   return turn
+}
+
+/**
+ * The length k of the smallest cycle (k = 1..4) the current call completes by its calls alone, whatever their
+ * results, one of whose calls is a wait; 0 when there is none. The window is the cycle rule's, max(r*k, r+1).
+ */
+function findWaitingCycle(
+  history: readonly Call[],
+  current: Call,
+  repetitions: number,
+  isExempt: (tool: string) => boolean,
+): number {
+  if (current.wait <= 0 && !history.slice(-(MAX_CYCLE - 1)).some((call) => call.wait > 0)) return 0 // most calls
+  for (let k = 1; k <= MAX_CYCLE; k++) {
+    const calls = windowSize(k, repetitions)
+    if (history.length + 1 < calls) break
+    if (!isPeriodic(history, current, calls, k) || hasSmallerPeriod(history, current, calls, k)) continue
+    const turn = lastTurn(history, current, k)
+    if (isWaiting(turn) && !turn.every((call) => isExempt(call.tool))) return k
+  }
+  return 0
 }
 
 /** Whether a cycle waits on purpose: one of the calls of its turn is a wait. */
@@ -1199,15 +1221,18 @@ const server: Plugin = async (input, _options) => {
 
   /**
    * A cycle one of whose calls waits is timed instead of blocked: it runs until its time slept or its laps pass
-   * the settings (then the wait is blocked); a cycle without a wait is returned as it is. With no wait budget (0)
-   * every cycle is a loop.
+   * the settings (then the wait is blocked); a cycle without a wait is returned as it is. A waiting cycle is timed
+   * from the window of the cycle rule on, whatever its results (a poll's output often changes while it waits).
+   * With no wait budget (0) every cycle is a loop.
    */
   function cycleOrWait(state: SessionState, call: Call, cycle: Cycle | null): Finding | null {
-    if (!cycle || settings.waitBudget === 0) return cycle
-    const turn = lastTurn(state.history, call, cycle.k)
+    if (settings.waitBudget === 0) return cycle
+    const k = cycle?.k ?? findWaitingCycle(state.history, call, settings.repetitions, isExempt)
+    if (k === 0) return cycle
+    const turn = lastTurn(state.history, call, k)
     if (!isWaiting(turn)) return cycle
     state.waiting = timedWaiting(state.waiting, state.history, turn)
-    return checkWait(state.waiting, turn, call, cycle.k, settings.waitBudget, settings.waitLaps)
+    return checkWait(state.waiting, turn, call, k, settings.waitBudget, settings.waitLaps)
   }
 
   /** A block: counted, logged, shown to the human; at the turn's limit the run is stopped. Not recorded. */

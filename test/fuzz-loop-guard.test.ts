@@ -12,7 +12,8 @@
 //      results changed, when the last max(3r*k, 3r+1) calls repeat it; or when the last 3 recorded calls were of
 //      the current call's tool (not bash) and failed with one error. "Same call" = same tool and deep-equal
 //      arguments (bash's description left out), object key order ignored, types strict. A cycle one of whose
-//      calls is a wait (bash sleeping 5 s or more first) is not blocked but timed: its waits run while the time
+//      calls is a wait (bash sleeping 5 s or more first; recognized by its calls alone, whatever the results) is
+//      not blocked but timed: its waits run while the time
 //      they slept and their count stay within the budget and the lap cap, counted over the calls of that cycle
 //      that ran in a row (reaching back at most the history's length when the cycle is first seen); a call
 //      outside it, idle and compaction start the count over;
@@ -304,7 +305,8 @@ class ReferenceRule {
   call(sessionID: string, tool: string, key: string, wait = 0): "." | "X" {
     const history = this.histories.get(sessionID) ?? []
     this.histories.set(sessionID, history)
-    const k = this.cycle(history, key)
+    let k = this.cycle(history, key)
+    if (k === 0 && this.waits.budget > 0) k = this.waitingCycle(history, key, wait)
     if (k > 0 && !this.waitRuns(sessionID, history, key, wait, k)) return "X"
     if (this.streak(history, tool)) return "X"
     history.push({ key, tool, result: "none", wait })
@@ -335,6 +337,19 @@ class ReferenceRule {
     const history = this.histories.get(sessionID)!
     history[history.length - 1].result = result
   }
+  /** The smallest k whose window (the cycle rule's) repeats by its calls alone, whatever the results, with a wait. */
+  private waitingCycle(history: RefCall[], key: string, wait: number): number {
+    const periodic = (window: string[], k: number) => window.every((item, i) => i < k || item === window[i - k])
+    for (let k = 1; k <= 4; k++) {
+      const n = Math.max(this.r * k, this.r + 1)
+      if (history.length + 1 < n) break
+      const keys = [...history.slice(history.length - (n - 1)).map((c) => c.key), key]
+      if (!periodic(keys, k) || [1, 2, 3].some((d) => d < k && k % d === 0 && periodic(keys, d))) continue
+      if (wait > 0 || history.slice(history.length - (k - 1)).some((c) => c.wait > 0)) return k
+    }
+    return 0
+  }
+
   /** The cycle length k the current call completes (its smallest period), or 0. */
   private cycle(history: RefCall[], key: string): number {
     const periodic = (window: string[], k: number) => window.every((item, i) => i < k || item === window[i - k])

@@ -119,6 +119,7 @@ const CALLS: Record<string, [string, unknown]> = {
   Z: ["bash", { command: "sleep 60", description: "Wait a minute" }],
   V: ["bash", { command: "sleep 5", description: "Wait" }],
   Y: ["bash", { command: "sleep 30 && gh run view 123 --json status" }],
+  U: ["bash", { command: "sleep 10m", description: "Wait ten minutes" }],
   K: ["bash", { command: "npm test", description: "Run the tests again" }],
   L: ["bash", { command: "npm  test", description: "run tests" }],
   M: ["task", { description: "look around", prompt: "find the config", subagent_type: "general" }],
@@ -692,6 +693,12 @@ describe("a wait is not a loop: a cycle with a wait runs until its budget", () =
       "Z R=1 Z R=2 Z R=3 Z R=4 Z R=5 Z R=6 Z R=7 Z R=8 Z R=9 Z R=a Z",
       { OPENCODE_LOOP_GUARD_WAIT_BUDGET: "10m" },
       ".".repeat(20) + "X",
+    ],
+    [
+      "10-minute waits, the poll's result changing: timed from the 3rd lap whatever the results, the 4th blocked",
+      "U R=1 U R=2 U R=3 U R=4",
+      {},
+      "......X.",
     ],
     ["budget 3m: the 4th minute is blocked", laps("Z R=p", 4), { OPENCODE_LOOP_GUARD_WAIT_BUDGET: "3m" }, "......X."],
     [
