@@ -19,6 +19,16 @@
  * Failure streaks: when one tool other than bash failed on the last 3 calls of the session with the same error,
  * whatever its arguments (an edit retried with ever different oldStrings, each "not found"), its next call is
  * blocked until a call of any tool succeeds. bash is left out: a failing command is its normal way to report.
+ * When those errors are opencode's permission refusals (a deny rule of the user or of the agent, or the human's
+ * "no"), the message says the user's rules forbid the call: ask the user, do not try it another way.
+ *
+ * A wait is not a loop: a cycle one of whose calls waits on purpose (a bash command that sleeps 5 s or more before
+ * anything else: `sleep 60`, `sleep 30 && gh run view 1`; see sleepSeconds) is timed instead of blocked, from the
+ * cycle rule's window on, whatever its results (a poll's output often changes while it waits). Its calls run while
+ * the time its waits slept, in a row, stays within a budget (30 minutes) and their number within a lap cap (60);
+ * then the wait that would go past it is blocked, and the agent is told to report to the user what it is waiting
+ * for. Only the sleep a command asks for counts, never the time the model takes to answer. The count starts over
+ * when a call outside the cycle runs, at a new turn and at a compaction.
  *
  * A bounded stop: at the 5th block in one turn (between two idle states of the session) the session's run is
  * aborted through opencode's SDK, so a model that ignores every message cannot keep paying for requests. Each block
@@ -48,6 +58,9 @@
  *                                          default 3; 0 switches the failure streak off
  *   OPENCODE_LOOP_GUARD_MAX_BLOCKS=n       blocks in one turn after which the run is stopped, 1..1000, default 5;
  *                                          0 = never stop
+ *   OPENCODE_LOOP_GUARD_WAIT_BUDGET=t      the time a waiting cycle may sleep: seconds, or with s, m or h (15s, 30m,
+ *                                          1h), 1s..24h, default 30m; 0 = waits get no budget (a cycle is a loop)
+ *   OPENCODE_LOOP_GUARD_WAIT_LAPS=n        the waits a waiting cycle may take, 1..10000, default 60
  *   OPENCODE_LOOP_GUARD_STREAM=block|warn|off
  *                                          loops in the streamed text and reasoning: block (abort the run), warn
  *                                          (toast and log only) or off; unset, it follows OPENCODE_LOOP_GUARD
@@ -55,8 +68,8 @@
  *                                          a cycle is let through only when every call in it is an exempt tool, a
  *                                          failure streak when its tool is exempt
  *
- * Layout: pure core (signature, cycle check, failure streak, messages, the stream watcher, settings), then session
- * state (sessions, streamed parts), then the opencode adapter.
+ * Layout: pure core (signature, results, waits, cycle check, wait rule, failure streak, messages, the stream
+ * watcher, settings), then session state (sessions, streamed parts), then the opencode adapter.
  */
 import type { Hooks, Plugin, PluginInput } from "@opencode-ai/plugin"
 
@@ -344,18 +357,115 @@ function exactDigest(value: unknown): string {
   return isWellFormed(value) ? "s" + digest(value) : "j" + digest(JSON.stringify(value))
 }
 
+/**
+ * opencode's own permission refusals, as its tool parts' error texts word them (opencode 1.18.33:
+ * PermissionDeniedError, a rule of the user's config or of the agent, e.g. the plan agent's edit rules;
+ * PermissionRejectedError and PermissionCorrectedError, the human answered no). Only the fact that a failure was a
+ * refusal is kept, never the text.
+ */
+const PERMISSION_REFUSAL =
+  /The user has specified a rule which prevents you from using this specific tool call|The user rejected permission to use this specific tool call/
+
+/** Whether a failed call's error is one of opencode's permission refusals (the call never ran). */
+function isRefusal(error: unknown): boolean {
+  return typeof error === "string" && PERMISSION_REFUSAL.test(error)
+}
+
 /** One call of the session's history: its signature, and its result once the host reports it. */
 type Call = CallRecord & {
   callID: string
   /** resultDigest / errorDigest, or NO_RESULT */
   result: string
   failed: boolean
+  /** failed because opencode's permission rules (or the human) refused it */
+  refused: boolean
+  /** seconds the call waits on purpose before anything else (waitSeconds), 0 when it is no wait */
+  wait: number
   /** warn mode: the note to append to this call's result when it arrives */
   note: string | null
 }
 
-export function newCall(record: CallRecord, callID: string): Call {
-  return { ...record, callID, result: NO_RESULT, failed: false, note: null }
+export function newCall(record: CallRecord, callID: string, wait = 0): Call {
+  return { ...record, callID, result: NO_RESULT, failed: false, refused: false, wait, note: null }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Pure core: waits
+// ---------------------------------------------------------------------------------------------------------------
+
+/** A sleep shorter than this is no wait: a loop that slips in `sleep 1` is still a loop. */
+const WAIT_MIN_SECONDS = 5
+
+/** Seconds a call waits on purpose: a bash command that sleeps WAIT_MIN_SECONDS or more first; otherwise 0. */
+function waitSeconds(tool: string, args: unknown): number {
+  if (tool !== "bash" || typeof args !== "object" || args === null) return 0
+  const command = (args as { command?: unknown }).command
+  if (typeof command !== "string") return 0
+  const seconds = sleepSeconds(command)
+  return seconds >= WAIT_MIN_SECONDS ? seconds : 0
+}
+
+/**
+ * The seconds a shell command line sleeps before it does anything else; 0 when it does not start by sleeping.
+ * It reads the line as the shell would run it, one command after the other:
+ * - the line is cut into commands at `&&`, `||`, `;` and line breaks; empty commands are skipped;
+ * - leading `cd DIR` commands are passed over: changing directory takes no time;
+ * - then every `sleep` command in a row adds its operands, each a plain number with an optional unit as GNU sleep
+ *   reads it (`60`, `1.5`, `.5`, `30s`, `1m`, `2h`, `1d`; several operands add up);
+ * - the reading ends at the first other command (`echo sleep 60` is no wait, `sleep 60 && echo x` is one), and
+ *   at a sleep it cannot read: an option, a variable, a quoted or computed operand, `infinity`, or a `&`, `|` or
+ *   redirection in that command (`sleep 60 &` runs in the background: no wait). A `#` word starts a comment.
+ * Nothing of the command is kept: only the number.
+ */
+export function sleepSeconds(command: string): number {
+  if (!MAY_SLEEP_FIRST.test(command)) return 0 // most commands: no reading at all
+  let total = 0
+  let started = false // a sleep was read: from now on only further sleeps add
+  for (let start = 0; start <= command.length;) {
+    SEPARATOR.lastIndex = start
+    const separator = SEPARATOR.exec(command)
+    const end = separator ? separator.index : command.length
+    const words = commandWords(command.slice(start, end))
+    start = end + (separator ? separator[0].length : 1)
+    if (words === null) return total
+    if (words.length === 0) continue
+    if (!started && words[0] === "cd" && words.length <= 2 && words.every(isPlainWord)) continue
+    if (words[0] !== "sleep" || words.length < 2) return total
+    let seconds = 0
+    for (const operand of words.slice(1)) {
+      const value = sleepOperand(operand)
+      if (value === null) return total
+      seconds += value
+    }
+    total += seconds
+    started = true
+  }
+  return total
+}
+const MAY_SLEEP_FIRST = /^[\s;]*(?:sleep|cd)\b/
+const SEPARATOR = /&&|\|\||;|\n/g
+/** A `sleep` or `cd` command is short; a longer one is some other command and ends the reading (and its cost). */
+const MAX_COMMAND_READ = 256
+
+/** The words of one command, split at blanks, a `#` word and what follows it (a comment) left out; null: too long. */
+function commandWords(command: string): string[] | null {
+  if (command.length > MAX_COMMAND_READ) return null
+  const words = command.split(/[ \t\r]+/).filter((word) => word !== "")
+  const comment = words.findIndex((word) => word.startsWith("#"))
+  return comment === -1 ? words : words.slice(0, comment)
+}
+
+/** A word the shell takes as it is: no quote, variable, glob, subshell, pipe, background or redirection. */
+function isPlainWord(word: string): boolean {
+  return /^[\w./~+,:@%=-]+$/.test(word)
+}
+
+const SLEEP_UNITS: Readonly<Record<string, number>> = { "": 1, s: 1, m: 60, h: 3600, d: 86400 }
+
+/** One operand of GNU sleep in seconds (`1.5m` is 90), or null when it is not a plain number with a unit. */
+function sleepOperand(operand: string): number | null {
+  const match = /^(\d+(?:\.\d*)?|\.\d+)([smhd]?)$/.exec(operand)
+  return match ? Number(match[1]) * SLEEP_UNITS[match[2]] : null
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -449,13 +559,116 @@ function resultsRepeat(history: readonly Call[], calls: number, k: number): bool
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// Pure core: the wait rule
+// ---------------------------------------------------------------------------------------------------------------
+
+/**
+ * A waiting cycle being timed: the signatures of one turn of it, and what its waits have slept so far. A lap is
+ * one wait of the cycle (in a sleep + poll cycle, one sleep and its poll).
+ */
+type Waiting = { members: string[]; slept: number; laps: number }
+
+/** A waiting cycle past its budget or its lap cap: the wait that would go past it is blocked. */
+type WaitOver = {
+  reason: "wait"
+  /** which limit the wait would pass */
+  limit: "budget" | "laps"
+  k: number
+  /** tool names of one turn of the cycle, oldest first, ending with the current call's tool */
+  tools: string[]
+  /** seconds slept and laps so far, without the blocked wait */
+  slept: number
+  laps: number
+  budget: number
+  lapCap: number
+}
+
+/** The calls of one turn of a k-cycle the current call completes: the last k - 1 recorded, then the current one. */
+function lastTurn(history: readonly Call[], current: Call, k: number): Call[] {
+  const turn = history.slice(history.length - (k - 1))
+  turn.push(current)
+  return turn
+}
+
+/**
+ * The length k of the smallest cycle (k = 1..4) the current call completes by its calls alone, whatever their
+ * results, one of whose calls is a wait; 0 when there is none. The window is the cycle rule's, max(r*k, r+1).
+ */
+function findWaitingCycle(
+  history: readonly Call[],
+  current: Call,
+  repetitions: number,
+  isExempt: (tool: string) => boolean,
+): number {
+  if (current.wait <= 0 && !history.slice(-(MAX_CYCLE - 1)).some((call) => call.wait > 0)) return 0 // most calls
+  for (let k = 1; k <= MAX_CYCLE; k++) {
+    const calls = windowSize(k, repetitions)
+    if (history.length + 1 < calls) break
+    if (!isPeriodic(history, current, calls, k) || hasSmallerPeriod(history, current, calls, k)) continue
+    const turn = lastTurn(history, current, k)
+    if (isWaiting(turn) && !turn.every((call) => isExempt(call.tool))) return k
+  }
+  return 0
+}
+
+/** Whether a cycle waits on purpose: one of the calls of its turn is a wait. */
+function isWaiting(turn: readonly Call[]): boolean {
+  return turn.some((call) => call.wait > 0)
+}
+
+/**
+ * The waiting cycle the session times now. The same cycle (the same calls, in any phase) goes on being timed; a
+ * cycle seen for the first time starts from the calls of it that ran just before: the longest run at the end of
+ * the history made of its calls only (its laps before it was recognized count too).
+ */
+function timedWaiting(waiting: Waiting | null, history: readonly Call[], turn: readonly Call[]): Waiting {
+  const members = turn.map((call) => call.signature)
+  if (waiting && sameMembers(waiting.members, members)) return waiting
+  const timed: Waiting = { members, slept: 0, laps: 0 }
+  for (let i = history.length - 1; i >= 0 && members.includes(history[i].signature); i--) addLap(timed, history[i])
+  return timed
+}
+
+function sameMembers(a: readonly string[], b: readonly string[]): boolean {
+  return a.every((signature) => b.includes(signature)) && b.every((signature) => a.includes(signature))
+}
+
+/** Counts a call of the waiting cycle that ran: its sleep, and a lap when it is a wait. */
+function addLap(waiting: Waiting, call: Call): void {
+  if (call.wait <= 0) return
+  waiting.slept += call.wait
+  waiting.laps += 1
+}
+
+/**
+ * The wait rule on a call that completes a waiting cycle: a call that does not wait (the poll) runs; a wait runs
+ * while the time slept, this wait included, stays within `budget` seconds and the laps within `lapCap`; otherwise
+ * it is blocked. The time a model takes to answer is never counted: only what the commands ask to sleep.
+ */
+function checkWait(
+  waiting: Waiting,
+  turn: readonly Call[],
+  current: Call,
+  k: number,
+  budget: number,
+  lapCap: number,
+): WaitOver | null {
+  if (current.wait <= 0) return null
+  const limit = waiting.slept + current.wait > budget ? "budget" : waiting.laps + 1 > lapCap ? "laps" : null
+  if (!limit) return null
+  const tools = turn.map((call) => call.tool)
+  return { reason: "wait", limit, k, tools, slept: waiting.slept, laps: waiting.laps, budget, lapCap }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // Pure core: the failure streak
 // ---------------------------------------------------------------------------------------------------------------
 
 /** Tools a failure streak never blocks: a failing command is how bash reports, and its next command is new work. */
 const STREAK_FREE_TOOLS = new Set(["bash"])
 
-type Streak = { reason: "failures"; tool: string; failures: number }
+/** `refused`: every failure of the streak was opencode's permission refusal (the user's rules forbid the call). */
+type Streak = { reason: "failures"; tool: string; failures: number; refused: boolean }
 
 /**
  * A failure streak the current call would extend: the last `failures` calls of the session were all of the
@@ -471,19 +684,21 @@ function findStreak(
   if (failures === 0 || history.length < failures) return null
   if (STREAK_FREE_TOOLS.has(current.tool) || isExempt(current.tool)) return null
   const last = history[history.length - 1]
+  let refused = true
   for (let i = history.length - failures; i < history.length; i++) {
     const call = history[i]
     if (!call.failed || call.tool !== current.tool || call.result !== last.result) return null
+    refused &&= call.refused
   }
-  return { reason: "failures", tool: current.tool, failures }
+  return { reason: "failures", tool: current.tool, failures, refused }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
 // Pure core: what the model and the human read
 // ---------------------------------------------------------------------------------------------------------------
 
-/** What was found: a cycle (results repeated, or at the backstop) or a failure streak. */
-type Finding = Cycle | Streak
+/** What was found: a cycle (results repeated, or at the backstop), a failure streak, or a wait past its limit. */
+type Finding = Cycle | Streak | WaitOver
 
 /** Blocks from this one on escalate: the agent is told to stop calling tools and report. */
 const ESCALATE_AT = 3
@@ -505,7 +720,7 @@ function blockMessage(finding: Finding, blocks: number, stopped = false): string
       `This is the ${ordinal(blocks)} time loop-guard has blocked you since the user's last message. ` +
         "Stop calling tools now and report to the user: what you tried, what you found, and what blocks you.",
     )
-  } else {
+  } else if (!asksForTheUser(finding)) {
     lines.push(
       "Reassess what you have learned and choose a materially different action: another tool, or different " +
         "arguments that test a new idea. If you cannot make progress, stop and explain to the user what blocks you.",
@@ -514,13 +729,23 @@ function blockMessage(finding: Finding, blocks: number, stopped = false): string
   return lines.join("\n")
 }
 
+/**
+ * Findings only the user can resolve (a wait past its limit, calls the user's permission rules refused): their
+ * explanation already says to stop and report, and the advice to try something different would contradict it.
+ */
+function asksForTheUser(finding: Finding): boolean {
+  return finding.reason === "wait" || (finding.reason === "failures" && finding.refused)
+}
+
 /** The note warn mode appends to the result of a call it let run: the same facts, no block. */
 function warnNote(finding: Finding): string {
   return [
     `loop-guard warning: this ${currentTool(finding)} call ran, but it repeats what you did before ` +
       "(OPENCODE_LOOP_GUARD=warn, so it was not blocked).",
     ...explanation(finding),
-    "Choose a materially different action next, or stop and explain to the user what blocks you.",
+    ...(asksForTheUser(finding)
+      ? []
+      : ["Choose a materially different action next, or stop and explain to the user what blocks you."]),
   ].join("\n")
 }
 
@@ -530,6 +755,16 @@ function currentTool(finding: Finding): string {
 
 /** Why the call was caught, and the advice that goes with the reason. */
 function explanation(finding: Finding): string[] {
+  if (finding.reason === "wait") return waitExplanation(finding)
+  if (finding.reason === "failures" && finding.refused) {
+    return [
+      `Your last ${finding.failures} tool calls were ${finding.tool} calls, and opencode refused each of them: the ` +
+        "user's permission rules forbid them (or the user answered no), so they were not run.",
+      "Do not try to do the same thing another way (another tool, another path, another command): the user " +
+        "decides what is allowed. Stop calling tools now, tell the user what you wanted to do and why, and ask " +
+        "them to allow it or to choose another way.",
+    ]
+  }
   if (finding.reason === "failures") {
     return [
       `Your last ${finding.failures} tool calls were ${finding.tool} calls, and each failed with the same error, ` +
@@ -562,47 +797,99 @@ function explanation(finding: Finding): string[] {
   return lines
 }
 
+function waitExplanation(wait: WaitOver): string[] {
+  const limit =
+    wait.limit === "budget"
+      ? `loop-guard's wait budget of ${duration(wait.budget)} (OPENCODE_LOOP_GUARD_WAIT_BUDGET)`
+      : `loop-guard's cap of ${wait.lapCap} laps (OPENCODE_LOOP_GUARD_WAIT_LAPS)`
+  return [
+    `You have been waiting in a cycle: ${wait.tools.join(" -> ")} (cycle length ${wait.k}), ${wait.laps} ` +
+      `${wait.laps === 1 ? "wait" : "waits"} so far, ${duration(wait.slept)} slept in all. One more wait would go ` +
+      `past ${limit}.`,
+    "Whether to wait longer is for the user to decide. Stop calling tools now and report to the user what you are " +
+      "waiting for, what the last check showed, and how they can check it themselves; do not start waiting again " +
+      "another way.",
+  ]
+}
+
+/** A number of seconds as the human reads it: 15s, 1m30s, 30m, 2h, 1h0m5s (whole seconds). */
+export function duration(seconds: number): string {
+  if (!Number.isFinite(seconds)) return "forever"
+  const whole = Math.round(seconds)
+  const h = Math.floor(whole / 3600)
+  const m = Math.floor((whole % 3600) / 60)
+  const s = whole % 60
+  if (h > 0) return `${h}h` + (m || s ? `${m}m` : "") + (s ? `${s}s` : "")
+  if (m > 0) return `${m}m` + (s ? `${s}s` : "")
+  return `${s}s`
+}
+
+/** The toast's words for a wait past its limit: which limit, the time slept and the laps (no argument value). */
+function waitText(wait: WaitOver): string {
+  const cycle = wait.tools.join(" -> ")
+  return wait.limit === "budget"
+    ? `a wait past its budget (${duration(wait.slept)} slept in ${wait.laps} laps of ${cycle})`
+    : `a wait past its lap cap (${wait.laps} laps of ${cycle}, ${duration(wait.slept)} slept)`
+}
+
 /**
  * The toast the human sees for a block: loop-guard, the tool(s), the cycle's shape and what the agent was told,
  * never an argument value. Its wording is stable (the TUI tests look for it).
  */
 function blockToast(finding: Finding, blocks: number, retries = 0): string {
-  const told =
-    blocks >= ESCALATE_AT
-      ? "stop and report"
-      : finding.reason === "backstop"
-        ? "wait or change course"
-        : "change course"
+  return `loop-guard: blocked ${caughtText(finding, retries)}; the agent was told to ${toldText(finding, blocks)}`
+}
+
+/**
+ * What was caught, in the toasts' words: "a 4th identical read", "a cycle read -> bash repeated 3 times", "edit
+ * after 3 failures in a row", "edit after 3 calls the user's permission rules refused", "a wait past its budget
+ * (30m slept in 30 laps of bash -> bash)".
+ */
+function caughtText(finding: Finding, retries = 0): string {
+  if (finding.reason === "wait") return waitText(finding)
   if (finding.reason === "failures") {
-    return `loop-guard: blocked ${finding.tool} after ${finding.failures} failures in a row; the agent was told to re-read and ${blocks >= ESCALATE_AT ? told : "change approach"}`
+    const how = finding.refused ? "calls the user's permission rules refused" : "failures in a row"
+    return `${finding.tool} after ${finding.failures} ${how}`
   }
-  return `loop-guard: blocked ${shapeText(finding, retries)}; the agent was told to ${told}`
+  return shapeText(finding, retries)
+}
+
+/** What the agent was told, in the toasts' words: the advice of the finding, or to stop from ESCALATE_AT on. */
+function toldText(finding: Finding, blocks: number): string {
+  if (finding.reason === "wait") return "stop and report what it is waiting for"
+  if (finding.reason === "failures" && finding.refused) return "stop and ask the user"
+  const escalated = blocks >= ESCALATE_AT
+  if (finding.reason === "failures") return `re-read and ${escalated ? "stop and report" : "change approach"}`
+  if (escalated) return "stop and report"
+  return finding.reason === "backstop" ? "wait or change course" : "change course"
 }
 
 /** The toast for a call warn mode let run. */
 function warnToast(finding: Finding): string {
-  const what =
-    finding.reason === "failures" ? `${finding.tool} after ${finding.failures} failures in a row` : shapeText(finding)
-  return `loop-guard: warned about ${what}; it ran (warn mode) and the agent was told`
+  return `loop-guard: warned about ${caughtText(finding)}; it ran (warn mode) and the agent was told`
 }
 
 /** The toast for the bounded stop. */
 function stopToast(finding: Finding, blocks: number, retries = 0): string {
-  const last =
-    finding.reason === "failures" ? `${finding.tool} after ${finding.failures} failures` : shapeText(finding, retries)
-  return `loop-guard: stopped the agent after ${blocks} blocks in one turn (the last: ${last})`
+  return `loop-guard: stopped the agent after ${blocks} blocks in one turn (the last: ${caughtText(finding, retries)})`
 }
 
 /** The log's words and fields for a finding (no argument values). */
 function describe(finding: Finding): string {
+  if (finding.reason === "wait")
+    return `a wait past its ${finding.limit === "budget" ? "budget" : "lap cap"}: ${finding.tools.join(" -> ")}`
   if (finding.reason === "failures")
-    return `a failure streak: ${finding.failures} failed ${finding.tool} calls in a row`
+    return `a failure streak: ${finding.failures} ${finding.refused ? "refused" : "failed"} ${finding.tool} calls in a row`
   return `${finding.reason === "backstop" ? "a cycle at the backstop" : "a cycle"}: ${finding.tools.join(" -> ")}`
 }
 
 function facts(finding: Finding): Record<string, unknown> {
+  if (finding.reason === "wait") {
+    const { reason, limit, tools, k, slept, laps, budget, lapCap } = finding
+    return { reason, limit, tools, k, slept, laps, budget, lapCap }
+  }
   if (finding.reason === "failures")
-    return { reason: finding.reason, tools: [finding.tool], failures: finding.failures }
+    return { reason: finding.reason, tools: [finding.tool], failures: finding.failures, refused: finding.refused }
   return { reason: finding.reason, tools: finding.tools, k: finding.k, repetitions: finding.repetitions }
 }
 
@@ -980,11 +1267,23 @@ function readStreamMode(env: Record<string, string | undefined>, main: Mode): { 
 // ---------------------------------------------------------------------------------------------------------------
 
 type Mode = "block" | "warn" | "off"
-type Settings = { mode: Mode; repetitions: number; failures: number; maxBlocks: number; exempt: string[] }
+type Settings = {
+  mode: Mode
+  repetitions: number
+  failures: number
+  maxBlocks: number
+  exempt: string[]
+  /** seconds a waiting cycle may sleep in all; 0: waits get no budget (a cycle with a sleep is a loop) */
+  waitBudget: number
+  /** waits (laps) a waiting cycle may take */
+  waitLaps: number
+}
 function defaultSettings(): Settings {
-  return { mode: "block", repetitions: 3, failures: 3, maxBlocks: 5, exempt: [] }
+  return { mode: "block", repetitions: 3, failures: 3, maxBlocks: 5, exempt: [], waitBudget: 30 * 60, waitLaps: 60 }
 }
 const MAX_REPETITIONS = 50
+/** The longest wait budget a setting may ask for: a day. */
+const MAX_WAIT_BUDGET = 86400
 
 /** Reads the variables; every invalid value is reported (to be logged) and replaced by its default. */
 function readSettings(env: Record<string, string | undefined>): { settings: Settings; problems: string[] } {
@@ -1008,6 +1307,8 @@ function readSettings(env: Record<string, string | undefined>): { settings: Sett
   )
   settings.failures = wholeNumber(env, "OPENCODE_LOOP_GUARD_FAILURES", 2, 50, true, defaults.failures, problems)
   settings.maxBlocks = wholeNumber(env, "OPENCODE_LOOP_GUARD_MAX_BLOCKS", 1, 1000, true, defaults.maxBlocks, problems)
+  settings.waitBudget = waitBudget(env, defaults.waitBudget, problems)
+  settings.waitLaps = wholeNumber(env, "OPENCODE_LOOP_GUARD_WAIT_LAPS", 1, 10000, false, defaults.waitLaps, problems)
 
   for (const glob of (env.OPENCODE_LOOP_GUARD_EXEMPT ?? "").split(",").map((g) => g.trim())) {
     if (!glob) continue
@@ -1036,6 +1337,22 @@ function wholeNumber(
   if ((n >= min && n <= max) || (zeroIsOff && n === 0)) return n
   const range = `a whole number from ${min} to ${max}${zeroIsOff ? " (or 0 = off)" : ""}`
   problems.push(`${name}=${quote(text)} is not ${range}; using ${fallback}`)
+  return fallback
+}
+
+/** OPENCODE_LOOP_GUARD_WAIT_BUDGET: whole seconds, or a whole number with s, m or h (90, 15s, 30m, 1h); 0 = none. */
+function waitBudget(env: Record<string, string | undefined>, fallback: number, problems: string[]): number {
+  const name = "OPENCODE_LOOP_GUARD_WAIT_BUDGET"
+  const text = env[name]?.trim()
+  if (!text) return fallback
+  const match = /^(\d+)([smh]?)$/.exec(text.toLowerCase())
+  const seconds = match ? Number(match[1]) * SLEEP_UNITS[match[2]] : NaN
+  if (seconds >= 1 && seconds <= MAX_WAIT_BUDGET) return seconds
+  if (seconds === 0) return 0
+  problems.push(
+    `${name}=${quote(text)} is not a duration from 1s to 24h (whole seconds, or with s, m or h: 90, 15s, 30m, 1h; ` +
+      `or 0 = waits get no budget); using ${duration(fallback)}`,
+  )
   return fallback
 }
 
@@ -1074,10 +1391,12 @@ type SessionState = {
   recorded: number
   /** the last block, to count the blocked retries of one call for the human's toast ("a 5th identical read") */
   lastBlock: { signature: string; recorded: number; retries: number } | null
+  /** the waiting cycle being timed, until a call outside it runs or the history starts over */
+  waiting: Waiting | null
 }
 
 export function newSessionState(): SessionState {
-  return { history: [], blocks: 0, errorLogged: false, recorded: 0, lastBlock: null }
+  return { history: [], blocks: 0, errorLogged: false, recorded: 0, lastBlock: null, waiting: null }
 }
 
 /** Per-session histories in a Map whose insertion order doubles as the LRU order. */
@@ -1120,11 +1439,16 @@ export class Sessions {
   }
 }
 
-/** Remembers a call that ran, keeping only as many as the rules can look at. */
+/**
+ * Remembers a call that ran, keeping only as many as the rules can look at. A call of the waiting cycle being timed
+ * adds its wait; any other call ends the timing (the next waiting cycle starts over).
+ */
 export function record(state: SessionState, call: Call, capacity: number): void {
   state.recorded += 1
   state.history.push(call)
   if (state.history.length > capacity) state.history.splice(0, state.history.length - capacity)
+  if (state.waiting?.members.includes(call.signature)) addLap(state.waiting, call)
+  else state.waiting = null
 }
 
 /** The recorded call with this callID (the newest first: results arrive soon after their call), or undefined. */
@@ -1365,9 +1689,9 @@ const server: Plugin = async (input, _options) => {
   function judge(sessionID: string, tool: string, callID: string, args: unknown): Verdict {
     const state = sessions.get(sessionID)
     try {
-      const call = newCall(signature(tool, args), callID)
+      const call = newCall(signature(tool, args), callID, waitSeconds(tool, args))
       const finding =
-        findCycle(state.history, call, settings.repetitions, isExempt) ??
+        cycleOrWait(state, call, findCycle(state.history, call, settings.repetitions, isExempt)) ??
         findStreak(state.history, call, settings.failures, isExempt)
       if (!finding) {
         record(state, call, capacity)
@@ -1389,6 +1713,22 @@ const server: Plugin = async (input, _options) => {
       }
       return null
     }
+  }
+
+  /**
+   * A cycle one of whose calls waits is timed instead of blocked: it runs until its time slept or its laps pass
+   * the settings (then the wait is blocked); a cycle without a wait is returned as it is. A waiting cycle is timed
+   * from the window of the cycle rule on, whatever its results (a poll's output often changes while it waits).
+   * With no wait budget (0) every cycle is a loop.
+   */
+  function cycleOrWait(state: SessionState, call: Call, cycle: Cycle | null): Finding | null {
+    if (settings.waitBudget === 0) return cycle
+    const k = cycle?.k ?? findWaitingCycle(state.history, call, settings.repetitions, isExempt)
+    if (k === 0) return cycle
+    const turn = lastTurn(state.history, call, k)
+    if (!isWaiting(turn)) return cycle
+    state.waiting = timedWaiting(state.waiting, state.history, turn)
+    return checkWait(state.waiting, turn, call, k, settings.waitBudget, settings.waitLaps)
   }
 
   /** A block: counted, logged, shown to the human; at the turn's limit the run is stopped. Not recorded. */
@@ -1425,6 +1765,7 @@ const server: Plugin = async (input, _options) => {
     if (!call || !output) return
     call.result = resultDigest(output.output)
     call.failed = false
+    call.refused = false
     if (call.note !== null && typeof output.output === "string") {
       output.output = `${output.output}\n\n${call.note}`
       call.note = null
@@ -1437,13 +1778,17 @@ const server: Plugin = async (input, _options) => {
     if (reset?.scope === "turn") sessions.reset(reset.sessionID)
     if (reset?.scope === "history") {
       const state = sessions.peek(reset.sessionID)
-      if (state) state.history = []
+      if (state) {
+        state.history = []
+        state.waiting = null // the wait budget starts over with the history
+      }
     }
     const failed = failedCall(event)
     const call = failed && findCall(sessions.peek(failed.sessionID), failed.callID)
     if (call) {
       call.result = errorDigest(failed.error)
       call.failed = true
+      call.refused = isRefusal(failed.error)
     }
   }
 

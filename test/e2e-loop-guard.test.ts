@@ -1,7 +1,8 @@
-// End-to-end: loop-guard in a real opencode (issue 4, scenarios 1-3; issue 11, scenarios 10-15). Each test
-// installs the plugins with the project's install.sh into a fresh sandbox, drives opencode with the scripted fake
-// model, and asserts on what ran (tool parts, files written by bash), on what the model saw (the tool messages of
-// its next request) and, under serve, on what the human is shown (the `tui.toast.show` events of GET /event).
+// End-to-end: loop-guard in a real opencode (issue 4, scenarios 1-3; issue 11, scenarios 10-15; issue 17,
+// scenarios 16-17). Each test installs the plugins with the project's install.sh into a fresh sandbox, drives
+// opencode with the scripted fake model, and asserts on what ran (tool parts, files written by bash), on what the
+// model saw (the tool messages of its next request) and, under serve, on what the human is shown (the
+// `tui.toast.show` events of GET /event).
 import { afterAll, describe, expect, test } from "bun:test"
 import fs from "node:fs"
 import path from "node:path"
@@ -354,5 +355,67 @@ describe("e2e loop-guard on results, streaks and stops (issue 11)", () => {
     } finally {
       await serve.close()
     }
+  })
+})
+
+describe("e2e loop-guard: a wait is not a loop, refusals are the user's (issue 17)", () => {
+  test("16: a sleep 5 + poll cycle runs past the cycle rule under a 15s wait budget; the wait past it is blocked", async () => {
+    const sb = loopGuardOnly()
+    // r = 2 makes the cycle rule fire at the 4th call (the 2nd poll), so three laps show the wait rule at work
+    // while only 15 s are slept; the budget then blocks the 4th sleep.
+    Object.assign(sb.env, { OPENCODE_LOOP_GUARD_WAIT_BUDGET: "15s", OPENCODE_LOOP_GUARD_REPETITIONS: "2" })
+    const wait = poll("sleep 5", "Wait for the job")
+    const check = poll("echo in_progress; echo polled >> polls.log")
+    const started = Date.now()
+    const r = await runOpencode(sb, {
+      prompt: "wait for the job",
+      args: ["--print-logs"],
+      script: [wait, check, wait, check, wait, check, wait, { text: "The job is still running; I stopped waiting." }],
+      timeoutMs: 150_000,
+    })
+    const elapsed = Date.now() - started
+
+    expect(r.code).toBe(0)
+    const parts = toolParts(r.events)
+    expect(parts.map((p) => p.status)).toEqual([...Array(6).fill("completed"), "error"])
+    expect(fs.readFileSync(path.join(sb.project, "polls.log"), "utf8")).toBe("polled\n".repeat(3))
+    expect(elapsed).toBeGreaterThanOrEqual(15_000) // the three sleeps really ran
+    // What the model read for the 4th sleep: the wait budget, and to report to the user what it waits for.
+    const seen = resultSeenFor(r.llm, 6)
+    expect(seen).toContain("loop-guard blocked this bash call: it was not run.")
+    expect(seen).toContain("bash -> bash (cycle length 2), 3 waits so far, 15s slept in all")
+    expect(seen).toContain("loop-guard's wait budget of 15s")
+    expect(seen).toContain("report to the user what you are waiting for")
+    for (const leak of ["sleep", "polls.log", "in_progress"]) expect(seen).not.toContain(leak)
+    expect(parts[6].error).toBe(seen)
+    // The run went on: the model answered after the block.
+    expect(agentRequests(r.llm).at(-1)._fake.step).toBe(7)
+    // opencode's log holds loop-guard's line for the block.
+    expect(r.stderr).toContain("loop-guard: blocked a wait past its budget: bash -> bash")
+  })
+
+  test("17: three writes the plan agent's rules refuse: the 4th is blocked and the model reads that the user's rules forbid it", async () => {
+    const sb = loopGuardOnly()
+    const write = (name: string) => ({ tool: "write", args: { filePath: path.join(sb.project, name), content: "x\n" } })
+    const r = await runOpencode(sb, {
+      prompt: "write the docs",
+      args: ["--agent", "plan"],
+      script: [write("a.md"), write("b.md"), write("c.md"), write("d.md"), { text: "I will ask." }],
+    })
+
+    expect(r.code).toBe(0)
+    const parts = toolParts(r.events)
+    expect(parts.map((p) => p.status)).toEqual(["error", "error", "error", "error"])
+    // Writes 1-3: opencode's own refusal, the text loop-guard recognizes; the 4th: loop-guard's block.
+    for (const p of parts.slice(0, 3)) {
+      expect(p.error).toStartWith("The user has specified a rule which prevents you from using this specific tool call")
+    }
+    const seen = resultSeenFor(r.llm, 3)
+    expect(seen).toContain("loop-guard blocked this write call: it was not run.")
+    expect(seen).toContain("opencode refused each of them: the user's permission rules forbid them")
+    expect(seen).toContain("ask them to allow it or to choose another way")
+    expect(seen).not.toContain("read the file again")
+    expect(seen).not.toContain(".md") // no path
+    for (const name of ["a.md", "b.md", "c.md", "d.md"]) expect(fs.existsSync(path.join(sb.project, name))).toBe(false)
   })
 })

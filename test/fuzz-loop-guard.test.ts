@@ -11,7 +11,12 @@
 //      current one repeat a cycle of length k <= 4 (its smallest period) whose results repeated too, or, when the
 //      results changed, when the last max(3r*k, 3r+1) calls repeat it; or when the last 3 recorded calls were of
 //      the current call's tool (not bash) and failed with one error. "Same call" = same tool and deep-equal
-//      arguments (bash's description left out), object key order ignored, types strict;
+//      arguments (bash's description left out), object key order ignored, types strict. A cycle one of whose
+//      calls is a wait (bash sleeping 5 s or more first; recognized by its calls alone, whatever the results) is
+//      not blocked but timed: its waits run while the time
+//      they slept and their count stay within the budget and the lap cap, counted over the calls of that cycle
+//      that ran in a row (reaching back at most the history's length when the cycle is first seen); a call
+//      outside it, idle and compaction start the count over;
 //   4. a planted cycle of length k (members possibly key-shuffled clones) is blocked at exactly call max(r*k, r+1),
 //      and, when its results change every time, at exactly call max(3r*k, 3r+1).
 //
@@ -193,6 +198,8 @@ async function start(env: Record<string, string> = {}) {
     "OPENCODE_LOOP_GUARD_EXEMPT",
     "OPENCODE_LOOP_GUARD_FAILURES",
     "OPENCODE_LOOP_GUARD_MAX_BLOCKS",
+    "OPENCODE_LOOP_GUARD_WAIT_BUDGET",
+    "OPENCODE_LOOP_GUARD_WAIT_LAPS",
   ]
   const saved = keys.map((key) => [key, process.env[key]] as const)
   for (const key of keys) delete process.env[key]
@@ -264,24 +271,87 @@ function callKey(tool: string, args: unknown): string {
   return `${tool}:${refKey(args)}`
 }
 
-type RefCall = { key: string; tool: string; result: string }
+/** Wait budgets of the streams with waits: the setting, and its seconds. */
+const WAIT_BUDGETS: [string, number][] = [
+  ["30m", 1800],
+  ["3m", 180],
+  ["10s", 10],
+  ["0", 0],
+]
+/** Commands of calls that wait, with the seconds they sleep first (as `sleep` reads them; under 5 s: no wait). */
+const WAIT_COMMANDS: [string, number][] = [
+  ["sleep 60", 60],
+  ["sleep 5", 5],
+  ["sleep 30 && gh run view 1", 30],
+  ["cd ci && sleep 1m; make status", 60],
+  ["sleep 1", 0],
+  ["sleep 4.9", 0],
+]
+
+type RefCall = { key: string; tool: string; result: string; wait: number }
+
+/** The wait settings of a stream: budget in seconds (0: waits are loops like any other) and the lap cap. */
+type RefWaits = { budget: number; laps: number }
 
 class ReferenceRule {
   private histories = new Map<string, RefCall[]>()
-  constructor(readonly r: number) {}
-  call(sessionID: string, tool: string, key: string): "." | "X" {
+  /** per session, the waiting cycle being timed: its calls, and the index of the first call its count covers */
+  private timing = new Map<string, { members: Set<string>; from: number }>()
+  constructor(
+    readonly r: number,
+    readonly waits: RefWaits = { budget: 1800, laps: 60 },
+  ) {}
+  /** `wait`: the seconds the call sleeps first when it is a wait, else 0 (the generator knows its commands). */
+  call(sessionID: string, tool: string, key: string, wait = 0): "." | "X" {
     const history = this.histories.get(sessionID) ?? []
     this.histories.set(sessionID, history)
-    if (this.cycle(history, key) || this.streak(history, tool)) return "X"
-    history.push({ key, tool, result: "none" })
+    let k = this.cycle(history, key)
+    if (k === 0 && this.waits.budget > 0) k = this.waitingCycle(history, key, wait)
+    if (k > 0 && !this.waitRuns(sessionID, history, key, wait, k)) return "X"
+    if (this.streak(history, tool)) return "X"
+    history.push({ key, tool, result: "none", wait })
+    const timed = this.timing.get(sessionID)
+    if (timed && !timed.members.has(key)) this.timing.delete(sessionID)
     return "."
+  }
+  /** Whether a call completing a k-cycle runs: only when the cycle waits and this call stays within the limits. */
+  private waitRuns(sessionID: string, history: RefCall[], key: string, wait: number, k: number): boolean {
+    const turn = [...history.slice(history.length - (k - 1)), { key, wait }]
+    if (this.waits.budget === 0 || !turn.some((c) => c.wait > 0)) return false
+    const members = new Set(turn.map((c) => c.key))
+    let timed = this.timing.get(sessionID)
+    const same = timed && timed.members.size === members.size && [...members].every((m) => timed!.members.has(m))
+    if (!timed || !same) {
+      const reach = Math.max(0, history.length - (12 * this.r - 1)) // the plugin remembers 12r - 1 calls
+      let from = history.length
+      while (from > reach && members.has(history[from - 1].key)) from--
+      timed = { members, from }
+      this.timing.set(sessionID, timed)
+    }
+    const waits = history.slice(timed.from).filter((c) => c.wait > 0)
+    const slept = waits.reduce((sum, c) => sum + c.wait, 0)
+    return wait === 0 || (slept + wait <= this.waits.budget && waits.length + 1 <= this.waits.laps)
   }
   /** The result of the session's newest call (as the host reports it right after the call). */
   result(sessionID: string, result: string) {
     const history = this.histories.get(sessionID)!
     history[history.length - 1].result = result
   }
-  private cycle(history: RefCall[], key: string): boolean {
+  /** The smallest k whose window (the cycle rule's) repeats by its calls alone, whatever the results, with a wait. */
+  private waitingCycle(history: RefCall[], key: string, wait: number): number {
+    const periodic = (window: string[], k: number) => window.every((item, i) => i < k || item === window[i - k])
+    for (let k = 1; k <= 4; k++) {
+      const n = Math.max(this.r * k, this.r + 1)
+      if (history.length + 1 < n) break
+      const keys = [...history.slice(history.length - (n - 1)).map((c) => c.key), key]
+      if (!periodic(keys, k) || [1, 2, 3].some((d) => d < k && k % d === 0 && periodic(keys, d))) continue
+      if (wait > 0 || history.slice(history.length - (k - 1)).some((c) => c.wait > 0)) return k
+    }
+    return 0
+  }
+
+  /** The cycle length k the current call completes (its smallest period), or 0. */
+  private cycle(history: RefCall[], key: string): number {
     const periodic = (window: string[], k: number) => window.every((item, i) => i < k || item === window[i - k])
     for (let k = 1; k <= 4; k++) {
       const n = Math.max(this.r * k, this.r + 1)
@@ -290,12 +360,12 @@ class ReferenceRule {
       if (!periodic(keys, k)) continue
       if ([1, 2, 3].some((d) => d < k && k % d === 0 && periodic(keys, d))) continue // a smaller cycle
       const results = history.slice(history.length - (n - 1)).map((c) => c.result)
-      if (periodic(results, k)) return true
+      if (periodic(results, k)) return k
       const b = Math.max(3 * this.r * k, 3 * this.r + 1)
       if (history.length + 1 >= b && periodic([...history.slice(history.length - (b - 1)).map((c) => c.key), key], k))
-        return true
+        return k
     }
-    return false
+    return 0
   }
   private streak(history: RefCall[], tool: string): boolean {
     if (tool === "bash" || history.length < 3) return false
@@ -304,6 +374,7 @@ class ReferenceRule {
   }
   reset(sessionID: string) {
     this.histories.delete(sessionID)
+    this.timing.delete(sessionID)
   }
 }
 
@@ -428,13 +499,30 @@ describe(`loop-guard fuzz (${TOTAL.toLocaleString("en")} calls, seed ${SEED})`, 
       let streams = 0
       while (budget > 0) {
         const r = rng.pick([2, 3, 3, 4])
-        const hooks = await start({ OPENCODE_LOOP_GUARD_REPETITIONS: String(r) })
-        const model = new ReferenceRule(r)
+        // In some streams calls that wait join the alphabet, under a wait budget and a lap cap of their own.
+        const waiting = rng.chance(0.3)
+        const [budgetText, waitBudget] = waiting ? rng.pick(WAIT_BUDGETS) : ["", 1800]
+        const waitLaps = waiting ? rng.pick([60, 4, 2]) : 60
+        const env: Record<string, string> = { OPENCODE_LOOP_GUARD_REPETITIONS: String(r) }
+        if (waiting)
+          Object.assign(env, {
+            OPENCODE_LOOP_GUARD_WAIT_BUDGET: budgetText,
+            OPENCODE_LOOP_GUARD_WAIT_LAPS: String(waitLaps),
+          })
+        const hooks = await start(env)
+        const model = new ReferenceRule(r, { budget: waitBudget, laps: waitLaps })
         // A small alphabet of calls makes repeats and cycles likely; clones with shuffled keys are the same call.
-        const alphabet = Array.from({ length: 1 + rng.int(5) }, () => ({
-          tool: rng.pick(["read", "bash", "edit"]),
-          args: rng.chance(0.2) ? { command: jsonTree(rng), description: randomString(rng) } : jsonTree(rng),
-        }))
+        const alphabet = Array.from({ length: 1 + rng.int(5) }, () => {
+          if (waiting && rng.chance(0.4)) {
+            const [command, wait] = rng.pick(WAIT_COMMANDS)
+            return { tool: "bash", args: rng.chance(0.5) ? { command } : { command, description: "Wait" }, wait }
+          }
+          return {
+            tool: rng.pick(["read", "bash", "edit"]),
+            args: rng.chance(0.2) ? { command: jsonTree(rng), description: randomString(rng) } : jsonTree(rng),
+            wait: 0,
+          }
+        })
         // In some streams results come from a tiny alphabet (so they repeat), in others they mostly change.
         const resultsChange = rng.chance(0.3)
         const length = 1 + rng.int(60)
@@ -451,14 +539,14 @@ describe(`loop-guard fuzz (${TOTAL.toLocaleString("en")} calls, seed ${SEED})`, 
           }
           const member = rng.pick(alphabet)
           const args = rng.chance(0.3) ? shuffledClone(rng, member.args) : member.args
-          const expected = model.call(sessionID, member.tool, callKey(member.tool, args))
+          const expected = model.call(sessionID, member.tool, callKey(member.tool, args), member.wait)
           const got = await call(hooks, sessionID, member.tool, args, () => `stream ${streams}`)
           let result = "-"
           if (got === ".") result = await reportResult(rng, hooks, model, sessionID, member.tool, resultsChange)
           trace.push(`${sessionID} #${alphabet.indexOf(member)} ${got} ${result}`)
           if (got !== expected) {
             throw new Error(
-              `seed ${SEED}, stream ${streams}, r=${r}: call ${i} expected ${expected}, got ${got}\ntrace: ${trace.join(" | ")}`,
+              `seed ${SEED}, stream ${streams}, r=${r} ${waiting ? `budget=${budgetText} laps=${waitLaps}` : ""}: call ${i} expected ${expected}, got ${got}\ntrace: ${trace.join(" | ")}`,
             )
           }
           if (got === "X") blocks++

@@ -7,12 +7,14 @@ import plugin, {
   Sessions,
   canonicalize,
   digest,
+  duration,
   fnv1a64,
   historyCapacity,
   newCall,
   newSessionState,
   record,
   signature,
+  sleepSeconds,
 } from "../loop-guard.ts"
 
 type LogBody = { service: string; level: string; message: string; extra?: Record<string, unknown> }
@@ -23,6 +25,8 @@ const ENV_KEYS = [
   "OPENCODE_LOOP_GUARD_EXEMPT",
   "OPENCODE_LOOP_GUARD_FAILURES",
   "OPENCODE_LOOP_GUARD_MAX_BLOCKS",
+  "OPENCODE_LOOP_GUARD_WAIT_BUDGET",
+  "OPENCODE_LOOP_GUARD_WAIT_LAPS",
 ]
 
 /** Starts the plugin as opencode does, with the given environment and a client that records logs, toasts, aborts. */
@@ -110,7 +114,12 @@ const CALLS: Record<string, [string, unknown]> = {
   J: ["edit", { filePath: "src/b.ts", oldString: "q", newString: "r" }],
   W: ["write", { filePath: "src/w.ts", content: "w" }],
   P: ["bashoutput", { bash_id: "job1" }],
-  Q: ["bash", { command: "sleep 5", description: "wait" }],
+  Q: ["bash", { command: "sleep 1", description: "a short pause, no wait" }],
+  R: ["bash", { command: "gh run view 123 --json status", description: "Check the CI run" }],
+  Z: ["bash", { command: "sleep 60", description: "Wait a minute" }],
+  V: ["bash", { command: "sleep 5", description: "Wait" }],
+  Y: ["bash", { command: "sleep 30 && gh run view 123 --json status" }],
+  U: ["bash", { command: "sleep 10m", description: "Wait ten minutes" }],
   K: ["bash", { command: "npm test", description: "Run the tests again" }],
   L: ["bash", { command: "npm  test", description: "run tests" }],
   M: ["task", { description: "look around", prompt: "find the config", subagent_type: "general" }],
@@ -441,7 +450,7 @@ describe("progress is not a loop: results decide between the cycle and the backs
     ["an error and an output of the same text differ", "A!e A=e A!e A", "...."],
     ["k = 2 with unchanged results: the 6th", "A=x Q=s A=x Q=s A=x Q", ".....X"],
     [
-      "k = 2, sleep between polls, the poll's result changes: the 18th (backstop)",
+      "k = 2, a 1-second sleep (no wait) between polls, the poll's result changes: the 18th (backstop)",
       "Q=s P=1 Q=s P=2 Q=s P=3 Q=s P=4 Q=s P=5 Q=s P=6 Q=s P=7 Q=s P=8 Q=s P",
       ".................X",
     ],
@@ -598,6 +607,336 @@ describe("failure streaks: one tool failing the same way, whatever its arguments
     ])
       await emit("message.part.updated", properties)
     expect(await trace("G!n H!n I")).toBe("...") // the first edit did not become a failure
+  })
+})
+
+describe("a wait is not a loop: reading the sleep of a bash command", () => {
+  // command -> seconds it sleeps before anything else (waitSeconds then needs 5 or more)
+  const table: [string, number][] = [
+    ["sleep 60", 60],
+    ["sleep 30 && gh run view 1", 30],
+    ["sleep 1m; gh run view 1", 60],
+    ["sleep 1.5m", 90],
+    ["sleep .5", 0.5],
+    ["sleep 2h", 7200],
+    ["sleep 1d", 86400],
+    ["sleep 1m 30s", 90], // operands add up
+    ["sleep 10 || true", 10],
+    ["sleep 20\ngh run view 1", 20],
+    ["  sleep 45  ", 45],
+    ["sleep 1 && sleep 10 && gh run view 1", 11], // sleeps in a row add up
+    ["sleep 30 && sleep 30 &", 30], // the background one does not wait
+    ["cd ci && sleep 30 && make status", 30], // cd takes no time
+    ["cd && sleep 8", 8],
+    ["sleep 60 # until CI is done", 60],
+    ["echo sleep 60", 0], // sleep is not the command
+    ["gh run view 1 && sleep 60", 0], // something else first
+    ["sleep 60 & gh run view 1", 0], // in the background
+    ["sleep 60 | cat", 0],
+    ["sleep 60 > /dev/null", 0],
+    ["sleep $DELAY", 0],
+    ['sleep "60"', 0],
+    ["sleep infinity", 0],
+    ["sleep --help", 0],
+    ["sleep", 0],
+    ["sleep 1x", 0],
+    ["timeout 60 make", 0],
+    ['cd "my dir" && sleep 60', 0], // a quoted word ends the reading
+    ["cd a b && sleep 60", 0],
+    ["(sleep 60; ls)", 0],
+    ["sleeping 60", 0],
+    ["; sleep 7", 7],
+    ["", 0],
+  ]
+  test.each(table)("%s -> %d s", (command, seconds) => {
+    expect(sleepSeconds(command)).toBe(seconds)
+  })
+
+  test("a long command is read only as far as its first command", () => {
+    expect(sleepSeconds(`sleep 10 && ${"x".repeat(1_000_000)}`)).toBe(10)
+    expect(sleepSeconds(`${"x".repeat(1_000_000)} && sleep 10`)).toBe(0)
+    expect(sleepSeconds(`sleep 10 ${"1".repeat(1_000)}`)).toBe(0) // no sleep command is that long
+  })
+
+  test("durations read as the human reads them", () => {
+    expect([15, 90, 1800, 3600, 3605, 5400, 0.4].map(duration)).toEqual([
+      "15s",
+      "1m30s",
+      "30m",
+      "1h",
+      "1h0m5s",
+      "1h30m",
+      "0s",
+    ])
+  })
+})
+
+/** `lap` repeated `n` times (a trace of a waiting cycle). */
+const laps = (lap: string, n: number) => Array(n).fill(lap).join(" ")
+
+describe("a wait is not a loop: a cycle with a wait runs until its budget", () => {
+  // Z: sleep 60, V: sleep 5, Q: sleep 1 (no wait), R: the poll (its result `=p` each time), Y: sleep 30 && poll.
+  const table: [string, string, Record<string, string>, string][] = [
+    ["sleep 60 + poll, 30 laps (30 minutes): all run", laps("Z R=p", 30), {}, ".".repeat(60)],
+    ["the 31st minute of waiting is blocked", laps("Z R=p", 31), {}, ".".repeat(60) + "X."],
+    ["sleep 5 + poll: the 61st lap is blocked by the lap cap", laps("V R=p", 61), {}, ".".repeat(120) + "X."],
+    ["a wait and a poll in one command (k = 1): 60 runs, the 61st blocked", laps("Y=p", 61), {}, ".".repeat(60) + "X"],
+    ["a 1-second sleep is no wait: the 6th call is blocked as a cycle", laps("Q R=p", 3), {}, ".....X"],
+    [
+      "the same poll back to back inside a wait is caught at the 4th",
+      laps("Z R=p", 3) + " R=p R=p R=p",
+      {},
+      "........X",
+    ],
+    [
+      "a poll whose result changes waits to the budget too",
+      "Z R=1 Z R=2 Z R=3 Z R=4 Z R=5 Z R=6 Z R=7 Z R=8 Z R=9 Z R=a Z",
+      { OPENCODE_LOOP_GUARD_WAIT_BUDGET: "10m" },
+      ".".repeat(20) + "X",
+    ],
+    [
+      "10-minute waits, the poll's result changing: timed from the 3rd lap whatever the results, the 4th blocked",
+      "U R=1 U R=2 U R=3 U R=4",
+      {},
+      "......X.",
+    ],
+    ["budget 3m: the 4th minute is blocked", laps("Z R=p", 4), { OPENCODE_LOOP_GUARD_WAIT_BUDGET: "3m" }, "......X."],
+    [
+      "a call outside the cycle restarts the budget (5 more minutes after the read, not 1)",
+      laps("Z R=p", 4) + " A=x " + laps("Z R=p", 6),
+      { OPENCODE_LOOP_GUARD_WAIT_BUDGET: "5m" },
+      "........" + "." + ".........." + "X.",
+    ],
+    [
+      "without that call the 6th minute is blocked",
+      laps("Z R=p", 6),
+      { OPENCODE_LOOP_GUARD_WAIT_BUDGET: "5m" },
+      ".........." + "X.",
+    ],
+    [
+      "budget 15s with sleep 5 + poll: 3 waits run",
+      laps("V R=p", 4),
+      { OPENCODE_LOOP_GUARD_WAIT_BUDGET: "15s" },
+      "......X.",
+    ],
+    [
+      "budget 0: a cycle with a sleep is a loop like any other",
+      laps("Z R=p", 3),
+      { OPENCODE_LOOP_GUARD_WAIT_BUDGET: "0" },
+      ".....X",
+    ],
+    [
+      "OPENCODE_LOOP_GUARD_WAIT_LAPS=5: the 6th lap is blocked",
+      laps("V R=p", 6),
+      { OPENCODE_LOOP_GUARD_WAIT_LAPS: "5" },
+      ".".repeat(10) + "X.",
+    ],
+    [
+      "a budget in plain seconds (240 = 4 waits of 60)",
+      laps("Z R=p", 5),
+      { OPENCODE_LOOP_GUARD_WAIT_BUDGET: "240" },
+      ".".repeat(8) + "X.",
+    ],
+    [
+      "a budget in hours: 1h is 60 waits of a minute",
+      laps("Z R=p", 61),
+      { OPENCODE_LOOP_GUARD_WAIT_BUDGET: "1h" },
+      ".".repeat(120) + "X.",
+    ],
+  ]
+  test.each(table)("%s", async (_name, steps, env, expected) => {
+    const { trace } = await start(env)
+    expect(await trace(steps)).toBe(expected)
+  })
+
+  test("4 identical polls, then sleep 60 + poll for 20 laps: one block in the whole sequence (the 4th poll); the 31st minute is blocked", async () => {
+    const { call, succeed, toasts, logs, aborts } = await start()
+    const poll = ["bash", { command: "gh run view 123 --json status", description: "Check the run" }] as const
+    const wait = ["bash", { command: "sleep 60", description: "Wait for CI" }] as const
+    let outcome = ""
+    const run = async ([tool, args]: readonly [string, unknown], output: string) => {
+      const blocked = (await call("s1", tool, args)) !== null
+      outcome += blocked ? "X" : "."
+      if (!blocked) await succeed("s1", tool, output)
+    }
+    for (let i = 0; i < 4; i++) await run(poll, "in_progress")
+    for (let lap = 0; lap < 20; lap++) (await run(wait, ""), await run(poll, "in_progress"))
+    expect(outcome).toBe("...X" + ".".repeat(40))
+    expect(toasts.length).toBe(1)
+    expect(logs.filter((l) => l.message.includes("blocked")).length).toBe(1)
+    expect(aborts).toEqual([])
+    // 10 more minutes run; the 31st is blocked, its poll still runs
+    for (let lap = 0; lap < 11; lap++) (await run(wait, ""), await run(poll, "in_progress"))
+    expect(outcome).toBe("...X" + ".".repeat(60) + "X.")
+    expect(toasts.at(-1)?.message).toStartWith("loop-guard: blocked a wait past its budget (30m slept in 30 laps")
+  })
+
+  test("the blocked wait tells the agent to stop and report what it waits for; the human gets a toast; no argument", async () => {
+    const { trace, call, toasts, logs } = await start()
+    await trace(laps("Z R=p", 30))
+    const message = await call("s1", ...CALLS.Z)
+    expect(message).not.toBeNull()
+    const lines = message!.split("\n")
+    expect(lines[0]).toBe("loop-guard blocked this bash call: it was not run.")
+    expect(lines[1]).toBe(
+      "You have been waiting in a cycle: bash -> bash (cycle length 2), 30 waits so far, 30m slept in all. One more " +
+        "wait would go past loop-guard's wait budget of 30m (OPENCODE_LOOP_GUARD_WAIT_BUDGET).",
+    )
+    expect(message).toContain("Stop calling tools now and report to the user what you are waiting for")
+    expect(message).not.toContain("materially different action") // the advice to try another way would contradict it
+    expect(toasts).toEqual([
+      {
+        message:
+          "loop-guard: blocked a wait past its budget (30m slept in 30 laps of bash -> bash); the agent was told to " +
+          "stop and report what it is waiting for",
+        variant: "warning",
+      },
+    ])
+    expect(logs.find((l) => l.message.includes("blocked"))?.extra).toMatchObject({
+      reason: "wait",
+      limit: "budget",
+      slept: 1800,
+      laps: 30,
+      k: 2,
+    })
+    const seen = message + JSON.stringify(toasts) + JSON.stringify(logs)
+    for (const leak of ["gh run", "123", "sleep 60", "Wait a minute", "CI run"]) expect(seen).not.toContain(leak)
+  })
+
+  test("past the lap cap the message and the toast name the cap", async () => {
+    const { trace, call, toasts } = await start()
+    await trace(laps("V R=p", 60))
+    const message = await call("s1", ...CALLS.V)
+    expect(message).toContain("60 waits so far, 5m slept in all")
+    expect(message).toContain("loop-guard's cap of 60 laps (OPENCODE_LOOP_GUARD_WAIT_LAPS)")
+    expect(toasts.at(-1)?.message).toBe(
+      "loop-guard: blocked a wait past its lap cap (60 laps of bash -> bash, 5m slept); the agent was told to stop " +
+        "and report what it is waiting for",
+    )
+  })
+
+  test("a blocked wait retried is blocked again, and a wait's blocks count toward the bounded stop", async () => {
+    const { trace, aborts, toasts } = await start({ OPENCODE_LOOP_GUARD_WAIT_BUDGET: "2m" })
+    expect(await trace(laps("Z R=p", 3) + " Z Z Z Z Z")).toBe("......XXXXX")
+    expect(aborts).toEqual([{ path: { id: "s1" } }])
+    expect(toasts.at(-1)?.message).toStartWith(
+      "loop-guard: stopped the agent after 5 blocks in one turn (the last: a wait past its budget",
+    )
+  })
+
+  test("blocks of other loops and of a wait add up to the bounded stop", async () => {
+    const { trace, aborts } = await start({ OPENCODE_LOOP_GUARD_WAIT_BUDGET: "2m" })
+    expect(await trace("A A A A A A A")).toBe("...XXXX")
+    expect(aborts).toEqual([])
+    expect(await trace(laps("Z R=p", 4))).toBe("......X.")
+    expect(aborts).toEqual([{ path: { id: "s1" } }])
+  })
+
+  test.each([
+    ["a new turn (session idle)", "session.idle", { sessionID: "s1" }],
+    ["a compaction", "session.compacted", { sessionID: "s1" }],
+  ])("%s restarts the wait budget", async (_name, type, properties) => {
+    const { trace, emit } = await start({ OPENCODE_LOOP_GUARD_WAIT_BUDGET: "5m" })
+    expect(await trace(laps("Z R=p", 4))).toBe("........")
+    await emit(type, properties)
+    expect(await trace(laps("Z R=p", 6))).toBe(".........." + "X.") // 5 more minutes, not 1
+  })
+
+  test("waits in two sessions are timed apart", async () => {
+    const { trace } = await start({ OPENCODE_LOOP_GUARD_WAIT_BUDGET: "3m" })
+    let outcome = ""
+    for (let lap = 0; lap < 4; lap++) outcome += (await trace("Z R=p", "s1")) + (await trace("Z R=p", "s2"))
+    expect(outcome).toBe(".".repeat(12) + "X.X.") // a budget shared between them would block s1's 3rd lap
+  })
+
+  test("the time a model takes to answer is no wait: a slow loop without sleep is caught as today", async () => {
+    const { call, succeed } = await start()
+    let outcome = ""
+    for (let i = 0; i < 4; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 30)) // the model thinking between calls
+      outcome += (await call("s1", ...CALLS.R)) === null ? "." : "X"
+      await succeed("s1", "bash", "in_progress")
+    }
+    expect(outcome).toBe("...X")
+  })
+
+  test("warn mode: a wait past its budget runs, the model reads the note, the human a warning toast", async () => {
+    const { trace, call, succeed, toasts } = await start({
+      OPENCODE_LOOP_GUARD: "warn",
+      OPENCODE_LOOP_GUARD_WAIT_BUDGET: "3m",
+    })
+    expect(await trace(laps("Z R=p", 3))).toBe("......")
+    expect(await call("s1", ...CALLS.Z)).toBeNull()
+    const seen = await succeed("s1", "bash", "")
+    expect(seen).toContain("One more wait would go past loop-guard's wait budget of 3m")
+    expect(seen).not.toContain("materially different action")
+    expect(toasts.at(-1)?.message).toStartWith("loop-guard: warned about a wait past its budget (3m slept in 3 laps")
+  })
+
+  test.each(["-1", "abc", "25h", "1.5m", "90000", "10 m", "1d"])(
+    "OPENCODE_LOOP_GUARD_WAIT_BUDGET=%s is logged, default used",
+    async (value) => {
+      const { trace, logs } = await start({ OPENCODE_LOOP_GUARD_WAIT_BUDGET: value })
+      expect(await trace(laps("Z R=p", 31))).toBe(".".repeat(60) + "X.")
+      expect(logs.some((l) => l.level === "warn" && l.message.includes("OPENCODE_LOOP_GUARD_WAIT_BUDGET"))).toBe(true)
+    },
+  )
+
+  test.each(["0", "x", "10001", "2.5"])("OPENCODE_LOOP_GUARD_WAIT_LAPS=%s is logged, default used", async (value) => {
+    const { trace, logs } = await start({ OPENCODE_LOOP_GUARD_WAIT_LAPS: value })
+    expect(await trace(laps("V R=p", 61))).toBe(".".repeat(120) + "X.")
+    expect(logs.some((l) => l.level === "warn" && l.message.includes("OPENCODE_LOOP_GUARD_WAIT_LAPS"))).toBe(true)
+  })
+})
+
+describe("failure streaks of calls opencode's permission rules refused", () => {
+  // The texts opencode 1.18.33 gives a refused call (PermissionDeniedError, PermissionRejectedError,
+  // PermissionCorrectedError); the rules JSON after the denial is the agent's ruleset for that permission.
+  const DENIED =
+    'The user has specified a rule which prevents you from using this specific tool call. Here are some of the relevant rules [{"permission":"edit","pattern":"*","action":"deny"}]'
+  const REJECTED = "The user rejected permission to use this specific tool call."
+  const CORRECTED = "The user rejected permission to use this specific tool call with the following feedback: not now"
+  const table: [string, string, boolean][] = [
+    ["a rule denies the call (also the plan agent's edit rules)", DENIED, true],
+    ["the human rejected it", REJECTED, true],
+    ["the human rejected it with feedback", CORRECTED, true],
+    ["an ordinary failure", "Could not find oldString in the file", false],
+  ]
+  test.each(table)("%s", async (_name, error, refused) => {
+    const { call, fail, toasts, logs } = await start()
+    for (const old of ["a", "b", "c"]) {
+      await call("s1", "edit", { filePath: "/home/alice/x.ts", oldString: old, newString: "z" })
+      await fail("s1", "edit", error)
+    }
+    const message = await call("s1", "edit", { filePath: "/home/alice/y.ts", oldString: "d", newString: "z" })
+    expect(message).toStartWith("loop-guard blocked this edit call: it was not run.")
+    if (refused) {
+      expect(message).toContain("opencode refused each of them: the user's permission rules forbid them")
+      expect(message).toContain("Do not try to do the same thing another way")
+      expect(message).toContain("ask them to allow it or to choose another way")
+      expect(message).not.toContain("read the file again")
+      expect(message).not.toContain("materially different action")
+      expect(toasts.at(-1)).toEqual({
+        message:
+          "loop-guard: blocked edit after 3 calls the user's permission rules refused; the agent was told to stop and ask the user",
+        variant: "warning",
+      })
+    } else {
+      expect(message).toContain("for edit: read the file again")
+      expect(toasts.at(-1)?.message).toContain("the agent was told to re-read and change approach")
+    }
+    expect(logs.find((l) => l.message.includes("blocked"))?.extra).toMatchObject({ reason: "failures", refused })
+    const seen = message + JSON.stringify(toasts) + JSON.stringify(logs)
+    for (const leak of ["alice", "relevant rules", '"deny"', "not now", "oldString"]) expect(seen).not.toContain(leak)
+  })
+
+  test("refusals of bash are left alone as every bash failure is", async () => {
+    const { call, fail } = await start()
+    for (const command of ["rm -rf a", "rm -r a", "find a -delete"]) {
+      await call("s1", "bash", { command })
+      await fail("s1", "bash", REJECTED)
+    }
+    expect(await call("s1", "bash", { command: "ls" })).toBeNull()
   })
 })
 
