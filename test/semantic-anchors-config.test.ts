@@ -756,6 +756,8 @@ describe("the JSON Schema is in step with the validator", () => {
     expect(keys(schema.definitions.contract)).toEqual(sorted(SCHEMA_KEYS.contract))
     expect(keys(schema.definitions.trigger)).toEqual(sorted(SCHEMA_KEYS.trigger))
     expect(keys(schema.definitions.matcher)).toEqual(sorted(SCHEMA_KEYS.matcher))
+    expect(keys(schema.definitions.examples)).toEqual(sorted(SCHEMA_KEYS.examples))
+    expect(keys(schema.definitions.example)).toEqual(sorted(SCHEMA_KEYS.example))
     for (const node of [
       schema,
       schema.properties.settings,
@@ -763,6 +765,8 @@ describe("the JSON Schema is in step with the validator", () => {
       schema.definitions.contract,
       schema.definitions.trigger,
       schema.definitions.matcher,
+      schema.definitions.examples,
+      schema.definitions.example,
     ]) {
       expect(node.additionalProperties).toBe(false)
     }
