@@ -2397,11 +2397,11 @@ function judgeExample(
   const why: string[] = []
   if ("message" in example) {
     if (trigger.type !== "message")
-      return `a user message, but a ${trigger.type} trigger is judged on tool calls: write it as { tool: ..., args: {...} }`
+      return `is a user message, but a ${trigger.type} trigger is judged on tool calls: write it as { tool: ..., args: {...} }`
     return { fires: checkMessageContract(contract, example.message, why), why }
   }
   if (trigger.type === "message")
-    return `a tool call, but a message trigger is judged on user messages: write it as { message: "..." }`
+    return `is a tool call, but a message trigger is judged on user messages: write it as { message: "..." }`
   const state = newState("")
   if (example.steps) state.steps.set(contract.id, example.steps)
   if (example.seen !== undefined && trigger.type === "tool" && trigger.unlessSeen)
