@@ -2331,8 +2331,8 @@ function matcherWhy(matcher: ArgMatcher, value: unknown, holds: boolean, tool: s
 
 function seenWhy(pattern: RegExp, seen: boolean): string {
   return seen
-    ? `unlessSeen /${pattern.source}/: seen in this session (a user message or tool result matched), so it does not fire`
-    : `unlessSeen /${pattern.source}/: nothing seen in this session matches yet`
+    ? `unlessSeen ${pattern}: seen in this session (a user message or tool result matched), so it does not fire`
+    : `unlessSeen ${pattern}: nothing seen in this session matches yet`
 }
 
 function stepsWhy(tool: string, tools: string, count: number, every: number): string {
@@ -2528,12 +2528,12 @@ function checkMessageContract(contract: Contract, text: string, why?: string[]):
   const capped = capText(text, MESSAGE_CAP)
   if (trigger.pattern) {
     const matched = trigger.pattern.test(capped)
-    why?.push(`pattern /${trigger.pattern.source}/: ${matched ? "matched" : "did not match"}`)
+    why?.push(`pattern ${trigger.pattern}: ${matched ? "matched" : "did not match"}`)
     if (!matched) return false
   }
   if (trigger.unless) {
     const matched = trigger.unless.test(capped)
-    why?.push(`unless /${trigger.unless.source}/: ${matched ? "matched, so it does not fire" : "did not match"}`)
+    why?.push(`unless ${trigger.unless}: ${matched ? "matched, so it does not fire" : "did not match"}`)
     if (matched) return false
   }
   return true
