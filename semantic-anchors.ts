@@ -2303,7 +2303,7 @@ const TOOL_ARGUMENTS: Record<string, readonly string[]> = {
   list: ["path", "ignore"],
   webfetch: ["url", "format", "timeout"],
   websearch: ["query", "numResults", "livecrawl", "type", "contextMaxCharacters"],
-  task: ["description", "prompt", "subagent_type", "command"],
+  task: ["prompt", "description", "subagent_type", "command"],
   todowrite: ["todos"],
   skill: ["name"],
 }

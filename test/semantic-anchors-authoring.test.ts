@@ -2,6 +2,8 @@
 // against the session's current state, matcher by matcher) and contract `examples` (checked at every load). Driven
 // through `server(input)` and the hooks, as opencode calls them: the command hook, then chat.message (test harness).
 import { describe, expect, test } from "bun:test"
+import { readFileSync } from "node:fs"
+import { join } from "node:path"
 import { buildConfig } from "../semantic-anchors"
 import { type Harness, edit, start } from "./fixtures/semantic-anchors/harness"
 
@@ -538,5 +540,32 @@ contracts:
       },
     ])
     expect(config.contracts.get("step-confirmation")!.examples!.fires.length).toBeGreaterThan(0)
+  })
+})
+
+describe("the README's Authoring contracts section is true", () => {
+  const readme = readFileSync(join(import.meta.dir, "../README.md"), "utf8")
+  const section = readme.slice(
+    readme.indexOf("### Authoring contracts"),
+    readme.indexOf("<!-- semantic-anchors:end -->"),
+  )
+  const blocks = [...section.matchAll(/```(yaml)?\n([\s\S]*?)```/g)].map((m) => m[2])
+
+  test("the rule that never fired, its /anchor test answer, and the error its examples give at load", async () => {
+    const [rule, answer, examples, error] = blocks
+    expect(rule).toContain("cmd: { regex:")
+    const h = await start({ project: rule })
+    expect(await h.status(S)).toContain("problems: none") // it loads, and silently never fires
+    expect(await h.tool("ses_agent", "bash", { command: "git push --force origin main" })).toBeUndefined()
+    expect(`${await dryRun(h, "bash git push --force origin main")}\n`).toBe(answer)
+    const withExamples = await start({ project: rule + examples })
+    expect((await withExamples.status(S)).split("\n")).toContain(`  ${error.trim()}`)
+  })
+
+  test("the fix the section names makes the examples hold and the rule fire", async () => {
+    const [rule, , examples] = blocks
+    const h = await start({ project: rule.replace("cmd:", "command:") + examples })
+    expect(await h.status(S)).toContain("problems: none")
+    expect(await h.tool(S, "bash", { command: "git push --force origin main" })).toContain("no-force-push")
   })
 })
