@@ -17,15 +17,17 @@
  * OPENCODE_SEMANTIC_ANCHORS_CONFIG), the project file `<project>/.opencode/opencode-semantic-anchors.yaml`.
  * The README documents every key; `opencode-semantic-anchors.schema.json` lets editors check them. Bad input never
  * stops a session: a broken file is skipped, a broken contract disables only itself, and every problem is reported
- * with file, key path and fix (log, one toast, `/anchor status`).
+ * with file, key path and fix (log, one toast, `/anchor status`). A contract can carry `examples` (calls it must fire
+ * on, calls it must let pass), checked at every load; `/anchor test <tool> <arguments>` shows the human how the
+ * contracts in force judge one call, matcher by matcher, without counting or recording anything.
  *
  * The bounds that keep memory flat (root sessions kept, text caps, overrides by default) are the constants below.
  *
  * Layout, top-down: (1) pure core, no I/O: names, paths, globs, regexes, the contract model, built-ins and presets,
  * the validator; (2) rule engine: what an edit touches, the integrity guard, session state (RootSessions: one
  * eviction rule, least recently used), the bypass refusals, verdicts and the texts; (3) adapter, last: the plugin
- * instance (Anchors: config, sessions, client), `/anchor` and the two tools with their one bypass path, each hook a
- * named function (onConfig, onEvent, onChatMessage, onCommand, onToolBefore, onToolAfter), then server().
+ * instance (Anchors: config, sessions, client), `/anchor` (status, test, bypass, reload) and the two tools with their
+ * one bypass path, each hook a named function (onConfig, onEvent, onChatMessage, onCommand, onToolBefore, onToolAfter), then server().
  */
 import type { Hooks, Plugin, PluginInput, ToolContext, ToolDefinition } from "@opencode-ai/plugin"
 // @ts-ignore -- no Node types in this zero-dependency project; node:fs is built into Bun, which runs the plugin.
@@ -363,10 +365,11 @@ type Paths = {
 /** What a matcher needs besides the value: paths are matched relative to the project when they lie inside it. */
 type MatchContext = { directory: string; worktree: string }
 
-/** One argument matcher; `text` (`regex /x/`, `glob a/**`) and `negate` are for the explanations of /anchor test. */
+/** One argument matcher; `kind`, `text` (`regex /x/i`, `glob a/**`) and `negate` are for the explanations. */
 type ArgMatcher = {
   keyPath: string[]
   test(value: unknown, ctx: MatchContext): boolean
+  kind: string
   text: string
   negate: boolean
 }
@@ -863,6 +866,7 @@ function compileMatcher(key: string, spec: unknown, keyPath: string, r: Reporter
       return {
         keyPath: argPath,
         test: (present) => ((present !== undefined) === value) !== negate,
+        kind,
         text: `exists: ${value}`,
         negate,
       }
@@ -899,14 +903,21 @@ function compileMatcher(key: string, spec: unknown, keyPath: string, r: Reporter
       break
   }
   const check = test!
-  const text = `${kind} ${kind === "regex" ? `/${value}/${spec.flags ?? ""}` : kind === "glob" ? [value].flat().join(", ") : JSON.stringify(value)}`
   // A missing argument makes every matcher but `exists` false, `not` or not.
   return {
     keyPath: argPath,
     test: (present, ctx) => present !== undefined && check(present, ctx) !== negate,
-    text,
+    kind,
+    text: `${kind} ${matcherValueText(kind, value, spec.flags)}`,
     negate,
   }
+}
+
+/** A matcher's value as the explanations show it: `/push/i`, `secrets/**, **\/*.pem`, `"make"`. */
+function matcherValueText(kind: string, value: unknown, flags: unknown): string {
+  if (kind === "regex") return `/${value}/${flags ?? ""}`
+  if (kind === "glob") return [value].flat().join(", ")
+  return JSON.stringify(value)
 }
 
 function toolGlobs(value: unknown, keyPath: string, r: Reporter): RegExp[] | undefined {
@@ -2317,14 +2328,15 @@ function matcherWhy(matcher: ArgMatcher, value: unknown, holds: boolean, tool: s
   const where = `args.${matcher.keyPath.join(".")}`
   const rule = `${matcher.negate ? "not " : ""}${matcher.text}`
   if (value === undefined) {
-    const known = TOOL_ARGUMENTS[tool]
+    // own keys only: a tool named "constructor" must not find Object's
+    const known = Object.prototype.hasOwnProperty.call(TOOL_ARGUMENTS, tool) ? TOOL_ARGUMENTS[tool] : undefined
     const missing =
       known && !known.includes(matcher.keyPath[0])
         ? `the ${tool} tool has no argument "${matcher.keyPath[0]}" (its arguments: ${known.join(", ")})`
         : `the call has no argument "${matcher.keyPath.join(".")}"`
     return `${where}: ${missing}; ${rule} ${holds ? "holds" : "fails"} on a missing argument`
   }
-  if (matcher.text.startsWith("exists")) return `${where}: present; ${rule} ${holds ? "holds" : "fails"}`
+  if (matcher.kind === "exists") return `${where}: present; ${rule} ${holds ? "holds" : "fails"}`
   const matched = holds !== matcher.negate
   return `${where}: ${matcher.text} ${matched ? "matched" : "did not match"} ${shownValue(value)}${matcher.negate ? `; with not: ${holds ? "holds" : "fails"}` : ""}`
 }
@@ -2373,7 +2385,13 @@ function checkExamples(contract: Contract, keyPath: string, outcome: string, env
   for (const listed of SCHEMA_KEYS.examples) {
     contract.examples?.[listed].forEach((example, i) => {
       const where = join(join(keyPath, listed), i)
-      const judged = judgeExample(contract, example, env)
+      let judged: ReturnType<typeof judgeExample>
+      try {
+        judged = judgeExample(contract, example, env)
+      } catch (error) {
+        // An engine failure on an odd example must not take the rest of the file down with it.
+        judged = `could not be judged (${(error as Error)?.message ?? error})`
+      }
       if (typeof judged === "string") r.error(where, `${judged}; ${outcome}`)
       else if (judged.fires !== (listed === "fires"))
         r.error(

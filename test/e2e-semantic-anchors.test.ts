@@ -175,20 +175,7 @@ describe("e2e semantic-anchors in opencode run", () => {
     const sb = sandbox({ files: { [PROJECT_CONFIG]: projectConfig() } })
     const r = await runOpencode(sb, {
       // `--`: the words after it are the command's arguments, not opencode's options (--force)
-      args: [
-        "--agent",
-        "plan",
-        "--command",
-        "anchor",
-        "--",
-        "test",
-        "bash",
-        "git",
-        "push",
-        "--force",
-        "origin",
-        "main",
-      ],
+      args: ["--agent", "plan", "--command", "anchor", "--", ..."test bash git push --force origin main".split(" ")],
       script: [{ text: "Noted." }],
     })
     expect(r.code).toBe(0)

@@ -569,3 +569,32 @@ describe("the README's Authoring contracts section is true", () => {
     expect(await h.tool(S, "bash", { command: "git push --force origin main" })).toContain("no-force-push")
   })
 })
+
+describe("/anchor test and examples never take the session down", () => {
+  test("odd arguments get an answer, never an internal error", async () => {
+    const h = await start({ project: oneContract("{ type: tool, args: { cmd: { regex: x } } }") })
+    const odd = [
+      "constructor x",
+      "__proto__ {}",
+      "toString",
+      'hasOwnProperty {"cmd":1}',
+      'bash {"command":{"nested":[1,2]}}',
+      'edit {"filePath":null}',
+      "bash " + "x".repeat(100_000),
+      "message " + "y".repeat(100_000),
+      'bash {"command":"ls"',
+      "bash \u0000\u2028",
+    ]
+    for (const args of odd) expect(await dryRun(h, args)).toStartWith(`[semantic-anchors] /anchor test `)
+    expect(h.logs.filter((l) => l.message.includes("internal error"))).toEqual([])
+  })
+
+  test("an example naming a tool like an Object property is judged like any other", async () => {
+    const h = await start({
+      project: `${oneContract("{ type: tool, args: { cmd: { regex: x } } }")}    examples:\n      passes: [{ tool: constructor }, { tool: __proto__ }, { tool: toString, args: { cmd: y } }]\n`,
+    })
+    const status = await h.status(S)
+    expect(status).toContain("problems: none")
+    expect(status).toMatch(/block\s+rule/)
+  })
+})
