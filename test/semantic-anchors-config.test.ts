@@ -889,6 +889,8 @@ describe("the README section is true", () => {
       "46-equals-object",
       "48-matcher-key-typo",
       "51-json-wrong-type",
+      "54-examples-not-mapping",
+      "55-example-args-not-mapping",
     ]) {
       const parsed = Bun.YAML.parse(readFileSync(join(CORPUS, `${name}.yaml`), "utf8"))
       expect({ name, rejected: schemaErrors(parsed, schemaJson).length > 0 }).toEqual({ name, rejected: true })
