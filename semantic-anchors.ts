@@ -17,16 +17,18 @@
  * OPENCODE_SEMANTIC_ANCHORS_CONFIG), the project file `<project>/.opencode/opencode-semantic-anchors.yaml`.
  * The README documents every key; `opencode-semantic-anchors.schema.json` lets editors check them. Bad input never
  * stops a session: a broken file is skipped, a broken contract disables only itself, and every problem is reported
- * with file, key path and fix (log, one toast, `/anchor status`).
+ * with file, key path and fix (log, one toast, `/anchor status`). A contract can carry `examples` (calls it must fire
+ * on, calls it must let pass), checked at every load; `/anchor test <tool> <arguments>` shows the human how the
+ * contracts in force judge one call, matcher by matcher, without counting or recording anything.
  *
  * The bounds that keep memory flat (root sessions kept, text caps, overrides by default) are the constants below.
  *
  * Layout, top-down: (1) pure core, no I/O: names, paths, globs, regexes, the contract model, built-ins and presets,
  * the validator; (2) rule engine: what an edit touches, the bash reader (PROGRAMS: what each program does with its
  * arguments) and the integrity guard, session state (RootSessions: one eviction rule, least recently used), the
- * bypass refusals, verdicts and the texts; (3) adapter, last: the plugin
- * instance (Anchors: config, sessions, client), `/anchor` and the two tools with their one bypass path, each hook a
- * named function (onConfig, onEvent, onChatMessage, onCommand, onToolBefore, onToolAfter), then server().
+ * bypass refusals, verdicts and the texts; (3) adapter, last: the plugin instance (Anchors: config, sessions,
+ * client), `/anchor` (status, test, bypass, reload) and the two tools with their one bypass path, each hook a named
+ * function (onConfig, onEvent, onChatMessage, onCommand, onToolBefore, onToolAfter), then server().
  */
 import type { Hooks, Plugin, PluginInput, ToolContext, ToolDefinition } from "@opencode-ai/plugin"
 // @ts-ignore -- no Node types in this zero-dependency project; node:fs is built into Bun, which runs the plugin.
@@ -364,12 +366,20 @@ type Paths = {
 /** What a matcher needs besides the value: paths are matched relative to the project when they lie inside it. */
 type MatchContext = { directory: string; worktree: string }
 
-type ArgMatcher = { keyPath: string[]; test(value: unknown, ctx: MatchContext): boolean }
+/** One argument matcher; `kind`, `text` (`regex /x/i`, `glob a/**`) and `negate` are for the explanations. */
+type ArgMatcher = {
+  keyPath: string[]
+  test(value: unknown, ctx: MatchContext): boolean
+  kind: string
+  text: string
+  negate: boolean
+}
 
+// `toolsText` is the `tools` globs as written (`[bash, edit]`, or `(any tool)`), for the explanations.
 type Trigger =
-  | { type: "tool"; tools: RegExp[]; args: ArgMatcher[]; unlessSeen: RegExp | null }
+  | { type: "tool"; tools: RegExp[]; toolsText: string; args: ArgMatcher[]; unlessSeen: RegExp | null }
   | { type: "message"; pattern: RegExp | null; unless: RegExp | null; minLength: number }
-  | { type: "state"; every: number; tools: RegExp[] }
+  | { type: "state"; every: number; tools: RegExp[]; toolsText: string }
   // Built-in only: kinds that need path logic no YAML matcher expresses.
   | { type: "boundary"; allowed: RegExp[]; globs: string[] }
   | { type: "spread"; maxDirs: number }
@@ -393,7 +403,16 @@ type Contract = {
   trigger: Trigger
   origin: string // "built-in" or the file label that defined or last changed it
   builtin: boolean
+  examples?: Examples // checked at every load (checkExamples); they travel with the trigger they were written for
 }
+
+/**
+ * A contract's examples: calls (or user messages) it must fire on, and ones it must let pass. A tool-call example is
+ * judged as the call of a fresh session with `steps` changing steps already counted (state triggers) and `seen`
+ * already seen (unlessSeen); a message example is one user message.
+ */
+type Example = { tool: string; args: unknown; steps: number; seen?: string } | { message: string }
+type Examples = { fires: Example[]; passes: Example[] }
 
 /** Tools that change files. opencode names its patch tool `patch` or `apply_patch` depending on the model. */
 const EDIT_TOOLS = ["edit", "write", "patch", "multiedit", "apply_patch"]
@@ -405,6 +424,14 @@ const INTENT_WORDS =
   "\\b(?:goal|aim|purpose|so that|in order to|because|why|should|must|expect|verify|verif|test|check|ensure|" +
   "assert|accept|done when|success|ziel|damit|um zu|weil|warum|soll|muss|erwart|prüf|pruef|test|sicherstell|" +
   "abnahme|fertig wenn|erfolg|nachweis)"
+
+/** A tool-call example of a built-in contract. */
+function call(tool: string, args: Raw, more: { steps?: number; seen?: string } = {}): Example {
+  return { tool, args, steps: more.steps ?? 0, seen: more.seen }
+}
+
+const WRITE_APP = { filePath: "src/app.ts", content: "export {}" }
+const EDIT_APP = { filePath: "src/app.ts", oldString: "a", newString: "b" }
 
 function builtinContracts(): Contract[] {
   const base = {
@@ -425,6 +452,13 @@ function builtinContracts(): Contract[] {
       anchorRefs: ["meaningful-human-control"],
       lockedBy: { by: "plugin" },
       trigger: { type: "integrity" },
+      examples: {
+        fires: [
+          call("write", { filePath: ".opencode/opencode-semantic-anchors.yaml", content: "version: 1" }),
+          call("bash", { command: "rm .opencode/opencode-semantic-anchors.yaml" }),
+        ],
+        passes: [call("write", WRITE_APP), call("bash", { command: "cat .opencode/opencode-semantic-anchors.yaml" })],
+      },
     },
     {
       ...base,
@@ -433,7 +467,16 @@ function builtinContracts(): Contract[] {
       message: "Summarise what you changed so far and ask the user to confirm before the next change.",
       mode: "block",
       anchorRefs: ["meaningful-human-control"],
-      trigger: { type: "state", every: 3, tools: [...EDIT_TOOLS, "bash"].map((name) => globToRegExp(name)) },
+      trigger: {
+        type: "state",
+        every: 3,
+        tools: [...EDIT_TOOLS, "bash"].map((name) => globToRegExp(name)),
+        toolsText: `[${[...EDIT_TOOLS, "bash"].join(", ")}]`,
+      },
+      examples: {
+        fires: [call("edit", EDIT_APP, { steps: 3 })],
+        passes: [call("edit", EDIT_APP, { steps: 2 }), call("bash", { command: "git status" }, { steps: 3 })],
+      },
     },
     {
       ...base,
@@ -444,8 +487,16 @@ function builtinContracts(): Contract[] {
       trigger: {
         type: "tool",
         tools: EDIT_TOOLS.map((name) => globToRegExp(name)),
+        toolsText: `[${EDIT_TOOLS.join(", ")}]`,
         args: [],
         unlessSeen: /https?:\/\/\S|\b(?:Source|Quelle)\s*:/i,
+      },
+      examples: {
+        fires: [call("write", WRITE_APP)],
+        passes: [
+          call("write", WRITE_APP, { seen: "Source: https://example.com/spec#storage" }),
+          call("read", { filePath: "src/app.ts" }),
+        ],
       },
     },
     {
@@ -456,6 +507,13 @@ function builtinContracts(): Contract[] {
       mode: "info",
       anchorRefs: ["definition-of-done"],
       trigger: { type: "message", pattern: null, unless: new RegExp(INTENT_WORDS, "i"), minLength: 40 },
+      examples: {
+        fires: [{ message: "rename the helper functions in the parser module" }],
+        passes: [
+          { message: "rename the helper functions so that the parser reads top-down" },
+          { message: "fix the typo" },
+        ],
+      },
     },
     {
       ...base,
@@ -466,6 +524,13 @@ function builtinContracts(): Contract[] {
       mode: "block",
       anchorRefs: ["separation-of-concerns"],
       trigger: { type: "boundary", globs: BOUNDARY_GLOBS, allowed: BOUNDARY_GLOBS.map((glob) => globToRegExp(glob)) },
+      examples: {
+        fires: [call("write", WRITE_APP)],
+        passes: [
+          call("write", { filePath: "docs/adr/0001-storage.md", content: "# Storage" }),
+          call("bash", { command: "npm test" }),
+        ],
+      },
     },
     {
       ...base,
@@ -475,6 +540,18 @@ function builtinContracts(): Contract[] {
       mode: "warn",
       anchorRefs: ["thin-vertical-slice"],
       trigger: { type: "spread", maxDirs: 3 },
+      examples: {
+        fires: [
+          call("apply_patch", {
+            patchText: [
+              "*** Begin Patch",
+              ...["src/a.ts", "test/a.test.ts", "docs/a.md", "scripts/a.sh"].map((path) => `*** Update File: ${path}`),
+              "*** End Patch",
+            ].join("\n"),
+          }),
+        ],
+        passes: [call("write", WRITE_APP)],
+      },
     },
   ]
 }
@@ -540,10 +617,12 @@ export const SCHEMA_KEYS = {
   top: ["version", "settings", "roles", "presets", "contracts"],
   settings: ["maxOverrides", "confirmPattern"],
   roles: ["default", "agents"],
-  contract: ["id", "description", "mode", "message", "anchorRefs", "roles", "enabled", "locked", "trigger"],
+  contract: ["id", "description", "mode", "message", "anchorRefs", "roles", "enabled", "locked", "trigger", "examples"],
   trigger: ["type", "tools", "args", "unlessSeen", "pattern", "unless", "minLength", "every", "flags"],
   matcher: ["equals", "regex", "flags", "glob", "contains", "startsWith", "exists", "not"],
   matcherKinds: ["equals", "regex", "glob", "contains", "startsWith", "exists"],
+  examples: ["fires", "passes"],
+  example: ["tool", "args", "steps", "seen", "message"],
   modes: ["block", "warn", "info"],
   triggerTypes: ["tool", "message", "state"],
 } as const
@@ -785,7 +864,13 @@ function compileMatcher(key: string, spec: unknown, keyPath: string, r: Reporter
         return undefined
       }
       // The one matcher a missing argument can satisfy.
-      return { keyPath: argPath, test: (present) => ((present !== undefined) === value) !== negate }
+      return {
+        keyPath: argPath,
+        test: (present) => ((present !== undefined) === value) !== negate,
+        kind,
+        text: `exists: ${value}`,
+        negate,
+      }
     case "equals":
       if (typeof value !== "string" && typeof value !== "number" && typeof value !== "boolean") {
         r.error(join(keyPath, kind), `must be a string, number or boolean (got ${describe(value)})`)
@@ -820,13 +905,31 @@ function compileMatcher(key: string, spec: unknown, keyPath: string, r: Reporter
   }
   const check = test!
   // A missing argument makes every matcher but `exists` false, `not` or not.
-  return { keyPath: argPath, test: (present, ctx) => present !== undefined && check(present, ctx) !== negate }
+  return {
+    keyPath: argPath,
+    test: (present, ctx) => present !== undefined && check(present, ctx) !== negate,
+    kind,
+    text: `${kind} ${matcherValueText(kind, value, spec.flags)}`,
+    negate,
+  }
+}
+
+/** A matcher's value as the explanations show it: `/push/i`, `secrets/**, **\/*.pem`, `"make"`. */
+function matcherValueText(kind: string, value: unknown, flags: unknown): string {
+  if (kind === "regex") return `/${value}/${flags ?? ""}`
+  if (kind === "glob") return [value].flat().join(", ")
+  return JSON.stringify(value)
 }
 
 function toolGlobs(value: unknown, keyPath: string, r: Reporter): RegExp[] | undefined {
   if (value === undefined) return [/^/]
   const globs = stringList(value, keyPath, r, "tool-name globs")
   return globs?.map((glob) => globToRegExp(glob))
+}
+
+/** The `tools` of a trigger as written, for the explanations. */
+function toolsText(value: unknown): string {
+  return value === undefined ? "(any tool)" : `[${[value].flat().join(", ")}]`
 }
 
 function compileTrigger(spec: unknown, keyPath: string, r: Reporter, mode: Mode | undefined): Trigger | undefined {
@@ -873,7 +976,7 @@ function compileTrigger(spec: unknown, keyPath: string, r: Reporter, mode: Mode 
     }
     const unlessSeen = optionalRegex("unlessSeen")
     if (failed() || !tools || unlessSeen === undefined) return undefined
-    return { type, tools, args, unlessSeen }
+    return { type, tools, toolsText: toolsText(spec.tools), args, unlessSeen }
   }
   if (type === "message") {
     const pattern = optionalRegex("pattern")
@@ -909,7 +1012,77 @@ function compileTrigger(spec: unknown, keyPath: string, r: Reporter, mode: Mode 
     return undefined
   }
   if (failed() || !tools) return undefined
-  return { type: "state", every: spec.every as number, tools }
+  return { type: "state", every: spec.every as number, tools, toolsText: toolsText(spec.tools) }
+}
+
+/** The shape of `examples` (what each example claims is checked later, by checkExamples, once the trigger is known). */
+function compileExamples(spec: unknown, keyPath: string, r: Reporter): Examples | undefined {
+  if (!isMapping(spec)) {
+    r.error(keyPath, `must be a mapping with fires and/or passes, each a list of examples (got ${describe(spec)})`)
+    return undefined
+  }
+  r.unknownKeys(spec, SCHEMA_KEYS.examples, keyPath)
+  const errorsBefore = r.errors
+  const examples: Examples = { fires: [], passes: [] }
+  for (const key of SCHEMA_KEYS.examples) {
+    const list = spec[key]
+    if (list === undefined) continue
+    if (!Array.isArray(list)) {
+      r.error(
+        join(keyPath, key),
+        `must be a list of examples (got ${describe(list)}); write each as "- { tool: bash, args: { command: ... } }"`,
+      )
+      continue
+    }
+    list.forEach((item, i) => {
+      const example = compileExample(item, join(join(keyPath, key), i), r)
+      if (example) examples[key].push(example)
+    })
+  }
+  return r.errors > errorsBefore ? undefined : examples
+}
+
+function compileExample(item: unknown, keyPath: string, r: Reporter): Example | undefined {
+  if (!isMapping(item)) {
+    r.error(keyPath, `must be a mapping: { tool: <name>, args: {...} } or { message: "..." } (got ${describe(item)})`)
+    return undefined
+  }
+  r.unknownKeys(item, SCHEMA_KEYS.example, keyPath)
+  if (item.message !== undefined) {
+    if (item.tool !== undefined) {
+      r.error(keyPath, "has both tool and message: an example is either a tool call or a user message")
+      return undefined
+    }
+    if (typeof item.message !== "string") {
+      r.error(join(keyPath, "message"), `must be the text of a user message (got ${describe(item.message)})`)
+      return undefined
+    }
+    return { message: item.message }
+  }
+  const errorsBefore = r.errors
+  if (typeof item.tool !== "string" || item.tool === "")
+    r.error(
+      join(keyPath, "tool"),
+      item.tool === undefined
+        ? "is required: the name of the tool called (e.g. bash), or write the example as { message: ... }"
+        : `must be a tool name (got ${describe(item.tool)})`,
+    )
+  if (item.args !== undefined && !isMapping(item.args))
+    r.error(join(keyPath, "args"), `must be a mapping of argument name to value (got ${describe(item.args)})`)
+  if (item.steps !== undefined && (!Number.isInteger(item.steps) || (item.steps as number) < 0))
+    r.error(
+      join(keyPath, "steps"),
+      `must be a whole number >= 0: the changing steps counted before this call (got ${describe(item.steps)})`,
+    )
+  if (item.seen !== undefined && typeof item.seen !== "string")
+    r.error(join(keyPath, "seen"), `must be a text seen earlier in the session (got ${describe(item.seen)})`)
+  if (r.errors > errorsBefore) return undefined
+  return {
+    tool: item.tool as string,
+    args: item.args ?? {},
+    steps: (item.steps as number | undefined) ?? 0,
+    seen: item.seen as string | undefined,
+  }
 }
 
 /** Which layer a file is: the project file cannot change what the global file locked. */
@@ -923,7 +1096,7 @@ function lockRefusal(id: string, lock: Lock, layer: FileLayer): string | undefin
   return `contract "${id}" is locked by the global file (${lock.file}); the project file cannot change or disable it. Remove this entry, or change it in the global file`
 }
 
-function applyContracts(config: Config, list: unknown, layer: FileLayer, r: Reporter): void {
+function applyContracts(config: Config, list: unknown, layer: FileLayer, r: Reporter, env: EngineEnv): void {
   if (!Array.isArray(list)) {
     r.error("contracts", `must be a list of contracts (got ${describe(list)}); start each one with "- id: ..."`)
     return
@@ -1022,6 +1195,8 @@ function applyContracts(config: Config, list: unknown, layer: FileLayer, r: Repo
       entry.trigger === undefined
         ? undefined
         : compileTrigger(entry.trigger, join(keyPath, "trigger"), r, validMode ?? existing?.mode)
+    const examples =
+      entry.examples === undefined ? undefined : compileExamples(entry.examples, join(keyPath, "examples"), r)
     if (!existing) {
       for (const key of ["description", "mode", "trigger"] as const) {
         if (entry[key] === undefined)
@@ -1043,6 +1218,11 @@ function applyContracts(config: Config, list: unknown, layer: FileLayer, r: Repo
     if (entry.enabled !== undefined) merged.enabled = entry.enabled as boolean
     if (entry.locked !== undefined && layer === "global")
       merged.lockedBy = entry.locked ? { by: "global", file: r.file } : null
+    // Examples were written for a trigger: a new trigger without examples of its own drops the earlier ones.
+    if (examples) merged.examples = examples
+    else if (trigger) delete merged.examples
+    const outcome = existing ? "this change is left out, the earlier definition stays" : "the contract is left out"
+    if (merged.examples && !checkExamples(merged, join(keyPath, "examples"), outcome, env, r)) return
     config.contracts.set(id, merged)
   })
 }
@@ -1183,7 +1363,7 @@ function applySettings(config: Config, settings: unknown, r: Reporter): void {
  * Validates one parsed file and merges it into `config` (mutated). Problems go to config.problems. A file whose top
  * level is unusable (not a mapping, wrong version) is skipped whole; otherwise each part stands on its own.
  */
-function applyFile(config: Config, raw: unknown, file: string, layer: FileLayer): string {
+function applyFile(config: Config, raw: unknown, file: string, layer: FileLayer, env: EngineEnv): string {
   const r = new Reporter(file, config.problems)
   if (raw === null || raw === undefined) return "empty"
   if (!isMapping(raw)) {
@@ -1207,7 +1387,7 @@ function applyFile(config: Config, raw: unknown, file: string, layer: FileLayer)
   }
   r.unknownKeys(raw, SCHEMA_KEYS.top, "")
   const before = config.contracts.size
-  if (raw.contracts !== undefined && raw.contracts !== null) applyContracts(config, raw.contracts, layer, r)
+  if (raw.contracts !== undefined && raw.contracts !== null) applyContracts(config, raw.contracts, layer, r, env)
   if (raw.presets !== undefined) applyPresets(config, raw.presets, r)
   if (raw.roles !== undefined) applyRoles(config, raw.roles, r)
   if (raw.settings !== undefined) applySettings(config, raw.settings, r)
@@ -1339,7 +1519,7 @@ function duplicateKeys(text: string): DuplicateKey[] {
 }
 
 /** Parses YAML text (JSON is YAML too) and applies it; a parse error skips the file. */
-function applyText(config: Config, text: string, file: string, layer: FileLayer): string {
+function applyText(config: Config, text: string, file: string, layer: FileLayer, env: EngineEnv): string {
   let raw: unknown
   try {
     raw = Bun.YAML.parse(text)
@@ -1353,7 +1533,7 @@ function applyText(config: Config, text: string, file: string, layer: FileLayer)
     })
     return "ignored"
   }
-  const status = applyFile(config, raw, file, layer)
+  const status = applyFile(config, raw, file, layer, env)
   if (status !== "ignored") {
     for (const dup of duplicateKeys(text)) {
       config.problems.push({
@@ -1382,12 +1562,20 @@ function finishConfig(config: Config): Config {
 
 type FileRead = { path: string; label: string; layer: FileLayer; text?: string; error?: string }
 
-/** Builds the configuration from file contents already read (no I/O here, so it is fast and testable). */
-export function buildConfig(reads: FileRead[]): Config {
+/**
+ * Builds the configuration from file contents already read (no I/O here, so it is fast and testable). `paths` is
+ * where the examples are judged (a relative path in an example is inside this project); default: a project at `/`.
+ */
+export function buildConfig(reads: FileRead[], paths: Paths = resolvePaths({}, {})): Config {
   const config = defaultConfig()
+  const env = exampleEnv(paths)
+  // The built-ins' examples too: a test keeps them passing, and a problem here would name the built-in.
+  const builtins = new Reporter("built-ins", config.problems)
+  for (const contract of config.contracts.values())
+    if (contract.examples) checkExamples(contract, join(contract.id, "examples"), "it stays in force", env, builtins)
   for (const read of reads) {
     if (read.text !== undefined) {
-      config.files.push({ label: read.label, status: applyText(config, read.text, read.label, read.layer) })
+      config.files.push({ label: read.label, status: applyText(config, read.text, read.label, read.layer, env) })
     } else if (read.error === "ENOENT") {
       config.files.push({ label: read.label, status: "not found" })
     } else {
@@ -2744,43 +2932,87 @@ function activeContracts(config: Config, role: string, agent: string | undefined
 type Hit = { contract: Contract; detail: string }
 type Verdict = { mode: Mode | "allow"; hits: Hit[] }
 
-/** What a contract says about one tool call; pure given the state (nothing is recorded here). */
+/**
+ * What a contract says about one tool call; pure given the state (nothing is recorded here). The one place each
+ * trigger decides: the real check, `/anchor test` and the examples all call it. Given `why`, it also says in words
+ * what held and what failed, matcher by matcher (`why?.push(...)` builds no text when nobody asked).
+ */
 function checkToolContract(
   contract: Contract,
   tool: string,
   args: unknown,
   state: SessionState,
   env: EngineEnv,
+  why?: string[],
 ): string | undefined {
   const trigger = contract.trigger
   switch (trigger.type) {
     case "tool": {
-      if (!anyMatch(trigger.tools, tool)) return undefined
-      for (const matcher of trigger.args) if (!matcher.test(valueAt(args, matcher.keyPath), env.match)) return undefined
-      if (trigger.unlessSeen && state.seenHits.has(trigger.unlessSeen)) return undefined
+      if (!anyMatch(trigger.tools, tool)) {
+        why?.push(`tool ${tool}: not in tools ${trigger.toolsText}`)
+        return undefined
+      }
+      why?.push(`tool ${tool}: in tools ${trigger.toolsText}`)
+      let held = true
+      for (const matcher of trigger.args) {
+        const value = valueAt(args, matcher.keyPath)
+        const holds = matcher.test(value, env.match)
+        if (!holds && !why) return undefined
+        why?.push(matcherWhy(matcher, value, holds, tool))
+        held &&= holds
+      }
+      if (!held) return undefined // only when explaining: every matcher was said
+      const seen = trigger.unlessSeen !== null && state.seenHits.has(trigger.unlessSeen)
+      if (trigger.unlessSeen) why?.push(seenWhy(trigger.unlessSeen, seen))
+      if (seen) return undefined
       return trigger.unlessSeen
         ? `${tool} call and nothing seen in this session matches /${trigger.unlessSeen.source}/`
         : `${tool} call matched`
     }
     case "state": {
-      if (!anyMatch(trigger.tools, tool) || !isChangingStep(tool, args)) return undefined
+      if (!anyMatch(trigger.tools, tool)) {
+        why?.push(`tool ${tool}: not in tools ${trigger.toolsText}`)
+        return undefined
+      }
+      if (!isChangingStep(tool, args)) {
+        why?.push(`tool ${tool}: in tools ${trigger.toolsText}, but this call only looks: not a changing step`)
+        return undefined
+      }
       const count = state.steps.get(contract.id) ?? 0
+      why?.push(stepsWhy(tool, trigger.toolsText, count, trigger.every))
       return count >= trigger.every
         ? `${count} changing steps since the user's last confirmation (limit ${trigger.every})`
         : undefined
     }
     case "boundary": {
-      if (!anyMatch(EDIT_TOOL_RES, tool)) return undefined
+      if (!anyMatch(EDIT_TOOL_RES, tool)) {
+        why?.push(`tool ${tool}: not an edit tool`)
+        return undefined
+      }
       const outside = editTargets(args)
         .map((target) => pathForGlob(target, env.match))
         .filter((rel) => !anyMatch(trigger.allowed, rel))
+      why?.push(
+        outside.length
+          ? `it writes ${outside.join(", ")}, outside ${trigger.globs.join(", ")}`
+          : `no file it writes is outside ${trigger.globs.join(", ")}`,
+      )
       return outside.length ? `${outside.join(", ")} is outside ${trigger.globs.join(", ")}` : undefined
     }
     case "spread": {
-      if (!anyMatch(EDIT_TOOL_RES, tool)) return undefined
+      if (!anyMatch(EDIT_TOOL_RES, tool)) {
+        why?.push(`tool ${tool}: not an edit tool`)
+        return undefined
+      }
       const written = topDirs(args, env)
-      if (written.length === 0) return undefined
+      if (written.length === 0) {
+        why?.push("it writes into no top-level directory (files at the project root do not count)")
+        return undefined
+      }
       const dirs = new Set([...state.touchedDirs.keys(), ...written])
+      why?.push(
+        `with this call, ${dirs.size} top-level directories (${[...dirs].sort().join(", ")}) since the user's last confirmation, limit ${trigger.maxDirs}`,
+      )
       return dirs.size > trigger.maxDirs
         ? `changes now span ${dirs.size} top-level directories (${[...dirs].sort().join(", ")}); limit ${trigger.maxDirs}`
         : undefined
@@ -2792,17 +3024,75 @@ function checkToolContract(
           const abs = resolvePath(env.paths.directory, target, env.paths.home)
           return isGuardPath(abs, env.guard) || isGuardPath(env.realpath(abs), env.guard)
         })
+        why?.push(hit ? `it writes ${hit}, a guard file` : "no file it writes is a guard file")
         return hit ? `${hit} is a guard file` : undefined
       }
       if (tool === "bash" && isMapping(args) && typeof args.command === "string") {
         const hit = bashTouchesGuard(args.command, env.paths, env.guard, env.realpath)
+        why?.push(hit ? `the command touches ${hit}, a guard file or directory` : "the command touches no guard file")
         return hit ? `the command touches ${hit}, a guard file or directory` : undefined
       }
+      why?.push(`tool ${tool}: neither an edit tool nor bash with a command`)
       return undefined
     }
     case "message":
+      why?.push("judged on user messages, not on tool calls")
       return undefined
   }
+}
+
+// The explanations of checkToolContract and checkMessageContract: for `/anchor test` and the examples' problems.
+
+/** Argument names of opencode's built-in tools (1.18), so a matcher on a name the tool lacks can say so. */
+const TOOL_ARGUMENTS: Record<string, readonly string[]> = {
+  bash: ["command", "timeout", "description", "workdir"],
+  read: ["filePath", "offset", "limit"],
+  write: ["filePath", "content"],
+  edit: ["filePath", "oldString", "newString", "replaceAll"],
+  multiedit: ["filePath", "edits"],
+  patch: ["patchText"],
+  apply_patch: ["patchText"],
+  glob: ["pattern", "path"],
+  grep: ["pattern", "path", "include"],
+  list: ["path", "ignore"],
+  webfetch: ["url", "format", "timeout"],
+  websearch: ["query", "numResults", "livecrawl", "type", "contextMaxCharacters"],
+  task: ["prompt", "description", "subagent_type", "command"],
+  todowrite: ["todos"],
+  skill: ["name"],
+}
+
+/** A value as an explanation shows it: one line, bounded. */
+function shownValue(value: unknown): string {
+  return JSON.stringify(oneLine(asText(value), 100))
+}
+
+function matcherWhy(matcher: ArgMatcher, value: unknown, holds: boolean, tool: string): string {
+  const where = `args.${matcher.keyPath.join(".")}`
+  const rule = `${matcher.negate ? "not " : ""}${matcher.text}`
+  if (value === undefined) {
+    // own keys only: a tool named "constructor" must not find Object's
+    const known = Object.prototype.hasOwnProperty.call(TOOL_ARGUMENTS, tool) ? TOOL_ARGUMENTS[tool] : undefined
+    const missing =
+      known && !known.includes(matcher.keyPath[0])
+        ? `the ${tool} tool has no argument "${matcher.keyPath[0]}" (its arguments: ${known.join(", ")})`
+        : `the call has no argument "${matcher.keyPath.join(".")}"`
+    return `${where}: ${missing}; ${rule} ${holds ? "holds" : "fails"} on a missing argument`
+  }
+  if (matcher.kind === "exists") return `${where}: present; ${rule} ${holds ? "holds" : "fails"}`
+  const matched = holds !== matcher.negate
+  return `${where}: ${matcher.text} ${matched ? "matched" : "did not match"} ${shownValue(value)}${matcher.negate ? `; with not: ${holds ? "holds" : "fails"}` : ""}`
+}
+
+function seenWhy(pattern: RegExp, seen: boolean): string {
+  return seen
+    ? `unlessSeen ${pattern}: seen in this session (a user message or tool result matched), so it does not fire`
+    : `unlessSeen ${pattern}: nothing seen in this session matches yet`
+}
+
+function stepsWhy(tool: string, tools: string, count: number, every: number): string {
+  const verdict = count >= every ? "the limit is reached" : `this call would be step ${count + 1} of ${every}`
+  return `tool ${tool}: in tools ${tools}, a changing step; ${count} counted since the user's last confirmation, limit ${every}: ${verdict}`
 }
 
 /** Top-level directories an edit call writes into (files at the project root are not counted). */
@@ -2818,6 +3108,68 @@ function topDirs(args: unknown, env: EngineEnv): string[] {
 
 /** What the engine needs from outside: paths, the guard's files, and a realpath (the only file-system access). */
 type EngineEnv = { paths: Paths; guard: GuardFiles; match: MatchContext; realpath: RealPath }
+
+/** Where examples are judged: the project's paths, and no file-system access (an example is a call on paper). */
+function exampleEnv(paths: Paths): EngineEnv {
+  return {
+    paths,
+    guard: guardFiles(paths),
+    match: { directory: paths.directory, worktree: paths.worktree },
+    realpath: (abs) => abs,
+  }
+}
+
+/**
+ * Whether every example of a contract does what it says; each one that does not is an error at its key path
+ * (`contracts[2].examples.passes[0]`) saying what the contract did instead, followed by `outcome`.
+ */
+function checkExamples(contract: Contract, keyPath: string, outcome: string, env: EngineEnv, r: Reporter): boolean {
+  const errorsBefore = r.errors
+  for (const listed of SCHEMA_KEYS.examples) {
+    contract.examples?.[listed].forEach((example, i) => {
+      const where = join(join(keyPath, listed), i)
+      let judged: ReturnType<typeof judgeExample>
+      try {
+        judged = judgeExample(contract, example, env)
+      } catch (error) {
+        // An engine failure on an odd example must not take the rest of the file down with it.
+        judged = `could not be judged (${(error as Error)?.message ?? error})`
+      }
+      if (typeof judged === "string") r.error(where, `${judged}; ${outcome}`)
+      else if (judged.fires !== (listed === "fires"))
+        r.error(
+          where,
+          judged.fires
+            ? `listed under passes, but the contract fires: ${judged.why.join("; ")}; ${outcome}`
+            : `listed under fires, but the contract lets it pass: ${judged.why.join("; ")}; ${outcome}`,
+        )
+    })
+  }
+  return r.errors === errorsBefore
+}
+
+/** One example judged by the same checks as a real call, in a fresh session; a string when it is the wrong kind. */
+function judgeExample(
+  contract: Contract,
+  example: Example,
+  env: EngineEnv,
+): { fires: boolean; why: string[] } | string {
+  const trigger = contract.trigger
+  const why: string[] = []
+  if ("message" in example) {
+    if (trigger.type !== "message")
+      return `is a user message, but a ${trigger.type} trigger is judged on tool calls: write it as { tool: ..., args: {...} }`
+    return { fires: checkMessageContract(contract, example.message, why), why }
+  }
+  if (trigger.type === "message")
+    return `is a tool call, but a message trigger is judged on user messages: write it as { message: "..." }`
+  const state = newState("")
+  if (example.steps) state.steps.set(contract.id, example.steps)
+  if (example.seen !== undefined && trigger.type === "tool" && trigger.unlessSeen)
+    recordSeen(state, example.seen, [trigger.unlessSeen])
+  const fires = checkToolContract(contract, example.tool, example.args, state, env, why) !== undefined
+  return { fires, why }
+}
 
 function evaluateTool(
   contracts: readonly Contract[],
@@ -2913,17 +3265,39 @@ function release(state: SessionState, callID: string): void {
 }
 
 function evaluateMessage(contracts: readonly Contract[], text: string): Hit[] {
-  const capped = capText(text, MESSAGE_CAP)
   const hits: Hit[] = []
   for (const contract of contracts) {
-    const trigger = contract.trigger
-    if (trigger.type !== "message") continue
-    if (text.trim().length < trigger.minLength) continue
-    if (trigger.pattern && !trigger.pattern.test(capped)) continue
-    if (trigger.unless && trigger.unless.test(capped)) continue
-    hits.push({ contract: { ...contract, mode: effectiveMode(contract) }, detail: "message" })
+    if (checkMessageContract(contract, text))
+      hits.push({ contract: { ...contract, mode: effectiveMode(contract) }, detail: "message" })
   }
   return hits
+}
+
+/** Whether a message contract fires on a user's text; given `why`, it says why in words (as checkToolContract). */
+function checkMessageContract(contract: Contract, text: string, why?: string[]): boolean {
+  const trigger = contract.trigger
+  if (trigger.type !== "message") {
+    why?.push("judged on tool calls, not on user messages")
+    return false
+  }
+  const length = text.trim().length
+  if (length < trigger.minLength) {
+    why?.push(`minLength ${trigger.minLength}: the message has ${length} characters, too short to be judged`)
+    return false
+  }
+  if (trigger.minLength > 0) why?.push(`minLength ${trigger.minLength}: the message has ${length} characters`)
+  const capped = capText(text, MESSAGE_CAP)
+  if (trigger.pattern) {
+    const matched = trigger.pattern.test(capped)
+    why?.push(`pattern ${trigger.pattern}: ${matched ? "matched" : "did not match"}`)
+    if (!matched) return false
+  }
+  if (trigger.unless) {
+    const matched = trigger.unless.test(capped)
+    why?.push(`unless ${trigger.unless}: ${matched ? "matched, so it does not fire" : "did not match"}`)
+    if (matched) return false
+  }
+  return true
 }
 
 // Texts the model and the user read -------------------------------------------------------------------------------
@@ -3152,7 +3526,7 @@ export async function loadConfig(paths: Paths): Promise<Config> {
       read.error = "ENOENT: OPENCODE_SEMANTIC_ANCHORS_CONFIG names a file that does not exist"
     reads.push({ path, label: labelFor(path, paths), layer, ...read })
   }
-  return buildConfig(reads)
+  return buildConfig(reads, paths)
 }
 
 /**
@@ -3217,6 +3591,8 @@ class Anchors {
   readonly commandTurns = new Set<string>()
   /** Sessions whose next user message is a slash command's expanded template, not the person's own words. */
   readonly templateTurns = new Set<string>()
+  /** The call of a session's `/anchor test`, judged again in chat.message once the agent (and so the role) is known. */
+  private readonly pendingTests = new Map<string, string>()
 
   constructor(
     readonly client: Client | undefined,
@@ -3305,6 +3681,20 @@ class Anchors {
     return list
   }
 
+  rememberTest(sessionID: string, call: string): void {
+    this.pendingTests.delete(sessionID)
+    this.pendingTests.set(sessionID, call)
+    if (this.pendingTests.size > MAX_ROOT_SESSIONS)
+      this.pendingTests.delete(this.pendingTests.keys().next().value as string)
+  }
+
+  /** The call of the session's `/anchor test` in this turn, taken (once). */
+  takeTest(sessionID: string): string | undefined {
+    const call = this.pendingTests.get(sessionID)
+    this.pendingTests.delete(sessionID)
+    return call
+  }
+
   /** The state a session's calls count in: its root session's. */
   stateOf(sessionID: string): SessionState {
     return this.sessions.state(this.sessions.rootOf(sessionID), this.config.defaultRole)
@@ -3371,6 +3761,154 @@ function bypass(anchors: Anchors, sessionID: string, reason: string, via: string
   return `Override ${state.overridesUsed}/${max} granted (${via}): the next blocked call in this session may run once, and the step counters are reset. Reason: ${reason}`
 }
 
+// `/anchor test`: one call judged as the next call of this session would be, with nothing counted or recorded.
+
+/** The tools whose main argument /anchor test takes as plain text: the first of their arguments (todos is a list). */
+const MAIN_ARGUMENT: Record<string, string> = Object.fromEntries(
+  Object.entries(TOOL_ARGUMENTS)
+    .filter(([tool]) => tool !== "todowrite")
+    .map(([tool, names]) => [tool, names[0]]),
+)
+
+const TEST_USAGE =
+  "Usage: /anchor test <tool> <arguments>, the arguments as a JSON object or the tool's main argument as plain text " +
+  "(bash: command; read, write, edit: filePath; glob, grep: pattern; webfetch: url), e.g. /anchor test bash git push " +
+  "--force origin main; or /anchor test message <text> for a user message."
+
+type TestCall = { tool: string; args: Raw } | { message: string } | { error: string }
+
+/** `<tool> <arguments>` (or `message <text>`) as a call to judge. */
+function parseTestCall(text: string): TestCall {
+  const match = /^(\S+)\s*([\s\S]*)$/.exec(text.trim())
+  if (!match) return { error: TEST_USAGE }
+  const [, tool, rest] = match
+  if (tool === "message") return rest ? { message: rest } : { error: TEST_USAGE }
+  const main = Object.prototype.hasOwnProperty.call(MAIN_ARGUMENT, tool) ? MAIN_ARGUMENT[tool] : undefined
+  let jsonError = ""
+  if (rest.startsWith("{")) {
+    try {
+      const parsed: unknown = JSON.parse(rest)
+      if (isMapping(parsed)) return { tool, args: parsed }
+      jsonError = "not a JSON object"
+    } catch (error) {
+      jsonError = String((error as Error).message ?? error)
+    }
+  }
+  if (rest === "") return { tool, args: {} }
+  if (main) return { tool, args: { [main]: rest } }
+  return {
+    error: `${jsonError ? `The arguments are not a JSON object (${jsonError}). ` : ""}"${tool}" is not one of opencode's built-in tools, so its main argument is not known: give its arguments as a JSON object, e.g. /anchor test ${tool} {"name":"value"}`,
+  }
+}
+
+/** Why a contract does not apply to this role: off, limited to other roles, or not in the role's preset. */
+function inactiveReason(contract: Contract): string {
+  if (!contract.enabled) return "disabled"
+  if (contract.roles && !contract.roles.includes("*")) return `roles: ${contract.roles.join(", ")}`
+  return "not in this role's preset"
+}
+
+function lockText(contract: Contract): string {
+  if (!contract.lockedBy) return ""
+  return contract.lockedBy.by === "plugin"
+    ? " [locked by the plugin]"
+    : ` [locked by the global file (${contract.lockedBy.file})]`
+}
+
+/** The text of `/anchor test`: the verdict, then each active contract with what held and what failed. */
+function testText(anchors: Anchors, sessionID: string, text: string): string {
+  const parsed = parseTestCall(text)
+  if ("error" in parsed) return parsed.error
+  const { config } = anchors
+  // Read only: a session with no state yet is judged as a fresh one, and none is created for it.
+  const state = anchors.sessions.find(anchors.sessions.rootOf(sessionID)) ?? newState(config.defaultRole)
+  const active = anchors.active(state.role, state.agent)
+  const lines = ["semantic-anchors test, a dry run: nothing was counted, recorded or blocked."]
+  const explained: { contract: Contract; fires: boolean; why: string[] }[] = []
+  if ("message" in parsed) {
+    lines.push(
+      `user message: ${shownValue(parsed.message)}`,
+      `role: ${state.role}${state.agent ? ` (agent ${state.agent})` : ""}`,
+    )
+    const hits = evaluateMessage(active, parsed.message)
+    lines.push(`verdict: ${messageVerdict(hits)}`)
+    const confirmPattern = config.settings.confirmPattern
+    lines.push(
+      !confirmPattern || confirmPattern.test(capText(parsed.message, MESSAGE_CAP))
+        ? "as a real message it would confirm: the step counters would start again"
+        : `as a real message it would not confirm (settings.confirmPattern /${confirmPattern.source}/ does not match)`,
+    )
+    for (const contract of active) {
+      const why: string[] = []
+      explained.push({ contract, fires: checkMessageContract(contract, parsed.message, why), why })
+    }
+  } else {
+    const { tool, args } = parsed
+    lines.push(
+      `call: ${tool} ${JSON.stringify(args)}`,
+      `role: ${state.role}${state.agent ? ` (agent ${state.agent})` : ""}`,
+    )
+    if (OWN_TOOLS.has(tool)) {
+      lines.push(`verdict: nothing: ${tool} is the plugin's own tool and is never checked`)
+      return lines.join("\n")
+    }
+    const verdict = evaluateTool(active, tool, args, state, anchors.env)
+    lines.push(`verdict: ${toolVerdict(verdict, state)}`)
+    for (const contract of active) {
+      const why: string[] = []
+      explained.push({
+        contract,
+        fires: checkToolContract(contract, tool, args, state, anchors.env, why) !== undefined,
+        why,
+      })
+    }
+  }
+  lines.push(`contracts active for this role (${active.length}):`)
+  for (const { contract, fires, why } of explained) {
+    const noted = fires && effectiveMode(contract) === "warn" && state.warnedThisTurn.has(contract.id)
+    lines.push(
+      `  ${effectiveMode(contract).padEnd(5)} ${contract.id}${lockText(contract)}: ${fires ? "fires" : "passes"}${noted ? " (its note was given in this turn already: this call would only be logged)" : ""}`,
+    )
+    for (const line of why) lines.push(`    ${line}`)
+  }
+  const inactive = [...config.contracts.values()].filter((contract) => !active.includes(contract))
+  if (inactive.length)
+    lines.push(`not active for this role: ${inactive.map((c) => `${c.id} (${inactiveReason(c)})`).join(", ")}`)
+  return lines.join("\n")
+}
+
+function toolVerdict(verdict: Verdict, state: SessionState): string {
+  const ids = (mode: Mode) =>
+    verdict.hits
+      .filter((hit) => hit.contract.mode === mode)
+      .map((hit) => hit.contract.id)
+      .join(", ")
+  switch (verdict.mode) {
+    case "block":
+      return state.passes > 0
+        ? `block (${ids("block")}), but a bypass is pending: the call would run once and use it`
+        : `block (${ids("block")}): the call would not run`
+    case "warn":
+      return `warn (${ids("warn")}): the call would run, with a note to the agent`
+    case "info":
+      return `tip (${ids("info")}): the call would run, and the user would get a tip`
+    case "allow":
+      return "nothing: the call would run, with no note and no tip"
+  }
+}
+
+function messageVerdict(hits: Hit[]): string {
+  if (hits.length === 0) return "nothing: no tip, no warning"
+  const tips = hits.filter((hit) => hit.contract.mode === "info").map((hit) => hit.contract.id)
+  const warns = hits.filter((hit) => hit.contract.mode !== "info").map((hit) => hit.contract.id)
+  return [
+    warns.length ? `warn (${warns.join(", ")}): the user would get a warning toast` : "",
+    tips.length ? `tip (${tips.join(", ")}): the user would get a tip` : "",
+  ]
+    .filter(Boolean)
+    .join("; ")
+}
+
 /** `/anchor reload`: the files read again; every session's counters and overrides reset, its role and evidence kept. */
 async function reload(anchors: Anchors): Promise<string> {
   anchors.install(await loadConfig(anchors.paths))
@@ -3387,7 +3925,7 @@ async function reload(anchors: Anchors): Promise<string> {
   return `Reloaded: ${filesSummary(config)}; ${config.problems.length} problem(s). Counters and overrides reset; roles kept.`
 }
 
-/** The human's `/anchor` command: status, bypass or reload. */
+/** The human's `/anchor` command: status, test, bypass or reload. */
 async function runAnchorCommand(anchors: Anchors, sessionID: string, rawArguments: string): Promise<string> {
   const text = stripArgumentQuotes(rawArguments ?? "")
   const [sub = "", ...rest] = text.split(/\s+/)
@@ -3405,8 +3943,13 @@ async function runAnchorCommand(anchors: Anchors, sessionID: string, rawArgument
       return statusText(anchors, sessionID)
     case "reload":
       return await reload(anchors)
+    case "test": {
+      const call = text.replace(/^\S+\s*/, "")
+      anchors.rememberTest(sessionID, call)
+      return testText(anchors, sessionID, call)
+    }
     default:
-      return `Unknown /anchor subcommand "${sub}". Use: /anchor status | /anchor bypass <reason> | /anchor reload`
+      return `Unknown /anchor subcommand "${sub}". Use: /anchor status | /anchor test <tool> <arguments> | /anchor bypass <reason> | /anchor reload`
   }
 }
 
@@ -3499,7 +4042,7 @@ async function onConfig(anchors: Anchors, cfg: HookInput<"config">): Promise<voi
       anchor: {
         template:
           "The user ran /anchor $ARGUMENTS (semantic-anchors). Report the result to the user in one or two sentences.",
-        description: "semantic-anchors: status | bypass <reason> | reload",
+        description: "semantic-anchors: status | test <tool> <arguments> | bypass <reason> | reload",
       },
     }
     const permission = target.permission
@@ -3617,15 +4160,20 @@ const COMMAND_TURN_SYSTEM =
   "repeat or summarise it, and do not call tools."
 
 /**
- * opencode runs the command hook before chat.message names the agent, so a status written there shows the role of
- * the session's previous agent (or the default one, in a new session). Written again once the agent is known.
+ * opencode runs the command hook before chat.message names the agent, so a status or test written there shows the
+ * role of the session's previous agent (or the default one, in a new session). Written again once the agent is known.
  */
 function refreshStatus(anchors: Anchors, sessionID: string, parts: Part[]): void {
+  const test = anchors.takeTest(sessionID)
   for (const part of parts) {
     if (part?.type !== "text" || typeof part.text !== "string" || !part.text.startsWith(ECHO_MARK)) continue
     const end = part.text.indexOf("\n")
     const args = part.text.slice(ECHO_MARK.length, end === -1 ? undefined : end).trim()
-    if (/^(status)?$/i.test(args.split(/\s+/)[0])) part.text = anchorCommandText(args, statusText(anchors, sessionID))
+    const sub = args.split(/\s+/)[0]
+    if (/^(status)?$/i.test(sub)) part.text = anchorCommandText(args, statusText(anchors, sessionID))
+    // The call as typed (it may span lines, so not from the echo line), kept by the command hook.
+    else if (/^test$/i.test(sub) && test !== undefined)
+      part.text = anchorCommandText(`test ${test}`.trim(), testText(anchors, sessionID, test))
   }
 }
 

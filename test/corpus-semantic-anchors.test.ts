@@ -206,6 +206,33 @@ const CONFIG_CASES: ConfigCase[] = [
   },
   { file: "binary.yaml", status: "ignored", active: BUILTINS, problems: [/^error: .*: cannot parse YAML/] },
   {
+    // Examples that do not do what they say, and malformed ones: each an error at its key path; only the contract
+    // whose examples hold is added, and step-confirmation keeps its built-in definition (its change is left out).
+    file: "broken-examples.yaml",
+    status: "loaded, 1 new contract",
+    active: [...BUILTINS, "good-examples"],
+    problems: [
+      /^error: .*: contracts\[0\]\.examples\.fires\[0\]: listed under fires, but the contract lets it pass: tool bash: in tools \[bash\]; args\.cmd: the bash tool has no argument "cmd" \(its arguments: command, timeout, description, workdir\); regex \/\\bgit\\s\+push\\b\.\*--force\/ fails on a missing argument; the contract is left out$/,
+      /^error: .*: contracts\[1\]\.examples\.passes\[0\]: listed under passes, but the contract fires: tool bash: in tools \[bash\]; args\.command: contains "push" matched "git push origin main"; the contract is left out$/,
+      /^error: .*: contracts\[2\]\.examples: must be a mapping with fires and\/or passes, each a list of examples \(got a list\)$/,
+      /^error: .*: contracts\[3\]\.examples\.fires\[0\]: must be a mapping: \{ tool: <name>, args: \{\.\.\.\} \} or \{ message: "\.\.\." \} \(got "bash"\)$/,
+      /^error: .*: contracts\[3\]\.examples\.fires\[1\]\.tool: is required: the name of the tool called/,
+      /^error: .*: contracts\[3\]\.examples\.fires\[2\]\.args: must be a mapping of argument name to value \(got "ls"\)$/,
+      /^error: .*: contracts\[3\]\.examples\.fires\[3\]\.steps: must be a whole number >= 0/,
+      /^error: .*: contracts\[3\]\.examples\.fires\[4\]: has both tool and message/,
+      /^error: .*: contracts\[3\]\.examples\.passes: must be a list of examples \(got a mapping\)/,
+      /^error: .*: contracts\[4\]\.examples\.fires\[0\]: is a user message, but a tool trigger is judged on tool calls/,
+      /^error: .*: contracts\[5\]\.examples\.fires\[0\]: is a tool call, but a message trigger is judged on user messages/,
+      /^error: .*: contracts\[6\]\.examples\.fires\[0\]: listed under fires, but the contract lets it pass: tool edit: in tools \[edit, write, patch, multiedit, apply_patch, bash\], a changing step; 1 counted since the user's last confirmation, limit 3: this call would be step 2 of 3; this change is left out, the earlier definition stays$/,
+    ],
+    also: async (h) => {
+      expect(await h.status(fresh())).toMatch(/block\s+step-confirmation/) // the change to warn was left out
+      const s = fresh()
+      expect((await h.run(s, "bash", { command: "git commit -m wip" })).output).toContain("WARN good-examples")
+      expect((await h.run(s, "bash", { command: "git push --force origin main" })).blocked).toBeUndefined()
+    },
+  },
+  {
     file: "version-string.yaml",
     status: "ignored",
     active: BUILTINS,

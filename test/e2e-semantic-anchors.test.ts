@@ -171,6 +171,27 @@ describe("e2e semantic-anchors in opencode run", () => {
     expect(r.stderr).not.toContain("bypass granted")
   })
 
+  test("/anchor test: the human's dry run of a call, answered with the role of the agent that ran it", async () => {
+    const sb = sandbox({ files: { [PROJECT_CONFIG]: projectConfig() } })
+    const r = await runOpencode(sb, {
+      // `--`: the words after it are the command's arguments, not opencode's options (--force)
+      args: ["--agent", "plan", "--command", "anchor", "--", ..."test bash git push --force origin main".split(" ")],
+      script: [{ text: "Noted." }],
+    })
+    expect(r.code).toBe(0)
+    const seen = userTexts(agentRequests(r.llm)[0]).join("\n")
+    expect(seen).toStartWith("[semantic-anchors] /anchor test bash git push --force origin main\n")
+    expect(seen).toContain("role: software-architect (agent plan)")
+    expect(seen).toContain("verdict: block (no-force-push): the call would not run")
+    expect(seen).toContain(
+      'args.command: regex /\\bgit\\s+push\\b.*\\s(--force|-f)\\b/ matched "git push --force origin main"',
+    )
+    // answered like /anchor status: the system prompt of that turn asks the model for one short line
+    const system = agentRequests(r.llm)[0].messages.filter((m: any) => m.role === "system")
+    expect(JSON.stringify(system)).toContain("Reply with one short sentence")
+    expect(toolParts(r.events)).toEqual([])
+  }, 120_000)
+
   test("9: the agent trying to change the anchors YAML or a plugin file is blocked", async () => {
     // external_directory allowed, so that an unguarded call would really reach the plugin files outside the project.
     const sb = sandbox({
