@@ -51,6 +51,7 @@ const TOAST_AFTER_MESSAGE_MS = 700 // a toast sooner than ~0.5 s after a session
 const TOAST_SHOWN_MS = 5500 // how long the TUI shows a toast; a second one sooner replaces the first
 const MAX_PENDING_NOTES = 256 // warn notes waiting for their tool.execute.after
 const MAX_RESERVED = 256 // counted calls waiting to be known as run (tool.execute.after) or not (an error part)
+const MAX_TOOL_PLANS = 256 // tool names whose plan is kept per role (toolPlan); beyond, the plans are made again
 const MAX_LOGGED_PROBLEMS = 50 // config problems logged per file; the rest are counted (status lists all)
 const DEFAULT_MAX_OVERRIDES = 3
 const SERVICE = "semantic-anchors"
@@ -171,8 +172,12 @@ function didYouMean(word: string, candidates: Iterable<string>): string {
     : ""
 }
 
+/** A path normalizePath would change: empty, `//`, a `.` or `..` segment, or a trailing `/` (the root aside). */
+const NOT_NORMAL = /^$|\/\/|(?:^|\/)\.\.?(?:\/|$)|[^]\/$/
+
 /** POSIX path normalisation: collapses `//`, `.` and `..` (never above the root). */
 function normalizePath(path: string): string {
+  if (!NOT_NORMAL.test(path)) return path // the common case, checked per tool call: nothing to split and join
   const absolute = path.startsWith("/")
   const out: string[] = []
   for (const segment of path.split("/")) {
@@ -194,7 +199,10 @@ function resolvePath(base: string, path: string, home?: string): string {
 /** `abs` relative to `base`, or undefined when it lies outside. */
 function relativeInside(base: string, abs: string): string | undefined {
   if (abs === base) return "."
-  return abs.startsWith(base.endsWith("/") ? base : `${base}/`) ? abs.slice(base.length).replace(/^\/+/, "") : undefined
+  if (!abs.startsWith(base) || (!base.endsWith("/") && abs[base.length] !== "/")) return undefined
+  let start = base.length
+  while (abs[start] === "/") start++
+  return abs.slice(start)
 }
 
 function escapeRegex(text: string): string {
@@ -229,6 +237,22 @@ function globToRegExp(glob: string, hideDotfiles = false): RegExp {
     }
   }
   return new RegExp(`^${source}$`)
+}
+
+/**
+ * A regex that holds whenever the glob does, and is cheap to test: the glob's literal head and tail around its
+ * wildcards (`src/**\/*.ts` -> `^src/[\s\S]*\.ts$`, `**\/*.key` -> `\.key$`). A glob regex backtracks over every
+ * `/` of the path; 50 of them cost far more than one test of 50 outlines joined (a screen, toolPlan).
+ */
+function globOutline(glob: string): string {
+  const first = glob.search(/[*?]/)
+  if (first < 0) return `^${escapeRegex(glob)}$`
+  let last = Math.max(glob.lastIndexOf("*"), glob.lastIndexOf("?"))
+  if (glob.startsWith("**/", last - 1)) last++ // `**/` may match nothing, its `/` included
+  const head = escapeRegex(glob.slice(0, first))
+  const tail = escapeRegex(glob.slice(last + 1))
+  if (!head) return `${tail}$`
+  return tail ? `^${head}[\\s\\S]*${tail}$` : `^${head}`
 }
 
 /** Matches a tool name against a compiled list of tool globs. */
@@ -363,7 +387,13 @@ type Paths = {
 /** What a matcher needs besides the value: paths are matched relative to the project when they lie inside it. */
 type MatchContext = { directory: string; worktree: string }
 
-type ArgMatcher = { keyPath: string[]; test(value: unknown, ctx: MatchContext): boolean }
+type ArgMatcher = { keyPath: string[]; test(value: unknown, ctx: MatchContext): boolean; screen?: ScreenPart }
+
+/**
+ * A matcher's part in a screen (toolPlan): a regex that holds whenever the matcher holds (a `regex`, or a `glob` as
+ * its regexes), so that one test of many matchers' parts joined with `|` can rule them all out at once.
+ */
+type ScreenPart = { kind: "regex" | "glob"; source: string; flags: string }
 
 type Trigger =
   | { type: "tool"; tools: RegExp[]; args: ArgMatcher[]; unlessSeen: RegExp | null }
@@ -777,6 +807,7 @@ function compileMatcher(key: string, spec: unknown, keyPath: string, r: Reporter
   const value = spec[kind]
   const argPath = key.split(".")
   let test: ((present: unknown, ctx: MatchContext) => boolean) | undefined
+  let screen: ScreenPart | undefined
   switch (kind) {
     case "exists":
       if (typeof value !== "boolean") {
@@ -796,13 +827,18 @@ function compileMatcher(key: string, spec: unknown, keyPath: string, r: Reporter
       const regex = compileRegex(value, spec.flags, join(keyPath, kind), join(keyPath, "flags"), r)
       if (!regex) return undefined
       test = (present) => regex.test(capText(asText(present), REGEX_INPUT_CAP))
+      // Numbered or named groups would change meaning inside a joined regex: such a matcher is not screened.
+      if (!negate && !/\\[1-9k]|\(\?<[^=!]/.test(regex.source))
+        screen = { kind: "regex", source: regex.source, flags: regex.flags }
       break
     }
     case "glob": {
       const globs = stringList(value, join(keyPath, kind), r, "globs")
       if (!globs) return undefined
-      const regexes = globs.map((glob) => globToRegExp(glob))
-      test = (present, ctx) => typeof present === "string" && anyMatch(regexes, pathForGlob(present, ctx))
+      // One regex for all the matcher's globs: one test instead of one per glob.
+      const regex = new RegExp(globs.map((glob) => `(?:${globToRegExp(glob).source})`).join("|"))
+      test = (present, ctx) => typeof present === "string" && regex.test(pathForGlob(present, ctx))
+      if (!negate) screen = { kind: "glob", source: globs.map(globOutline).join("|"), flags: "" }
       break
     }
     case "contains":
@@ -819,7 +855,7 @@ function compileMatcher(key: string, spec: unknown, keyPath: string, r: Reporter
   }
   const check = test!
   // A missing argument makes every matcher but `exists` false, `not` or not.
-  return { keyPath: argPath, test: (present, ctx) => present !== undefined && check(present, ctx) !== negate }
+  return { keyPath: argPath, test: (present, ctx) => present !== undefined && check(present, ctx) !== negate, screen }
 }
 
 function toolGlobs(value: unknown, keyPath: string, r: Reporter): RegExp[] | undefined {
@@ -1861,12 +1897,15 @@ class RecentMap<V> {
   private readonly map = new Map<string, V>()
   constructor(readonly capacity: number) {}
 
+  private newest: string | undefined // the most recently used key: asking for it again needs no reordering
+
   /** The value, marked most recently used. */
   get(key: string): V | undefined {
     const value = this.map.get(key)
-    if (value !== undefined) {
+    if (value !== undefined && key !== this.newest) {
       this.map.delete(key)
       this.map.set(key, value)
+      this.newest = key
     }
     return value
   }
@@ -1875,11 +1914,13 @@ class RecentMap<V> {
   set(key: string, value: V): void {
     this.map.delete(key)
     this.map.set(key, value)
+    this.newest = key
     if (this.map.size > this.capacity) this.map.delete(this.map.keys().next().value as string)
   }
 
   delete(key: string): void {
     this.map.delete(key)
+    if (key === this.newest) this.newest = undefined
   }
 
   values(): IterableIterator<V> {
@@ -2001,18 +2042,48 @@ function activeContracts(config: Config, role: string, agent: string | undefined
 type Hit = { contract: Contract; detail: string }
 type Verdict = { mode: Mode | "allow"; hits: Hit[] }
 
-/** What a contract says about one tool call; pure given the state (nothing is recorded here). */
-function checkToolContract(
+/**
+ * Whether a contract's trigger can apply to a tool of this name at all. The one place that reads tool names, so that
+ * a ToolPlan can do it once per tool instead of once per call.
+ */
+function toolApplies(contract: Contract, tool: string): boolean {
+  const trigger = contract.trigger
+  switch (trigger.type) {
+    case "tool":
+    case "state":
+      return anyMatch(trigger.tools, tool)
+    case "boundary":
+    case "spread":
+      return anyMatch(EDIT_TOOL_RES, tool)
+    case "integrity":
+      return tool === "bash" || anyMatch(EDIT_TOOL_RES, tool)
+    case "message":
+      return false
+  }
+}
+
+/** What one call is, worked out at most once however many contracts ask (the bash reading is the costly part). */
+type CallFacts = { tool: string; args: unknown; changing?: boolean }
+
+function isChanging(facts: CallFacts): boolean {
+  facts.changing ??= isChangingStep(facts.tool, facts.args)
+  return facts.changing
+}
+
+/**
+ * What a contract says about one tool call, for a contract known to apply to the tool's name (toolApplies); pure
+ * given the state (nothing is recorded here).
+ */
+function checkApplicable(
   contract: Contract,
-  tool: string,
-  args: unknown,
+  facts: CallFacts,
   state: SessionState,
   env: EngineEnv,
 ): string | undefined {
+  const { tool, args } = facts
   const trigger = contract.trigger
   switch (trigger.type) {
     case "tool": {
-      if (!anyMatch(trigger.tools, tool)) return undefined
       for (const matcher of trigger.args) if (!matcher.test(valueAt(args, matcher.keyPath), env.match)) return undefined
       if (trigger.unlessSeen && state.seenHits.has(trigger.unlessSeen)) return undefined
       return trigger.unlessSeen
@@ -2020,21 +2091,19 @@ function checkToolContract(
         : `${tool} call matched`
     }
     case "state": {
-      if (!anyMatch(trigger.tools, tool) || !isChangingStep(tool, args)) return undefined
+      if (!isChanging(facts)) return undefined
       const count = state.steps.get(contract.id) ?? 0
       return count >= trigger.every
         ? `${count} changing steps since the user's last confirmation (limit ${trigger.every})`
         : undefined
     }
     case "boundary": {
-      if (!anyMatch(EDIT_TOOL_RES, tool)) return undefined
       const outside = editTargets(args)
         .map((target) => pathForGlob(target, env.match))
         .filter((rel) => !anyMatch(trigger.allowed, rel))
       return outside.length ? `${outside.join(", ")} is outside ${trigger.globs.join(", ")}` : undefined
     }
     case "spread": {
-      if (!anyMatch(EDIT_TOOL_RES, tool)) return undefined
       const written = topDirs(args, env)
       if (written.length === 0) return undefined
       const dirs = new Set([...state.touchedDirs.keys(), ...written])
@@ -2043,7 +2112,7 @@ function checkToolContract(
         : undefined
     }
     case "integrity": {
-      if (anyMatch(EDIT_TOOL_RES, tool)) {
+      if (tool !== "bash") {
         // A link with an innocent name writes to its target: check the path as named and as resolved.
         const hit = editTargets(args).find((target) => {
           const abs = resolvePath(env.paths.directory, target, env.paths.home)
@@ -2051,7 +2120,7 @@ function checkToolContract(
         })
         return hit ? `${hit} is a guard file` : undefined
       }
-      if (tool === "bash" && isMapping(args) && typeof args.command === "string") {
+      if (isMapping(args) && typeof args.command === "string") {
         const hit = bashTouchesGuard(args.command, env.paths, env.guard, env.realpath)
         return hit ? `the command touches ${hit}, a guard file or directory` : undefined
       }
@@ -2076,24 +2145,88 @@ function topDirs(args: unknown, env: EngineEnv): string[] {
 /** What the engine needs from outside: paths, the guard's files, and a realpath (the only file-system access). */
 type EngineEnv = { paths: Paths; guard: GuardFiles; match: MatchContext; realpath: RealPath }
 
-function evaluateTool(
-  contracts: readonly Contract[],
-  tool: string,
-  args: unknown,
-  state: SessionState,
-  env: EngineEnv,
-): Verdict {
-  const hits: Hit[] = []
+/**
+ * A screen: the screen parts of several tool contracts' matchers on one argument, joined into one regex. When it
+ * fails on a call, none of those matchers can hold, so none of those contracts fires: an allowed call with 50 regex
+ * contracts on bash's `command` costs one regex test, not 50. When it holds, each contract is checked as usual.
+ */
+type Screen = { keyPath: string[]; kind: ScreenPart["kind"]; regex: RegExp }
+
+function screenHolds(screen: Screen, args: unknown, env: EngineEnv): boolean {
+  const value = valueAt(args, screen.keyPath)
+  if (value === undefined) return false // a regex or glob matcher never holds on a missing argument
+  if (screen.kind === "regex") return screen.regex.test(capText(asText(value), REGEX_INPUT_CAP))
+  return typeof value === "string" && screen.regex.test(pathForGlob(value, env.match))
+}
+
+/**
+ * What applies to one tool name, worked out once per list of active contracts and tool name (Anchors.planFor): the
+ * contracts whose trigger can apply (in the active order), the screen each is behind (or -1), and the state
+ * contracts that count the call as a step.
+ */
+type ToolPlan = {
+  tool: string
+  edit: boolean // an edit tool: its targets count for the spread
+  contracts: Contract[]
+  screenOf: number[]
+  screens: Screen[]
+  counting: Contract[]
+}
+
+function toolPlan(active: readonly Contract[], tool: string): ToolPlan {
+  const contracts = active.filter((contract) => toolApplies(contract, tool))
+  const groups = new Map<string, { keyPath: string[]; part: ScreenPart; sources: string[]; members: number[] }>()
+  contracts.forEach((contract, index) => {
+    if (contract.trigger.type !== "tool") return
+    const matcher = contract.trigger.args.find((m) => m.screen)
+    if (!matcher?.screen) return
+    const part = matcher.screen
+    const key = `${part.kind}\0${part.flags}\0${matcher.keyPath.join("\0")}`
+    let group = groups.get(key)
+    if (!group) groups.set(key, (group = { keyPath: matcher.keyPath, part, sources: [], members: [] }))
+    group.sources.push(`(?:${part.source})`)
+    group.members.push(index)
+  })
+  const screenOf = contracts.map(() => -1)
+  const screens: Screen[] = []
+  for (const { keyPath, part, sources, members } of groups.values()) {
+    if (members.length < 2) continue // one matcher screens nothing
+    let regex: RegExp
+    try {
+      regex = new RegExp(sources.join("|"), part.flags)
+    } catch {
+      continue // not expected (each part compiled alone); without a screen the contracts are checked one by one
+    }
+    for (const index of members) screenOf[index] = screens.length
+    screens.push({ keyPath, kind: part.kind, regex })
+  }
+  const counting = contracts.filter((contract) => contract.trigger.type === "state")
+  return { tool, edit: anyMatch(EDIT_TOOL_RES, tool), contracts, screenOf, screens, counting }
+}
+
+/** The verdict on one call from its tool's plan. An allowed call allocates nothing but its empty verdict. */
+function evaluatePlan(plan: ToolPlan, facts: CallFacts, state: SessionState, env: EngineEnv): Verdict {
+  let hits: Hit[] | undefined
   let mode: Mode | "allow" = "allow"
-  for (const contract of contracts) {
-    const detail = checkToolContract(contract, tool, args, state, env)
+  let screened: (boolean | undefined)[] | undefined
+  for (let i = 0; i < plan.contracts.length; i++) {
+    const contract = plan.contracts[i]
+    const screen = plan.screenOf[i]
+    if (screen >= 0) {
+      screened ??= []
+      screened[screen] ??= screenHolds(plan.screens[screen], facts.args, env)
+      if (!screened[screen]) continue
+    }
+    const detail = checkApplicable(contract, facts, state, env)
     if (detail === undefined) continue
     const effective = effectiveMode(contract)
-    hits.push({ contract: { ...contract, mode: effective }, detail })
+    ;(hits ??= []).push({ contract: { ...contract, mode: effective }, detail })
     if (MODE_RANK[effective] > MODE_RANK[mode]) mode = effective
   }
-  return { mode, hits }
+  return { mode, hits: hits ?? NO_HITS }
 }
+
+const NO_HITS: Hit[] = []
 
 /** A message trigger cannot block (that would fail the user's prompt): it warns instead. */
 function effectiveMode(contract: Contract): Mode {
@@ -2124,24 +2257,15 @@ type Reservation = { steps: string[]; dirs: string[] }
  * what it counted until the call's end is known: `settle` when it ran, `release` when it did not (blocked by another
  * plugin, denied by opencode's permissions, or failed). Blocked calls never get here.
  */
-function reserve(
-  state: SessionState,
-  callID: string,
-  contracts: readonly Contract[],
-  tool: string,
-  args: unknown,
-  env: EngineEnv,
-): void {
-  if (!isChangingStep(tool, args)) return
+function reserve(state: SessionState, callID: string, plan: ToolPlan, facts: CallFacts, env: EngineEnv): void {
+  if ((plan.counting.length === 0 && !plan.edit) || !isChanging(facts)) return
   const counted: Reservation = { steps: [], dirs: [] }
-  for (const contract of contracts) {
-    if (contract.trigger.type === "state" && anyMatch(contract.trigger.tools, tool)) {
-      state.steps.set(contract.id, (state.steps.get(contract.id) ?? 0) + 1)
-      counted.steps.push(contract.id)
-    }
+  for (const contract of plan.counting) {
+    state.steps.set(contract.id, (state.steps.get(contract.id) ?? 0) + 1)
+    counted.steps.push(contract.id)
   }
-  if (anyMatch(EDIT_TOOL_RES, tool)) {
-    for (const dir of topDirs(args, env)) {
+  if (plan.edit) {
+    for (const dir of topDirs(facts.args, env)) {
       state.touchedDirs.set(dir, (state.touchedDirs.get(dir) ?? 0) + 1)
       counted.dirs.push(dir)
     }
@@ -2552,6 +2676,7 @@ class Anchors {
   install(next: Config): void {
     this.config = next
     this.activeCache = new Map()
+    this.plans = new WeakMap()
   }
 
   /** The active contracts of a role and agent (locks follow the agent), computed once per config. */
@@ -2560,6 +2685,21 @@ class Anchors {
     let list = this.activeCache.get(key)
     if (!list) this.activeCache.set(key, (list = activeContracts(this.config, role, agent)))
     return list
+  }
+
+  /** Tool plans per list of active contracts (so per config, role and agent), by tool name. */
+  private plans = new WeakMap<readonly Contract[], Map<string, ToolPlan>>()
+
+  /** The plan of a tool for a list of active contracts, made on the tool's first call (bounded: MCP tools vary). */
+  planFor(active: readonly Contract[], tool: string): ToolPlan {
+    let byTool = this.plans.get(active)
+    if (!byTool) this.plans.set(active, (byTool = new Map()))
+    let plan = byTool.get(tool)
+    if (!plan) {
+      if (byTool.size >= MAX_TOOL_PLANS) byTool.clear()
+      byTool.set(tool, (plan = toolPlan(active, tool)))
+    }
+    return plan
   }
 
   /** The state a session's calls count in: its root session's. */
@@ -2925,9 +3065,13 @@ function decideToolCall(
   if (OWN_TOOLS.has(hookInput.tool)) return undefined
   const { tool, sessionID } = hookInput
   const state = anchors.stateOf(sessionID)
-  const contracts = anchors.active(state.role, state.agent)
-  const args = output?.args
-  const verdict = evaluateTool(contracts, tool, args, state, anchors.env)
+  const plan = anchors.planFor(anchors.active(state.role, state.agent), tool)
+  const facts: CallFacts = { tool, args: output?.args }
+  const verdict = evaluatePlan(plan, facts, state, anchors.env)
+  if (verdict.hits.length === 0) {
+    reserve(state, hookInput.callID, plan, facts, anchors.env)
+    return undefined // the allowed call without a note or tip: no text is built, no toast sent
+  }
   if (verdict.mode === "block") {
     const blocking = verdict.hits.filter((hit) => hit.contract.mode === "block")
     const ids = blocking.map((hit) => hit.contract.id).join(", ")
@@ -2945,7 +3089,7 @@ function decideToolCall(
     state.passes--
     anchors.log("info", `${TAG} bypass used for ${ids} (${tool})`, { sessionID })
   }
-  reserve(state, hookInput.callID, contracts, tool, args, anchors.env)
+  reserve(state, hookInput.callID, plan, facts, anchors.env)
   const warns = verdict.hits.filter((hit) => hit.contract.mode === "warn")
   if (warns.length) anchors.log("warn", warnNote(warns), { sessionID, tool })
   const first = noteFirstWarns(state, hookInput.callID, warns)
