@@ -2393,9 +2393,12 @@ function warnNote(hits: Hit[]): string {
 // What the person at the keyboard reads, as toasts: plain words first (what the rule wants), the contract's name in
 // brackets, never an argument value. Each starts with the plugin's name, so a person knows who spoke.
 
-/** A tip for the user (info contracts): what the rule asks of their request. */
-function tipText(hit: Hit): string {
-  return `semantic-anchors: tip: ${hit.contract.message ?? hit.contract.description} (${hit.contract.id})`
+/**
+ * A tip for the user (info contracts): what the rule asks of their request. The toast puts the plugin's name first;
+ * the log line says what it was `on` (the level is the log's own field).
+ */
+function tipText(hit: Hit, on?: string): string {
+  return `tip${on ? ` on ${on}` : ""}: ${hit.contract.message ?? hit.contract.description} (${hit.contract.id})`
 }
 
 /** "a bash call", "an edit call": the article a tool's name takes in a sentence for the person. */
@@ -2606,9 +2609,15 @@ class Anchors {
   ) {}
 
   // Client calls are fire and forget: never awaited (an awaited toast at init hung opencode), failures swallowed.
+  /**
+   * A line of opencode's log. opencode prints no service name for a plugin's line, so the message starts with it
+   * (`semantic-anchors: `, here and nowhere else: a person greps for it); the level is opencode's own field.
+   */
   log(level: Level, message: string, extra?: Record<string, unknown>): void {
     try {
-      const pending = this.client?.app?.log?.({ body: { service: SERVICE, level, message, extra } })
+      const pending = this.client?.app?.log?.({
+        body: { service: SERVICE, level, message: `${SERVICE}: ${message}`, extra },
+      })
       ;(pending as Promise<unknown> | undefined)?.catch?.(() => {})
     } catch {
       // logging must never break the session
@@ -2629,7 +2638,7 @@ class Anchors {
     const text = `${where}: ${(error as Error)?.message ?? String(error)}`
     if (this.loggedFailures.has(text)) return
     if (this.loggedFailures.size < 100) this.loggedFailures.add(text)
-    this.log("error", `${TAG} internal error, allowing (fail-open): ${text}`)
+    this.log("error", `internal error, allowing (fail-open): ${text}`)
   }
 
   /** Logs each file's first MAX_LOGGED_PROBLEMS problems, then one line with the rest's count; status lists all. */
@@ -2640,13 +2649,13 @@ class Anchors {
       const count = (perFile.get(problem.file) ?? 0) + 1
       perFile.set(problem.file, count)
       if (count <= MAX_LOGGED_PROBLEMS)
-        this.log(problem.severity === "error" ? "error" : "warn", `${TAG} ${formatProblem(problem)}`)
+        this.log(problem.severity === "error" ? "error" : "warn", formatProblem(problem))
     }
     for (const [file, count] of perFile) {
       if (count > MAX_LOGGED_PROBLEMS)
         this.log(
           "warn",
-          `${TAG} ${file}: ${count - MAX_LOGGED_PROBLEMS} more problems not logged (${count} in all); run /anchor status to see them all`,
+          `${file}: ${count - MAX_LOGGED_PROBLEMS} more problems not logged (${count} in all); run /anchor status to see them all`,
         )
     }
     this.toastProblems(0)
@@ -2761,7 +2770,7 @@ function bypass(anchors: Anchors, sessionID: string, reason: string, via: string
   grantPass(state, Date.now())
   const max = settings.maxOverrides
   anchors.toastSoon(bypassGrantedToast(state.overridesUsed, max), "success", toastDelayMs)
-  anchors.log("info", `${TAG} bypass granted (${via}), override ${state.overridesUsed}/${max}: ${reason}`, {
+  anchors.log("info", `bypass granted (${via}), override ${state.overridesUsed}/${max}: ${reason}`, {
     reason,
     sessionID,
   })
@@ -2838,7 +2847,7 @@ async function askForBypass(anchors: Anchors, args: unknown, ctx: ToolContext): 
       },
     })
   } catch (error) {
-    anchors.log("info", `${TAG} anchor_bypass not approved: ${(error as Error)?.message ?? error}`)
+    anchors.log("info", `anchor_bypass not approved: ${(error as Error)?.message ?? error}`)
     anchors.toast(bypassRefusedToast(), "warning")
     return "Bypass refused: the human did not approve. Do not retry the blocked call; ask the user how to proceed."
   }
@@ -2904,10 +2913,7 @@ async function onConfig(anchors: Anchors, cfg: HookInput<"config">): Promise<voi
     else if (isMapping(permission)) {
       permission[BYPASS_RULE] ??= permission[BYPASS_PERMISSION] ?? "ask"
       if (permission[BYPASS_RULE] === "allow")
-        anchors.log(
-          "warn",
-          `${TAG} permission "${BYPASS_PERMISSION}" is "allow": the model can then grant itself bypasses`,
-        )
+        anchors.log("warn", `permission "${BYPASS_PERMISSION}" is "allow": the model can then grant itself bypasses`)
     } else target.permission = { [BYPASS_RULE]: "ask" }
   } catch (error) {
     anchors.failOpen("config hook", error)
@@ -2987,12 +2993,10 @@ async function onChatMessage(
     const tipDelay = TOAST_AFTER_MESSAGE_MS + (problemsNow ? TOAST_SHOWN_MS : 0)
     if (fromTemplate) return
     for (const hit of evaluateMessage(anchors.active(state.role, state.agent), text)) {
-      anchors.toastSoon(tipText(hit), hit.contract.mode === "info" ? "info" : "warning", tipDelay)
-      anchors.log(
-        hit.contract.mode === "info" ? "info" : "warn",
-        `${TAG} ${hit.contract.mode} ${hit.contract.id}: ${tipText(hit)}`,
-        { sessionID: hookInput.sessionID },
-      )
+      anchors.toastSoon(`${SERVICE}: ${tipText(hit)}`, hit.contract.mode === "info" ? "info" : "warning", tipDelay)
+      anchors.log(hit.contract.mode === "info" ? "info" : "warn", tipText(hit, "a user message"), {
+        sessionID: hookInput.sessionID,
+      })
     }
   } catch (error) {
     anchors.failOpen("chat.message", error)
@@ -3042,7 +3046,7 @@ async function onCommand(
     const parts = output.parts as Part[]
     const first = parts.findIndex((part) => part?.type === "text")
     if (first === -1) {
-      anchors.log("warn", `${TAG} /anchor: no text part to write the result into`)
+      anchors.log("warn", `/anchor: no text part to write the result into`)
       return
     }
     parts[first].text = text
@@ -3077,7 +3081,7 @@ function decideToolCall(
     const ids = blocking.map((hit) => hit.contract.id).join(", ")
     state.lastBlocked = { contracts: ids, tool }
     if (state.passes === 0) {
-      anchors.log("warn", `${TAG} blocked ${tool}: ${ids}`, { sessionID })
+      anchors.log("warn", `blocked ${aTool(tool)} call: ${rulesInWords(blocking)}`, { sessionID })
       anchors.toast(blockToast(tool, blocking), "warning")
       // A warn of the same call speaks in the block text instead (the call never gets a result to append it to).
       const warns = verdict.hits.filter(
@@ -3087,16 +3091,17 @@ function decideToolCall(
       return blockMessage(tool, blocking, warns, state, anchors.config.settings)
     }
     state.passes--
-    anchors.log("info", `${TAG} bypass used for ${ids} (${tool})`, { sessionID })
+    anchors.log("info", `bypass used: ${aTool(tool)} call blocked by ${ids} ran once`, { sessionID })
   }
   reserve(state, hookInput.callID, plan, facts, anchors.env)
   const warns = verdict.hits.filter((hit) => hit.contract.mode === "warn")
-  if (warns.length) anchors.log("warn", warnNote(warns), { sessionID, tool })
+  if (warns.length)
+    anchors.log("warn", `noted to the agent on ${aTool(tool)} call: ${rulesInWords(warns)}`, { sessionID })
   const first = noteFirstWarns(state, hookInput.callID, warns)
   if (first.length) anchors.toast(warnToast(tool, first), "info")
   for (const hit of verdict.hits.filter((hit) => hit.contract.mode === "info")) {
-    anchors.toast(tipText(hit), "info")
-    anchors.log("info", `${TAG} ${tipText(hit)}`, { sessionID, tool })
+    anchors.toast(`${SERVICE}: ${tipText(hit)}`, "info")
+    anchors.log("info", tipText(hit, `${aTool(tool)} call`), { sessionID })
   }
   return undefined
 }
@@ -3197,7 +3202,7 @@ async function startAnchors(input: PluginInput | undefined): Promise<Anchors> {
     anchors.failOpen("config load", error)
   }
   anchors.reportProblems()
-  anchors.log("info", `${TAG} loaded: ${filesSummary(anchors.config)}`)
+  anchors.log("info", `loaded: ${filesSummary(anchors.config)}`)
   return anchors
 }
 
