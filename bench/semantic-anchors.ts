@@ -1,6 +1,6 @@
 // semantic-anchors benchmarks: cost per tool check with 0, 10 and 100 user contracts (regex and glob matchers, on
 // top of the built-ins), config load + validation of 100 contracts, heap per session and after 100,000 sessions.
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { lstatSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import plugin, { MAX_ROOT_SESSIONS, loadConfig, resolvePaths } from "../semantic-anchors.ts"
@@ -138,10 +138,19 @@ export async function checkCost(opts: { samples: number }): Promise<{ rows: Row[
         if (i % 3 === 2) await userMessage(setup.hooks, "bench", "ok, go on")
       }
     }
+    // The file-system floor of an edit: guard-integrity resolves links of the path it writes (realpath), which for a
+    // new file is an lstat of the file and one of its directory. Timed in the same rounds.
+    const floor: number[] = []
+    const lstatFloor = (i: number) => {
+      const t = now()
+      lstatSync(`${setups[0].sb.project}/src/server/handlers/user-${i % 97}.ts`, { throwIfNoEntry: false })
+      floor.push(now() - t)
+    }
     for (const setup of setups) await run(setup, 2001, false) // warm the JIT
     for (let round = 0; round < rounds; round++) {
       const order = round % 2 ? [...setups].reverse() : setups
       for (const setup of order) await run(setup, batch, true)
+      for (let i = 0; i < batch / 3; i++) lstatFloor(round * batch + i)
     }
     const rows: Row[] = []
     const json: Record<string, unknown> = {}
@@ -164,6 +173,15 @@ export async function checkCost(opts: { samples: number }): Promise<{ rows: Row[
         byTool: Object.fromEntries(TOOLS.map((tool, k) => [tool, summarize(byTool[k])])),
       }
     }
+    const f = summarize(floor)
+    rows.push({
+      group: "semantic-anchors",
+      figure: "floor: one lstat of a path that does not exist (an edit's guard check makes two)",
+      value: f.median,
+      unit: "ns",
+      spread: `p10-p90 ${(f.p10 / 1000).toFixed(2)}-${(f.p90 / 1000).toFixed(2)} us; n=${f.n}`,
+    })
+    json.lstatFloor = f
     return { rows, json }
   } finally {
     for (const { sb } of setups) sb.cleanup()
