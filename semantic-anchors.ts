@@ -2593,7 +2593,7 @@ function stripArgumentQuotes(text: string): string {
 class Anchors {
   config = defaultConfig()
   readonly sessions = new RootSessions()
-  private activeCache = new Map<string, Contract[]>()
+  private activeCache = new Map<string, Map<string, Contract[]>>() // role -> agent ("" for none) -> contracts
   private readonly loggedFailures = new Set<string>()
   /** Whether a user message has come in this process (the first one re-sends the config-problems toast). */
   heardUser = false
@@ -2690,9 +2690,11 @@ class Anchors {
 
   /** The active contracts of a role and agent (locks follow the agent), computed once per config. */
   active(role: string, agent: string | undefined): Contract[] {
-    const key = `${role}\0${agent ?? ""}`
-    let list = this.activeCache.get(key)
-    if (!list) this.activeCache.set(key, (list = activeContracts(this.config, role, agent)))
+    // Two maps, not one key made of both names: this runs on every tool call, and a new string per call costs.
+    let byAgent = this.activeCache.get(role)
+    if (!byAgent) this.activeCache.set(role, (byAgent = new Map()))
+    let list = byAgent.get(agent ?? "")
+    if (!list) byAgent.set(agent ?? "", (list = activeContracts(this.config, role, agent)))
     return list
   }
 
