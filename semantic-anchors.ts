@@ -827,7 +827,8 @@ function compileMatcher(key: string, spec: unknown, keyPath: string, r: Reporter
       const regex = compileRegex(value, spec.flags, join(keyPath, kind), join(keyPath, "flags"), r)
       if (!regex) return undefined
       test = (present) => regex.test(capText(asText(present), REGEX_INPUT_CAP))
-      // Numbered or named groups would change meaning inside a joined regex: such a matcher is not screened.
+      // Inside a joined regex a backreference (`\1`, `\k<name>`) would point at another matcher's group, and a group
+      // name may be used once: a matcher with either is not screened.
       if (!negate && !/\\[1-9k]|\(\?<[^=!]/.test(regex.source))
         screen = { kind: "regex", source: regex.source, flags: regex.flags }
       break
@@ -2165,7 +2166,6 @@ function screenHolds(screen: Screen, args: unknown, env: EngineEnv): boolean {
  * contracts that count the call as a step.
  */
 type ToolPlan = {
-  tool: string
   edit: boolean // an edit tool: its targets count for the spread
   contracts: Contract[]
   screenOf: number[]
@@ -2201,7 +2201,7 @@ function toolPlan(active: readonly Contract[], tool: string): ToolPlan {
     screens.push({ keyPath, kind: part.kind, regex })
   }
   const counting = contracts.filter((contract) => contract.trigger.type === "state")
-  return { tool, edit: anyMatch(EDIT_TOOL_RES, tool), contracts, screenOf, screens, counting }
+  return { edit: anyMatch(EDIT_TOOL_RES, tool), contracts, screenOf, screens, counting }
 }
 
 /** The verdict on one call from its tool's plan. An allowed call allocates nothing but its empty verdict. */
