@@ -1,6 +1,6 @@
 // semantic-anchors benchmarks: cost per tool check with 0, 10 and 100 user contracts (regex and glob matchers, on
 // top of the built-ins), config load + validation of 100 contracts, heap per session and after 100,000 sessions.
-import { lstatSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { lstatSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import plugin, { MAX_ROOT_SESSIONS, loadConfig, resolvePaths } from "../semantic-anchors.ts"
@@ -138,13 +138,21 @@ export async function checkCost(opts: { samples: number }): Promise<{ rows: Row[
         if (i % 3 === 2) await userMessage(setup.hooks, "bench", "ok, go on")
       }
     }
-    // The file-system floor of an edit: guard-integrity resolves links of the path it writes (realpath), which for a
-    // new file is an lstat of the file and one of its directory. Timed in the same rounds.
+    // The file-system floor of an edit: guard-integrity resolves links of the path it writes (realpathOf), which for
+    // a new file (the bench's edits) is an lstat of the file and one of its directory, and for an existing file an
+    // lstat and a realpath. Timed in the same rounds.
     const floor: number[] = []
+    const existingFloor: number[] = []
+    const existing = `${setups[0].sb.project}/src/existing.ts`
+    mkdirSync(`${setups[0].sb.project}/src`, { recursive: true })
+    writeFileSync(existing, "export {}\n")
     const lstatFloor = (i: number) => {
-      const t = now()
+      let t = now()
       lstatSync(`${setups[0].sb.project}/src/server/handlers/user-${i % 97}.ts`, { throwIfNoEntry: false })
       floor.push(now() - t)
+      t = now()
+      if (lstatSync(existing, { throwIfNoEntry: false })) realpathSync(existing)
+      existingFloor.push(now() - t)
     }
     for (const setup of setups) await run(setup, 2001, false) // warm the JIT
     for (let round = 0; round < rounds; round++) {
@@ -182,6 +190,15 @@ export async function checkCost(opts: { samples: number }): Promise<{ rows: Row[
       spread: `p10-p90 ${(f.p10 / 1000).toFixed(2)}-${(f.p90 / 1000).toFixed(2)} us; n=${f.n}`,
     })
     json.lstatFloor = f
+    const e = summarize(existingFloor)
+    rows.push({
+      group: "semantic-anchors",
+      figure: "floor: lstat + realpath of an existing file (an edit's guard check of a file that exists)",
+      value: e.median,
+      unit: "ns",
+      spread: `p10-p90 ${(e.p10 / 1000).toFixed(2)}-${(e.p90 / 1000).toFixed(2)} us; n=${e.n}`,
+    })
+    json.existingFloor = e
     return { rows, json }
   } finally {
     for (const { sb } of setups) sb.cleanup()
