@@ -178,9 +178,14 @@ function didYouMean(word: string, candidates: Iterable<string>): string {
 /** A path normalizePath would change: empty, `//`, a `.` or `..` segment, or a trailing `/` (the root aside). */
 const NOT_NORMAL = /^$|\/\/|(?:^|\/)\.\.?(?:\/|$)|[^]\/$/
 
+/** No `//`, no segment starting with `.`, no trailing `/`: normal for sure, without a regex (checked per tool call). */
+function looksNormal(path: string): boolean {
+  return path !== "" && path[0] !== "." && path[path.length - 1] !== "/" && !path.includes("//") && !path.includes("/.")
+}
+
 /** POSIX path normalisation: collapses `//`, `.` and `..` (never above the root). */
 function normalizePath(path: string): string {
-  if (!NOT_NORMAL.test(path)) return path // the common case, checked per tool call: nothing to split and join
+  if (looksNormal(path) || !NOT_NORMAL.test(path)) return path // the common case: nothing to split and join
   const absolute = path.startsWith("/")
   const out: string[] = []
   for (const segment of path.split("/")) {
@@ -1651,8 +1656,11 @@ function editTargets(args: unknown): string[] {
   return targets
 }
 
-/** The guard's own files: config files, opencode config, plugin directories. */
-type GuardFiles = { exact: Set<string>; roots: string[]; mentions: string[] }
+/**
+ * The guard's own files: config files, opencode config, plugin directories. `mentioned` holds when a text contains
+ * any of `mentions` (one regex test instead of a search per name, on every bash call).
+ */
+type GuardFiles = { exact: Set<string>; roots: string[]; mentions: string[]; mentioned: RegExp }
 
 function guardFiles(paths: Paths): GuardFiles {
   const projectDir = `${paths.directory}/.opencode`
@@ -1691,7 +1699,8 @@ function guardFiles(paths: Paths): GuardFiles {
     const base = paths.globalFile.split("/").pop()
     if (base) mentions.push(base)
   }
-  return { exact, roots, mentions }
+  const mentioned = new RegExp(mentions.filter(Boolean).map(escapeRegex).join("|") || "(?!)")
+  return { exact, roots, mentions, mentioned }
 }
 
 const PLUGIN_DIR_FILE = /(?:^|\/)\.?opencode\/plugins?\/[^/]+/
@@ -2812,6 +2821,7 @@ function bashTouchesGuard(
 
 /** The first of the guard's names (`.opencode`, the config dir, ...) that a text contains. */
 function mentionIn(text: string, guard: GuardFiles): string | undefined {
+  if (!guard.mentioned.test(text)) return undefined
   for (const mention of guard.mentions) if (mention && text.includes(mention)) return mention
   return undefined
 }
@@ -3341,6 +3351,7 @@ type ToolPlan = {
   contracts: Contract[]
   screenOf: number[]
   screens: Screen[]
+  unscreened: Contract[] // behind no screen, in the active order: all that is checked when no screen holds
   counting: Contract[]
 }
 
@@ -3372,21 +3383,27 @@ function toolPlan(active: readonly Contract[], tool: string): ToolPlan {
     screens.push({ keyPath, kind: part.kind, regex })
   }
   const counting = contracts.filter((contract) => contract.trigger.type === "state")
-  return { edit: anyMatch(EDIT_TOOL_RES, tool), contracts, screenOf, screens, counting }
+  const unscreened = contracts.filter((_, index) => screenOf[index] < 0)
+  return { edit: anyMatch(EDIT_TOOL_RES, tool), contracts, screenOf, screens, unscreened, counting }
 }
 
-/** The verdict on one call from its tool's plan. An allowed call allocates nothing but its empty verdict. */
+/**
+ * The verdict on one call from its tool's plan. The screens are tested first: when none holds (the common case), only
+ * the contracts behind no screen are looked at, so 50 screened contracts cost one test, not a pass over 50. An
+ * allowed call allocates nothing but its empty verdict.
+ */
 function evaluatePlan(plan: ToolPlan, facts: CallFacts, state: SessionState, env: EngineEnv): Verdict {
+  let screened: boolean[] | undefined
+  for (let s = 0; s < plan.screens.length; s++)
+    if (screenHolds(plan.screens[s], facts.args, env)) (screened ??= plan.screens.map(() => false))[s] = true
+  const contracts = screened ? plan.contracts : plan.unscreened
   let hits: Hit[] | undefined
   let mode: Mode | "allow" = "allow"
-  let screened: (boolean | undefined)[] | undefined
-  for (let i = 0; i < plan.contracts.length; i++) {
-    const contract = plan.contracts[i]
-    const screen = plan.screenOf[i]
-    if (screen >= 0) {
-      screened ??= []
-      screened[screen] ??= screenHolds(plan.screens[screen], facts.args, env)
-      if (!screened[screen]) continue
+  for (let i = 0; i < contracts.length; i++) {
+    const contract = contracts[i]
+    if (screened) {
+      const screen = plan.screenOf[i]
+      if (screen >= 0 && !screened[screen]) continue
     }
     const detail = checkApplicable(contract, facts, state, env)
     if (detail === undefined) continue
