@@ -55,6 +55,7 @@ const TOAST_SHOWN_MS = 5500 // how long the TUI shows a toast; a second one soon
 const MAX_PENDING_NOTES = 256 // warn notes waiting for their tool.execute.after
 const MAX_RESERVED = 256 // counted calls waiting to be known as run (tool.execute.after) or not (an error part)
 const MAX_TOOL_PLANS = 256 // tool names whose plan is kept per role (toolPlan); beyond, the plans are made again
+const MAX_RESOLVED_DIRS = 1024 // directories whose realpath is kept (ResolvedDirs); beyond, they are resolved again
 const MAX_LOGGED_PROBLEMS = 50 // config problems logged per file; the rest are counted (status lists all)
 const DEFAULT_MAX_OVERRIDES = 3
 const SERVICE = "semantic-anchors"
@@ -3437,6 +3438,11 @@ function isChangingStep(tool: string, args: unknown): boolean {
   return !LOOKING_TOOLS.has(tool)
 }
 
+/** A call that may make or remove a link: a changing step that is not an edit tool (ResolvedDirs forgets then). */
+function mayChangeLinks(facts: CallFacts): boolean {
+  return !EDIT_TOOLS.includes(facts.tool) && isChanging(facts)
+}
+
 /** What one allowed call was counted for, to give back if it turns out not to have run. */
 type Reservation = { steps: string[]; dirs: string[] }
 
@@ -3766,6 +3772,45 @@ function realpathOf(abs: string): string {
   return abs
 }
 
+/**
+ * realpathOf with the realpath of each directory kept, so an edit costs one lstat (of the file: a file that is a link
+ * is always seen) instead of an lstat and a realpath, and never more than realpathOf. Same answers as realpathOf while no directory on the way
+ * changed into a link or out of one. Such a change is made by a command, not by an edit tool (an edit writes files
+ * and creates plain directories; a directory that did not exist is never kept), so the kept directories are
+ * forgotten whenever something may have made one: every changing call other than an edit (bash that is not
+ * read-only, an MCP tool) before and after it runs, a call that ended in error, and every user message (the human
+ * may have changed the tree between turns). What no hook sees (a job the agent left running in the background,
+ * another process) can change a kept directory unnoticed until the next of these; a file turned into a link cannot.
+ */
+class ResolvedDirs {
+  private readonly dirs = new Map<string, string>()
+
+  resolve(abs: string): string {
+    const cut = abs.lastIndexOf("/")
+    if (cut <= 0) return realpathOf(abs)
+    try {
+      const own = lstatSync(abs, { throwIfNoEntry: false })
+      if (own?.isSymbolicLink()) return realpathSync(abs) as string
+      const dir = abs.slice(0, cut)
+      let realDir = this.dirs.get(dir)
+      if (realDir === undefined) {
+        // No file and no parent directory: nothing to resolve (realpathOf answers the same).
+        if (!own && !lstatSync(dir, { throwIfNoEntry: false })) return abs
+        realDir = realpathSync(dir) as string
+        if (this.dirs.size >= MAX_RESOLVED_DIRS) this.dirs.clear()
+        this.dirs.set(dir, realDir)
+      }
+      return `${realDir}${abs.slice(cut)}` // not a link itself: its directory's realpath and its own name
+    } catch {
+      return abs // a dangling link, a permission error: the check by name still applies (as realpathOf)
+    }
+  }
+
+  forget(): void {
+    this.dirs.clear()
+  }
+}
+
 /** Adds the resolved form of each guard path, so a project reached through a link (macOS /tmp) still matches. */
 function withResolvedLinks(guard: GuardFiles, realpath: RealPath): GuardFiles {
   const exact = new Set(guard.exact)
@@ -3818,6 +3863,8 @@ class Anchors {
     readonly client: Client | undefined,
     readonly paths: Paths,
     readonly env: EngineEnv,
+    /** The directories env.realpath has resolved, forgotten when a call may have changed links (ResolvedDirs). */
+    readonly resolvedDirs = new ResolvedDirs(),
   ) {}
 
   // Client calls are fire and forget: never awaited (an awaited toast at init hung opencode), failures swallowed.
@@ -4328,6 +4375,7 @@ type ToolPartEvent = { type?: string; sessionID?: string; callID?: string; state
 function onPartUpdated(anchors: Anchors, part: ToolPartEvent | undefined): void {
   if (part?.type !== "tool" || part.state?.status !== "error") return
   if (typeof part.sessionID !== "string" || typeof part.callID !== "string") return
+  anchors.resolvedDirs.forget() // a failed call may have run in part
   const state = anchors.sessions.find(anchors.sessions.rootOf(part.sessionID))
   if (!state) return
   release(state, part.callID)
@@ -4341,6 +4389,7 @@ async function onChatMessage(
   output: HookOutput<"chat.message">,
 ): Promise<void> {
   try {
+    anchors.resolvedDirs.forget() // the human may have changed the tree since the last turn
     const { config } = anchors
     const root = anchors.sessions.rootOf(hookInput.sessionID)
     // A subagent's prompt is written by the model: it neither confirms nor changes the role.
@@ -4458,6 +4507,7 @@ function decideToolCall(
   const plan = anchors.planFor(anchors.active(state.role, state.agent), tool)
   const facts: CallFacts = { tool, args: output?.args }
   const verdict = evaluatePlan(plan, facts, state, anchors.env)
+  if (mayChangeLinks(facts)) anchors.resolvedDirs.forget()
   if (verdict.hits.length === 0) {
     reserve(state, hookInput.callID, plan, facts, anchors.env)
     return undefined // the allowed call without a note or tip: no text is built, no toast sent
@@ -4555,6 +4605,7 @@ async function onToolAfter(
 ): Promise<void> {
   try {
     if (OWN_TOOLS.has(hookInput.tool)) return
+    if (mayChangeLinks({ tool: hookInput.tool, args: hookInput.args })) anchors.resolvedDirs.forget()
     const state = anchors.stateOf(hookInput.sessionID)
     settle(state, hookInput.callID)
     const original = typeof output?.output === "string" ? output.output : ""
@@ -4575,13 +4626,14 @@ async function onToolAfter(
 async function startAnchors(input: PluginInput | undefined): Promise<Anchors> {
   const paths = resolvePaths(input ?? {}, process.env)
   const guard = withResolvedLinks(guardFiles(paths), realpathOf)
+  const resolvedDirs = new ResolvedDirs()
   const env: EngineEnv = {
     paths,
     guard,
     match: { directory: paths.directory, worktree: paths.worktree },
-    realpath: realpathOf,
+    realpath: (abs) => resolvedDirs.resolve(abs),
   }
-  const anchors = new Anchors(input?.client, paths, env)
+  const anchors = new Anchors(input?.client, paths, env, resolvedDirs)
   try {
     anchors.install(await loadConfig(paths))
   } catch (error) {
