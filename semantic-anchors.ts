@@ -223,6 +223,23 @@ function escapeRegex(text: string): string {
  * With `hideDotfiles`, a segment that starts with a wildcard does not match a leading dot, as in the shell.
  */
 function globToRegExp(glob: string, hideDotfiles = false): RegExp {
+  // Kept by glob: a config names the same tool globs in many contracts (`bash`, `edit`), and a RegExp without the g
+  // or y flag holds no state, so one object serves them all.
+  const key = `${hideDotfiles ? "." : "-"}${glob}`
+  let regex = globCache.get(key)
+  if (!regex) {
+    if (globCache.size >= GLOB_CACHE_SIZE) globCache.clear()
+    globCache.set(key, (regex = compileGlob(glob, hideDotfiles)))
+  }
+  return regex
+}
+const globCache = new Map<string, RegExp>()
+const GLOB_CACHE_SIZE = 1000
+
+/** Characters a regex gives a meaning to (escapeRegex's set), `*` and `?` aside: globToRegExp reads those. */
+const REGEX_SYNTAX = ".+^${}()|[]\\"
+
+function compileGlob(glob: string, hideDotfiles: boolean): RegExp {
   let source = ""
   let segmentStart = true
   for (let i = 0; i < glob.length; i++) {
@@ -241,7 +258,7 @@ function globToRegExp(glob: string, hideDotfiles = false): RegExp {
     } else if (ch === "*") source += "[^/]*"
     else if (ch === "?") source += "[^/]"
     else {
-      source += escapeRegex(ch)
+      source += REGEX_SYNTAX.includes(ch) ? `\\${ch}` : ch // escapeRegex, without a regex per character
       segmentStart = ch === "/"
     }
   }
@@ -3007,8 +3024,12 @@ function roleForAgent(view: RoleView, agent: string | undefined): string {
  */
 function contractsOfRole(config: Config, presets: RoleView["presets"], role: string): Contract[] {
   const active: Contract[] = []
+  const listed = new Set<Contract>() // not active.includes: that is quadratic, and a load asks for every role
   const add = (contract: Contract | undefined) => {
-    if (contract && contract.enabled && !active.includes(contract)) active.push(contract)
+    if (contract && contract.enabled && !listed.has(contract)) {
+      listed.add(contract)
+      active.push(contract)
+    }
   }
   add(config.contracts.get("guard-integrity"))
   for (const id of presets.get(role) ?? []) add(config.contracts.get(id))
