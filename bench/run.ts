@@ -87,11 +87,12 @@ if (groups.includes("signature")) {
 }
 
 if (groups.includes("semantic-anchors")) {
-  const { checkCost, loadCost } = await import("./semantic-anchors.ts")
+  const { checkCost, editCost, loadCost } = await import("./semantic-anchors.ts")
   const c = await checkCost({ samples: quick ? 5_000 : 30_000 })
+  const e = await editCost({ turns: quick ? 1_000 : 5_000 })
   const l = await loadCost({ runs: quick ? 20 : 100 })
-  rows.push(...c.rows, ...l.rows)
-  results.semanticAnchors = { ...c.json, ...l.json }
+  rows.push(...c.rows, ...e.rows, ...l.rows)
+  results.semanticAnchors = { ...c.json, ...e.json, ...l.json }
 }
 
 if (groups.includes("memory")) {

@@ -205,6 +205,61 @@ export async function checkCost(opts: { samples: number }): Promise<{ rows: Row[
   }
 }
 
+/**
+ * Edits of files that exist, as in a real session (the edits of checkCost write new files into a directory that does
+ * not exist: two failed lstats). guard-integrity resolves the links of the path it writes: the first edit of a turn
+ * resolves the file's directory (lstat + realpath), the next edits in that directory reuse it until a user message or
+ * a changing bash command (one lstat). Built-ins only; turns of three edits, timed apart, in interleaved rounds.
+ */
+export async function editCost(opts: { turns: number }): Promise<{ rows: Row[]; json: Record<string, unknown> }> {
+  const sb = sandbox(null)
+  const dir = `${sb.project}/src/server/handlers`
+  mkdirSync(dir, { recursive: true })
+  for (let i = 0; i < 97; i++) writeFileSync(`${dir}/user-${i}.ts`, "export {}\n")
+  try {
+    const hooks = await start(sb)
+    const before = hooks["tool.execute.before"]
+    const first: number[] = []
+    const next: number[] = []
+    let i = 0
+    const turn = async (timed: boolean) => {
+      await userMessage(hooks, "edits", i === 0 ? FIRST_MESSAGE : "ok, go on")
+      for (let k = 0; k < 3; k++, i++) {
+        const args = {
+          filePath: `${dir}/user-${i % 97}.ts`,
+          oldString: "export {}",
+          newString: `export const n = ${i}`,
+        }
+        const t = now()
+        await before({ tool: "edit", sessionID: "edits", callID: `e${i}` }, { args })
+        const dt = now() - t
+        if (timed) (k === 0 ? first : next).push(dt)
+      }
+    }
+    for (let w = 0; w < 500; w++) await turn(false) // warm the JIT
+    for (let w = 0; w < opts.turns; w++) await turn(true)
+    const rows: Row[] = []
+    const json: Record<string, unknown> = {}
+    for (const [figure, times, key] of [
+      ["edit of an existing file, first of a turn (its directory resolved: lstat + realpath)", first, "editFirst"],
+      ["edit of an existing file after an edit in its directory (directory kept: one lstat)", next, "editNext"],
+    ] as const) {
+      const s = summarize(times)
+      rows.push({
+        group: "semantic-anchors",
+        figure,
+        value: s.median,
+        unit: "ns",
+        spread: `p10-p90 ${(s.p10 / 1000).toFixed(2)}-${(s.p90 / 1000).toFixed(2)} us; n=${s.n}`,
+      })
+      json[key] = s
+    }
+    return { rows, json }
+  } finally {
+    sb.cleanup()
+  }
+}
+
 /** Reading, parsing and validating a project file of 100 contracts (loadConfig: the I/O included). */
 export async function loadCost(opts: { runs: number }): Promise<{ rows: Row[]; json: Record<string, unknown> }> {
   const sb = sandbox(contractsYaml(100))
