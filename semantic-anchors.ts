@@ -3827,6 +3827,11 @@ class ResolvedDirs {
     }
   }
 
+  /** Whether any directory is kept (nothing to forget otherwise, so no need to ask whether a call changes links). */
+  get empty(): boolean {
+    return this.dirs.size === 0
+  }
+
   forget(): void {
     this.dirs.clear()
   }
@@ -4528,7 +4533,7 @@ function decideToolCall(
   const plan = anchors.planFor(anchors.active(state.role, state.agent), tool)
   const facts: CallFacts = { tool, args: output?.args }
   const verdict = evaluatePlan(plan, facts, state, anchors.env)
-  if (mayChangeLinks(facts)) anchors.resolvedDirs.forget()
+  if (!anchors.resolvedDirs.empty && mayChangeLinks(facts)) anchors.resolvedDirs.forget()
   if (verdict.hits.length === 0) {
     reserve(state, hookInput.callID, plan, facts, anchors.env)
     return undefined // the allowed call without a note or tip: no text is built, no toast sent
@@ -4626,7 +4631,8 @@ async function onToolAfter(
 ): Promise<void> {
   try {
     if (OWN_TOOLS.has(hookInput.tool)) return
-    if (mayChangeLinks({ tool: hookInput.tool, args: hookInput.args })) anchors.resolvedDirs.forget()
+    if (!anchors.resolvedDirs.empty && mayChangeLinks({ tool: hookInput.tool, args: hookInput.args }))
+      anchors.resolvedDirs.forget()
     const state = anchors.stateOf(hookInput.sessionID)
     settle(state, hookInput.callID)
     const original = typeof output?.output === "string" ? output.output : ""
