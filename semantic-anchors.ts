@@ -2039,6 +2039,16 @@ function runs(valueLetters: string, skipOperands = 0): ProgramReader {
   }
 }
 
+/**
+ * `xargs [OPTION]... COMMAND [ARG]...`: COMMAND runs on the words xargs reads from its input (`-a FILE` or a pipe),
+ * which this reader does not follow: when COMMAND changes something (or is shell code) it is opaque, so a guard name anywhere in the
+ * command line (`echo .opencode/x.yaml | xargs rm`) blocks as it did before the reader; a read-only one stays so.
+ */
+const readXargs: ProgramReader = (args, stdin, depth) => {
+  const inner = runs("nILPsdEa")(args, stdin, depth)
+  return inner.changing || inner.nested.length ? { ...inner, opaque: true, changing: true } : inner
+}
+
 /** `bash -c CODE`, `sh <<EOF`, `eval CODE`: shell code, read like a command line; a script file is opaque. */
 const shell: ProgramReader = (args, stdin) => {
   const parsed = getopt(args, { values: "oO" })
@@ -2462,7 +2472,7 @@ const PROGRAMS: Record<string, ProgramReader> = {
   ...each("nohup time exec", runs("a")),
   timeout: runs("sk", 1),
   stdbuf: runs("ioe"),
-  xargs: runs("nILPsdEa"),
+  xargs: readXargs,
   env: (args, stdin, depth) =>
     args.some((arg) => arg === "-S" || arg.startsWith("--split-string")) ? OPAQUE() : runs("uC")(args, stdin, depth),
   command: (args, stdin, depth) => (args.some((arg) => /^-[vV]$/.test(arg)) ? reading() : runs("")(args, stdin, depth)),

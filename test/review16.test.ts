@@ -1,0 +1,45 @@
+// Review of issue 16's bash reader (guard-integrity and the changing-step classifier), through server() and
+// tool.execute.before with the default config (no YAML file), as test/semantic-anchors-bash.test.ts does. Each row
+// is a finding of the review: a hostile command that main at ad07196 blocked and the bash reader let through, a gap
+// it left, or a command that made the reader take seconds (the host waits on tool.execute.before).
+import { describe, expect, test } from "bun:test"
+import { start, type Harness } from "./fixtures/semantic-anchors/harness"
+
+const CONFIG = ".opencode/opencode-semantic-anchors.yaml"
+
+let counter = 0
+async function guardVerdict(h: Harness, args: Record<string, unknown>): Promise<string> {
+  const blocked = await h.tool(`ses_review16_${++counter}`, "bash", { description: "x", ...args })
+  if (!blocked) return "allows"
+  return blocked.includes('Contract "guard-integrity"') ? "blocks" : `other: ${blocked}`
+}
+
+type Row = [command: string, guard: "blocks" | "allows"]
+
+function table(name: string, rows: Row[]) {
+  describe(name, () => {
+    let h: Harness
+    test.each(rows)("%p: guard-integrity %s", async (command, guard) => {
+      h ??= await start()
+      expect(await guardVerdict(h, { command })).toBe(guard)
+    })
+  })
+}
+
+// xargs runs its command on words it reads from its input: what they are is not known, so a guard name anywhere
+// in the command line counts, as for any command the reader cannot follow. At ad07196 all of these were blocked.
+table("xargs: the operands come from its input, which the reader does not follow", [
+  [`echo ${CONFIG} | xargs rm`, "blocks"],
+  [`printf '%s\\n' ${CONFIG} | xargs truncate -s0`, "blocks"],
+  ["find . -name opencode-semantic-anchors.yaml | xargs rm", "blocks"],
+  ["find . -name opencode-semantic-anchors.yaml -print0 | xargs -0 rm -f", "blocks"],
+  ["echo .opencode | xargs rm -rf", "blocks"],
+  [`dirname ${CONFIG} | xargs rm -rf`, "blocks"],
+  [`echo ${CONFIG} | xargs -I{} cp /tmp/evil.yaml {}`, "blocks"],
+  [`echo ${CONFIG} | xargs -I% sh -c 'echo x > %'`, "blocks"],
+  ["find . -name '*.yaml' -exec xargs rm \\;", "blocks"],
+  // ordinary work stays allowed
+  ["find . -name '*.tmp' | xargs rm -f", "allows"],
+  ["git ls-files -z '*.py' | xargs -0 sed -i 's/a/b/'", "allows"],
+  ["find . -name '*.py' | xargs grep -l TODO", "allows"],
+])
