@@ -2184,7 +2184,9 @@ function sedScriptEffects(
       if (line) effects.commands.push(line)
       else effects.runs = true
     } else if ("btT:v".includes(command)) {
-      while (i < script.length && !/[;\n]/.test(script[i])) i++
+      // a label ends at a blank or `;` (GNU sed 4.9): in `:a w FILE` the `w FILE` is a command of its own
+      blanks()
+      while (i < script.length && !/[\s;]/.test(script[i])) i++
     } else if ("qQlL".includes(command)) {
       blanks()
       while (/[0-9]/.test(script[i] ?? "")) i++

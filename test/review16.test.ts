@@ -43,3 +43,16 @@ table("xargs: the operands come from its input, which the reader does not follow
   ["git ls-files -z '*.py' | xargs -0 sed -i 's/a/b/'", "allows"],
   ["find . -name '*.py' | xargs grep -l TODO", "allows"],
 ])
+
+// GNU sed (4.9, checked by running it) ends a label of `:`, `b`, `t` and `T` at a blank or `;`: in `:a w FILE` the
+// `w FILE` is a command of its own, and sed writes FILE. The parser skipped to the next `;` or newline.
+table("sed: a label ends at a blank, and the command after it is read", [
+  [`sed -n ':a w ${CONFIG}' /tmp/evil.yaml`, "blocks"],
+  [`sed ':top w ${CONFIG}' /tmp/evil.yaml`, "blocks"],
+  [`sed -n 'bx w ${CONFIG}\n:x' /tmp/evil.yaml`, "blocks"],
+  [`sed -n 'ta w ${CONFIG}\n:a' /tmp/evil.yaml`, "blocks"],
+  // ordinary scripts with labels stay allowed
+  ["sed ':a;N;$!ba;s/\\n/ /g' notes.txt", "allows"],
+  ["sed -e ':a' -e 'N' -e '$!ba' -e 's/\\n/ /g' notes.txt", "allows"],
+  ["sed -i ':a;s/^\\(\\s*\\)\\t/\\1    /;ta' src/app.py", "allows"],
+])
