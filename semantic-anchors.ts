@@ -2357,19 +2357,27 @@ const readGit: ProgramReader = (args) => {
     const writes = (cleaned ?? []).map((word) => ({ word, throughLinks: false }))
     return reading({ writes, reads: global, changing: !!cleaned })
   }
-  // A commit or tag message (-m TEXT, -am TEXT, --message=TEXT) is text; the other operands are paths or names.
+  // A commit or tag message (-m TEXT, -am TEXT, --message=TEXT) is text; the other operands are paths or names, and
+  // so is the value of any other --option=VALUE (`--directory=DIR`); `--output=FILE` (diff, log, archive) is written.
   const operands: string[] = []
+  const output: string[] = []
   for (let j = 0; j < rest.length; j++) {
+    const value = /^--([^=]+)=([\s\S]*)$/.exec(rest[j])
     if (rest[j] === "--") {
       operands.push(...rest.slice(j + 1))
       break
     }
     if (/^-[a-zA-Z]*m$/.test(rest[j]) || rest[j] === "--message") j++
+    else if (value?.[1] === "output") output.push(value[2])
+    else if (value && value[1] !== "message") operands.push(value[2])
     else if (!rest[j].startsWith("-")) operands.push(rest[j])
   }
-  if (sub === "rm" || sub === "mv")
-    return reading({ writes: operands.map((word) => ({ word, throughLinks: false })), reads: global, changing: true })
-  return reading({ reads: [...global, ...operands], changing: true })
+  const removes = sub === "rm" || sub === "mv"
+  const writes = [
+    ...output.map((word) => ({ word, throughLinks: true })),
+    ...(removes ? operands : []).map((word) => ({ word, throughLinks: false })),
+  ]
+  return reading({ writes, reads: removes ? global : [...global, ...operands], changing: true })
 }
 
 /** An awk program that writes or runs something: `system(...)`, `print > file`, `print | cmd`, `cmd | getline`. */

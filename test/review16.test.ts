@@ -56,3 +56,16 @@ table("sed: a label ends at a blank, and the command after it is read", [
   ["sed -e ':a' -e 'N' -e '$!ba' -e 's/\\n/ /g' notes.txt", "allows"],
   ["sed -i ':a;s/^\\(\\s*\\)\\t/\\1    /;ta' src/app.py", "allows"],
 ])
+
+// git's `--option=VALUE` words were dropped with the other options: a guard path there was neither written nor read.
+table("git: the value of --option=VALUE is a file it reads or writes", [
+  [`git diff --output=${CONFIG}`, "blocks"],
+  [`git log -p --output=.opencode/opencode.json`, "blocks"],
+  [`git archive --output=${CONFIG} HEAD`, "blocks"],
+  ["git apply --directory=.opencode /tmp/evil.patch", "blocks"],
+  ["git checkout --pathspec-from-file=.opencode/list", "blocks"],
+  // a message is text, and ordinary options stay allowed
+  [`git commit --message="fix the .opencode loader"`, "allows"],
+  ["git diff --output=/tmp/changes.diff", "allows"],
+  ["git log --format='%H %s' --since=2.weeks", "allows"],
+])
