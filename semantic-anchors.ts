@@ -1612,6 +1612,9 @@ function editTargets(args: unknown): string[] {
   return targets
 }
 
+/** The files install.sh installs into a plugins directory. */
+const PLUGIN_FILES = ["semantic-anchors.ts", "loop-guard.ts", "opencode-semantic-anchors.schema.json"]
+
 /** The guard's own files: config files, opencode config, plugin directories. */
 type GuardFiles = { exact: Set<string>; roots: string[]; mentions: string[] }
 
@@ -1637,6 +1640,9 @@ function guardFiles(paths: Paths): GuardFiles {
     `${paths.globalDir}/plugin`,
     `${paths.globalDir}/plugins`,
   ]
+  // The plugins install.sh puts there: every file in a plugins directory is a guard file (isGuardPath), but a find
+  // name test or a glob is judged on known paths only, so these stand for them (`find / -name '*.ts' -delete`).
+  for (const dir of roots.slice(2)) for (const name of PLUGIN_FILES) exact.add(`${dir}/${name}`)
   const mentions = [
     ".opencode",
     "opencode/plugin",

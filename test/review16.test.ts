@@ -69,3 +69,17 @@ table("git: the value of --option=VALUE is a file it reads or writes", [
   ["git diff --output=/tmp/changes.diff", "allows"],
   ["git log --format='%H %s' --since=2.weeks", "allows"],
 ])
+
+// The files install.sh puts in a plugins directory are guard files (isGuardPath: any file in plugin(s)/), but find's
+// name tests were judged only on the guard's known paths and their parents, none of which is a plugin file: from a
+// root above the config dir (/, ~, ~/.config) find deleted the plugins themselves. ad07196 blocked these (the root is
+// a parent of the config dir).
+table("find: the plugin files under its root are judged by its name tests too", [
+  ["find / -name semantic-anchors.ts -delete", "blocks"],
+  ["find / -name 'loop-guard.ts' -delete", "blocks"],
+  ["find / -name '*.ts' -delete", "blocks"],
+  ["find / -path '*/plugins/*' -delete", "blocks"],
+  ["find . -path '*/plugins/*' -exec rm {} +", "blocks"],
+  ["find / -name '*.pyc' -delete", "allows"],
+  ["find . -name '*.ts' -path '*/src/*' -exec sed -i 's/a/b/' {} +", "allows"],
+])
