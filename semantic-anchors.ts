@@ -2220,28 +2220,62 @@ const FIND_NAME_TESTS = new Set([
   "-iregex",
 ])
 const FIND_EXEC = new Set(["-exec", "-execdir", "-ok", "-okdir"])
+const FIND_REGEX_REPEATS = 3 // unbounded repeats a -regex may have to be judged: C(path length + 3, 3) tries at worst
 const FIND_WRITES_FILE = new Set(["-fprint", "-fprint0", "-fls", "-fprintf"])
 
-/** A shell pattern as find's -name and -path read it (fnmatch: `*` and `?` also match `/` and a leading dot). */
-function fnmatchRegExp(pattern: string, ignoreCase: boolean): RegExp {
-  if (pattern.includes("[:") || pattern.includes("[=") || pattern.includes("[.")) return /[\s\S]*/ // POSIX classes
-  let source = ""
+/**
+ * A shell pattern as find's -name and -path read it (fnmatch: `*` and `?` also match `/` and a leading dot), as a test
+ * whose time is at most pattern x text: a backtracking RegExp of `**********Q` held the host for seconds.
+ */
+function fnmatchTest(pattern: string, ignoreCase: boolean): (text: string) => boolean {
+  if (pattern.includes("[:") || pattern.includes("[=") || pattern.includes("[.")) return () => true // POSIX classes
+  const literal = (ch: string) =>
+    ignoreCase ? (c: string) => c.toLowerCase() === ch.toLowerCase() : (c: string) => c === ch
+  // Each item matches one character; null is a `*`, any run of characters.
+  const items: (((c: string) => boolean) | null)[] = []
   for (let i = 0; i < pattern.length; i++) {
     const ch = pattern[i]
-    if (ch === "*") source += "[\\s\\S]*"
-    else if (ch === "?") source += "[\\s\\S]"
-    else if (ch === "\\" && i + 1 < pattern.length) source += escapeRegex(pattern[++i])
+    if (ch === "*") items.push(null)
+    else if (ch === "?") items.push(() => true)
+    else if (ch === "\\" && i + 1 < pattern.length) items.push(literal(pattern[++i]))
     else if (ch === "[" && pattern.indexOf("]", i + 2) !== -1) {
       const end = pattern.indexOf("]", i + 2)
       const body = pattern.slice(i + 1, end).replace(/\\/g, "\\\\")
-      source += `[${body.startsWith("!") ? `^${body.slice(1)}` : body}]`
+      let set: RegExp
+      try {
+        set = new RegExp(`^[${body.startsWith("!") ? `^${body.slice(1)}` : body}]$`, ignoreCase ? "i" : "")
+      } catch {
+        return () => true // a pattern this cannot read may match anything
+      }
+      items.push((c) => set.test(c))
       i = end
-    } else source += escapeRegex(ch)
+    } else items.push(literal(ch))
   }
-  try {
-    return new RegExp(`^${source}$`, ignoreCase ? "i" : "")
-  } catch {
-    return /[\s\S]*/ // a pattern this cannot read may match anything
+  return (text) => {
+    // The classic wildcard match: on a mismatch, the last `*` takes one more character and the rest is tried again.
+    let p = 0
+    let t = 0
+    let star = -1
+    let resume = 0
+    while (t < text.length) {
+      const item = items[p]
+      if (item) {
+        if (item(text[t])) {
+          p++
+          t++
+          continue
+        }
+      } else if (item === null) {
+        star = p++
+        resume = t
+        continue
+      }
+      if (star === -1) return false
+      p = star + 1
+      t = ++resume
+    }
+    while (items[p] === null) p++
+    return p === items.length
   }
 }
 
@@ -2249,12 +2283,16 @@ function fnmatchRegExp(pattern: string, ignoreCase: boolean): RegExp {
 function findNameTest(test: string, pattern: string): ((path: string) => boolean) | undefined {
   const ignoreCase = test.startsWith("-i")
   if (test.endsWith("name") && !test.endsWith("wholename")) {
-    const re = fnmatchRegExp(pattern, ignoreCase)
-    return (path) => re.test(path.replace(/\/+$/, "").replace(/^.*\//, "") || path)
+    const matches = fnmatchTest(pattern, ignoreCase)
+    return (path) => matches(path.replace(/\/+$/, "").replace(/^.*\//, "") || path)
   }
   if (test.endsWith("regex")) {
-    // Emacs groups, alternatives, intervals and POSIX classes are not read: such a regex may match anything.
-    if (/\\[(|{]|\[[:=.]/.test(pattern)) return undefined
+    // Not read, so it may match anything: an Emacs escape other than of a special character (groups \( \|,
+    // intervals \{, anchors \' \` \< \>, classes \w \s-: JavaScript reads most as literals), a POSIX class,
+    // and a regex that could backtrack for long on the host's event loop (nested, or more than FIND_REGEX_REPEATS
+    // unbounded repeats: `.*.*.*.*.*.*.*.*.*.*Q` took seconds).
+    if (/\\[^.*+?[\]^$\\/]|\[[:=.]/.test(pattern)) return undefined
+    if (regexHazard(pattern) || (pattern.match(/[*+]|\{\d*,\}/g)?.length ?? 0) > FIND_REGEX_REPEATS) return undefined
     try {
       const re = new RegExp(`^(?:${pattern})$`, ignoreCase ? "i" : "")
       return (path) => re.test(path)
@@ -2262,8 +2300,7 @@ function findNameTest(test: string, pattern: string): ((path: string) => boolean
       return undefined
     }
   }
-  const re = fnmatchRegExp(pattern, ignoreCase)
-  return (path) => re.test(path)
+  return fnmatchTest(pattern, ignoreCase)
 }
 
 /** Whether a path may make a find expression (or a part of it) true. */

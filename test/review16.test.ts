@@ -83,3 +83,33 @@ table("find: the plugin files under its root are judged by its name tests too", 
   ["find / -name '*.pyc' -delete", "allows"],
   ["find . -name '*.ts' -path '*/src/*' -exec sed -i 's/a/b/' {} +", "allows"],
 ])
+
+// find -regex is an Emacs regex: an escape such as \' (end of text), \` (start), \< (word start) matches where the
+// JavaScript reading (a literal quote, backquote, <) does not, so the guard file was judged unreachable. GNU find 4.9
+// deletes .opencode/opencode-semantic-anchors.yaml with each of these (checked by running it).
+table("find -regex: an Emacs escape the reader does not know may match anything", [
+  [`find . -regex ".*yaml\\\\'" -delete`, "blocks"],
+  ["find . -regex '.*\\<yaml' -delete", "blocks"],
+  ["find . -regex '.*\\`.*yaml' -exec rm {} +", "blocks"],
+  ["find . -regex '.*\\.pyc' -delete", "allows"],
+  ["find . -regex '\\./build/.*' -delete", "allows"],
+])
+
+// tool.execute.before runs on opencode's event loop: a name pattern or regex that backtracks holds the host. Before
+// the fix each of these took seconds (10 stars: 7 s; 12 stars: 57 s; 12 `.*`: over 20 s). The bound is three orders
+// of magnitude above what a linear match takes, so the test does not measure speed, it catches a hang.
+describe("find: a name pattern or regex cannot hold the host", () => {
+  const cases: [string, string][] = [
+    ["find . -name '**********Q' -delete", "allows"],
+    [`find . -path '${"*[a-z]".repeat(14)}*Q' -delete`, "allows"],
+    [`find . -name '${"*?".repeat(12)}Q' -delete`, "allows"],
+    ["find . -regex '(.*)*Q' -delete", "blocks"],
+    [`find . -regex '${".*".repeat(10)}Q' -delete`, "blocks"],
+  ]
+  test.each(cases)("%p answers at once: guard-integrity %s", async (command, guard) => {
+    const h = await start()
+    const started = performance.now()
+    expect(await guardVerdict(h, { command })).toBe(guard)
+    expect(performance.now() - started).toBeLessThan(2000)
+  })
+})
