@@ -2758,9 +2758,19 @@ function bashTouchesGuard(
   paths: Paths,
   guard: GuardFiles,
   realpath: RealPath = (abs) => abs,
+  workdir?: string,
 ): string | undefined {
   const named = (text: string) => guard.mentions.find((mention) => mention && text.includes(mention))
   const read = readCommand(command)
+  // opencode runs the command in the bash tool's `workdir` (its prompt says to use it instead of `cd`): relative
+  // paths resolve there, and the directory is read like `cd DIR`: a guard name in it, or a guard directory (or a
+  // directory inside one), counts when the command changes something or cannot be followed.
+  const here = workdir ? { ...paths, directory: resolvePath(paths.directory, workdir, paths.home) } : paths
+  if (workdir && (read.changing || read.opaque)) {
+    const inGuardDir = [...guard.roots].some((root) => isUnder(here.directory, root))
+    const hit = named(workdir) ?? (inGuardDir ? workdir : undefined)
+    if (hit) return hit
+  }
   if (read.opaque) {
     const hit = named(command.replace(/\\\n/g, " ").replace(/["'\\]/g, ""))
     if (hit) return hit
@@ -2773,7 +2783,7 @@ function bashTouchesGuard(
   for (const target of targets.filter((one) => /\$\(|`/.test(one.word)))
     targets.push(...substitutionsIn(target.word).flatMap(listedPaths))
   for (const target of targets) {
-    const hit = named(target.word) ?? (targetHitsGuard(target, paths, guard, realpath) ? target.word : undefined)
+    const hit = named(target.word) ?? (targetHitsGuard(target, here, guard, realpath) ? target.word : undefined)
     if (hit) return hit
   }
   if (read.changing) {
@@ -3091,7 +3101,8 @@ function checkToolContract(
         return hit ? `${hit} is a guard file` : undefined
       }
       if (tool === "bash" && isMapping(args) && typeof args.command === "string") {
-        const hit = bashTouchesGuard(args.command, env.paths, env.guard, env.realpath)
+        const workdir = typeof args.workdir === "string" && args.workdir.trim() ? args.workdir : undefined
+        const hit = bashTouchesGuard(args.command, env.paths, env.guard, env.realpath, workdir)
         why?.push(hit ? `the command touches ${hit}, a guard file or directory` : "the command touches no guard file")
         return hit ? `the command touches ${hit}, a guard file or directory` : undefined
       }

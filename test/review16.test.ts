@@ -113,3 +113,28 @@ describe("find: a name pattern or regex cannot hold the host", () => {
     expect(performance.now() - started).toBeLessThan(2000)
   })
 })
+
+// opencode's bash tool takes `workdir`, "the working directory to run the command in ... Use this instead of 'cd'
+// commands" (its prompt tells the model so). guard-integrity resolved every relative path against the project, at
+// ad07196 as now: with workdir .opencode, `rm -rf plugins` deleted the project's plugins unseen, while
+// `cd .opencode && rm -rf plugins` is blocked.
+describe("bash workdir: relative paths are resolved in it, and it is read like cd DIR", () => {
+  const rows: [command: string, workdir: string, guard: "blocks" | "allows"][] = [
+    ["rm -rf plugins", ".opencode", "blocks"],
+    ["mv plugins plugins.bak", ".opencode", "blocks"],
+    ["rm -f *.ts", ".opencode/plugins", "blocks"],
+    ["cp /tmp/evil.ts loop-guard.ts", ".opencode/plugins", "blocks"],
+    ["python3 -c \"import shutil; shutil.rmtree('plugins')\"", ".opencode", "blocks"],
+    ["rm -rf project", "..", "blocks"],
+    ["rm -f *.ts", "~/.config/opencode/plugins", "blocks"],
+    // ordinary work in a subdirectory stays allowed, and looking around in .opencode too
+    ["rm -rf build && make", "src", "allows"],
+    ["sed -i 's/a/b/' app.ts", "src", "allows"],
+    ["cat opencode-semantic-anchors.yaml", ".opencode", "allows"],
+  ]
+  let h: Harness
+  test.each(rows)("%p in %p: guard-integrity %s", async (command, workdir, guard) => {
+    h ??= await start()
+    expect(await guardVerdict(h, { command, workdir })).toBe(guard)
+  })
+})
