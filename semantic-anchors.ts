@@ -1908,7 +1908,11 @@ type Getopt = { options: Map<string, string[]>; operands: string[] }
 
 function getopt(args: readonly string[], spec: OptionSpec = {}): Getopt {
   const options = new Map<string, string[]>()
-  const add = (name: string, value = "") => options.set(name, [...(options.get(name) ?? []), value])
+  const add = (name: string, value = "") => {
+    const list = options.get(name)
+    if (list) list.push(value)
+    else options.set(name, [value])
+  }
   const operands: string[] = []
   for (let k = 0; k < args.length; k++) {
     const arg = args[k]
