@@ -146,3 +146,20 @@ test("a long run of repeated options is read in linear time", async () => {
   expect(await guardVerdict(h, { command: `sed ${"-e p ".repeat(60_000)}notes.txt` })).toBe("allows")
   expect(performance.now() - started).toBeLessThan(2000)
 })
+
+// A glob a command writes is matched against the guard's paths by a RegExp; a run of wildcards (`rm /****...Q`) made
+// it try every split: 12 stars took 5-7 s (at ad07196 too), 16 more than 20 s.
+describe("a glob with a run of wildcards cannot hold the host", () => {
+  const cases: [string, string][] = [
+    ["rm /************Q", "allows"],
+    [`rm -rf ${"*?".repeat(12)}Q`, "allows"],
+    [`rm -rf ${"**/".repeat(40)}Q`, "allows"],
+    ["rm -rf /************", "blocks"],
+  ]
+  test.each(cases)("%p answers at once: guard-integrity %s", async (command, guard) => {
+    const h = await start()
+    const started = performance.now()
+    expect(await guardVerdict(h, { command })).toBe(guard)
+    expect(performance.now() - started).toBeLessThan(2000)
+  })
+})
