@@ -2062,7 +2062,8 @@ const readXargs: ProgramReader = (args, stdin, depth) => {
 /** `bash -c CODE`, `sh <<EOF`, `eval CODE`: shell code, read like a command line; a script file is opaque. */
 const shell: ProgramReader = (args, stdin) => {
   const parsed = getopt(args, { values: "oO" })
-  if (has(parsed, "c")) return reading({ nested: parsed.operands.slice(0, 1) })
+  // `sh -c CODE NAME ARG...`: NAME and the ARGs are $0, $1, ...: the files CODE works on, read like operands
+  if (has(parsed, "c")) return reading({ nested: parsed.operands.slice(0, 1), reads: parsed.operands.slice(1) })
   if (parsed.operands.length) return OPAQUE() // runs a script file
   return stdin.length ? reading({ nested: stdin }) : OPAQUE() // its code comes from a here-document, or a pipe
 }
@@ -2699,7 +2700,7 @@ function guardPathsAndParents(guard: GuardFiles): string[] {
 const isUnder = (path: string, dir: string) => path === dir || path.startsWith(dir.endsWith("/") ? dir : `${dir}/`)
 
 /**
- * A glob with each run of wildcards made one (`***` -> `**`, `*?*` -> `??*`, `**\/**\/` -> `**\/`): the same paths or
+ * A glob with each run of wildcards made one (`***` -> `**`, `*?*` -> `?*`, `**\/**\/` -> `**\/`): the same paths or
  * more, without the splits a backtracking RegExp tries for a run (`rm /************Q` held the host for 5-20 s).
  */
 function collapseWildcards(glob: string): string {

@@ -163,3 +163,14 @@ describe("a glob with a run of wildcards cannot hold the host", () => {
     expect(performance.now() - started).toBeLessThan(2000)
   })
 })
+
+// `sh -c CODE NAME ARG...` runs CODE with NAME as $0 and the ARGs as $1...: the words after CODE are the files the
+// code works on, and were dropped (ad07196 blocked these: a guard name anywhere in a changing command).
+table("sh -c: the words after the code are its $0, $1, ...: read like any operand", [
+  [`sh -c 'rm "$0"' ${CONFIG}`, "blocks"],
+  [`bash -c 'rm -rf "$@"' _ .opencode`, "blocks"],
+  [`timeout 5 sh -c 'rm $1' _ ${CONFIG}`, "blocks"],
+  [`sh -c 'cat /tmp/evil > "$1"' sh ${CONFIG}`, "blocks"],
+  [`sh -c 'cat "$1"' sh ${CONFIG}`, "allows"],
+  [`bash -c 'rm -rf "$1"' _ build`, "allows"],
+])
