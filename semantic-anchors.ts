@@ -1901,9 +1901,10 @@ function reading(part: Partial<Reading> = {}): Reading {
 const OPAQUE = (): Reading => reading({ changing: true, opaque: true })
 
 /** Options and operands the way getopt splits them. `values`: short options that take a value (the rest of the
- * cluster, or the next word); `optional`: short options whose value can only be attached (`-i.bak`); `long`: long
+ * cluster, or the next word); `optional`: short options whose value can only be attached (`-i.bak`); `numeric`:
+ * short options whose attached value is only a number, the cluster going on after it (perl's `-l0ne`); `long`: long
  * options that take the next word when written without `=`. `--` ends the options; options may follow operands. */
-type OptionSpec = { values?: string; optional?: string; long?: string[] }
+type OptionSpec = { values?: string; optional?: string; numeric?: string; long?: string[] }
 type Getopt = { options: Map<string, string[]>; operands: string[] }
 
 function getopt(args: readonly string[], spec: OptionSpec = {}): Getopt {
@@ -1937,6 +1938,12 @@ function getopt(args: readonly string[], spec: OptionSpec = {}): Getopt {
         if (spec.optional?.includes(letter)) {
           add(letter, arg.slice(c + 1))
           break
+        }
+        if (spec.numeric?.includes(letter)) {
+          const number = /^(?:x[0-9a-fA-F]*|[0-9]*)/.exec(arg.slice(c + 1))?.[0] ?? ""
+          add(letter, number)
+          c += number.length
+          continue
         }
         add(letter)
       }
@@ -2458,7 +2465,7 @@ const readAwk: ProgramReader = (args) => {
  * function that writes or runs (PERL_EFFECTS).
  */
 const readPerl: ProgramReader = (args) => {
-  const parsed = getopt(args, { values: "eEIMm", optional: "ilF0xCdD" })
+  const parsed = getopt(args, { values: "eEIMm", optional: "iFxCdD", numeric: "l0" })
   const code = values(parsed, "e", "E")
   const operands = [...parsed.operands]
   const programFile = code.length === 0 ? operands.shift() : undefined

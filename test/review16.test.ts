@@ -174,3 +174,28 @@ table("sh -c: the words after the code are its $0, $1, ...: read like any operan
   [`sh -c 'cat "$1"' sh ${CONFIG}`, "allows"],
   [`bash -c 'rm -rf "$1"' _ build`, "allows"],
 ])
+
+// perl's -l and -0 take only digits (`-l[octnum]`, `-0[octal/hex]`): in `-lne` the n and the e are options of their
+// own. getopt gave -l the rest of the cluster, so the code became a program file and the filter a changing step.
+describe("perl -lne and -lane are read-only filters, -lpi writes", () => {
+  const rows: [command: string, step: "changes" | "reads"][] = [
+    ["perl -lne 'print $1 if /(\\d+)/' notes.txt", "reads"],
+    ["perl -lane 'print $F[0]' data.txt", "reads"],
+    ["perl -00 -ne 'print if /TODO/' notes.txt", "reads"],
+    ["perl -lpi -e 's/a/b/' src/app.ts", "changes"],
+    ["perl -0777 -pi -e 's/a/b/' src/app.ts", "changes"],
+  ]
+  let h: Harness
+  test.each(rows)("%p: %s", async (command, step) => {
+    h ??= await start()
+    const session = `ses_review16_perl_${++counter}`
+    await h.user(session, "go on. Source: https://example.com/spec")
+    for (let i = 1; i <= 3; i++) await h.run(session, "write", { filePath: `src/f${i}.ts`, content: "x" })
+    const blocked = await h.tool(session, "bash", { command, description: "x" })
+    expect(blocked?.includes('Contract "step-confirmation"') ? "changes" : (blocked ?? "reads")).toBe(step)
+  })
+  test("perl -lpi on the config is blocked", async () => {
+    h ??= await start()
+    expect(await guardVerdict(h, { command: `perl -lpi -e 's/block/warn/' ${CONFIG}` })).toBe("blocks")
+  })
+})
