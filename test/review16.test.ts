@@ -199,3 +199,14 @@ describe("perl -lne and -lane are read-only filters, -lpi writes", () => {
     expect(await guardVerdict(h, { command: `perl -lpi -e 's/block/warn/' ${CONFIG}` })).toBe("blocks")
   })
 })
+
+// Not fixed here (at ad07196 too): brace expansion and bracket globs build a guard name the word scan does not see.
+// test.failing: each passes while the guard lets the command through, and fails (to be flipped) once it is blocked.
+describe("known gaps, at ad07196 too: a name built by brace expansion or a bracket glob", () => {
+  let h: Harness
+  for (const command of ["rm -rf .{opencode,x}", "rm -rf .open{c,}ode", "rm -rf .[o]pencode"])
+    test.failing(`${command}: guard-integrity blocks`, async () => {
+      h ??= await start()
+      expect(await guardVerdict(h, { command })).toBe("blocks")
+    })
+})
