@@ -1825,7 +1825,8 @@ function scanCommand(command: string, depth = 0): Scan | null {
         // a here-document: its body, on the lines after this one, is the command's input, not commands
         const stripTabs = command[i + 2] === "-"
         const target = redirectTarget(command, i + (stripTabs ? 3 : 2))
-        heredocs.push({ delimiter: target.word, stripTabs, into: current })
+        // the delimiter is the word after quote removal: `<<\EOF` and `<<'EOF'` both end at a line `EOF`
+        heredocs.push({ delimiter: target.word.replace(/\\/g, ""), stripTabs, into: current })
         i = target.end - 1
       } else {
         let at = i + 1

@@ -210,3 +210,11 @@ describe("known gaps, at ad07196 too: a name built by brace expansion or a brack
       expect(await guardVerdict(h, { command })).toBe("blocks")
     })
 })
+
+// `<<\EOF` (a backslash quotes the delimiter, as `<<'EOF'` does) ends at a line `EOF`: the scanner looked for a line
+// `\EOF`, so the rest of the command line was taken for the document's body and never read (ad07196 blocked these).
+table("here-documents: a backslash-quoted delimiter ends the body at its unquoted word", [
+  ["cat <<\\EOF\nhello\nEOF\nrm -rf .opencode", "blocks"],
+  ["cat <<E\\OF\nhello\nEOF\nrm -rf .opencode", "blocks"],
+  ["cat > notes.md <<\\EOF\nnever rm -rf .opencode\nEOF\nls", "allows"],
+])
