@@ -2438,9 +2438,9 @@ const readGit: ProgramReader = (args) => {
 
 /** An awk program that writes or runs something: `system(...)`, `print > file`, `print | cmd`, `cmd | getline`. */
 const AWK_EFFECTS = /\bsystem\s*\(|\bprintf?\b[^;{}]*[>|]|\|\s*getline/
-/** A perl filter (-n/-p) that does more than print: these words write files or run commands. */
+/** A perl filter (-n/-p) that does more than print: these words write files, run commands or run code it reads. */
 const PERL_EFFECTS =
-  /\b(?:system|exec|unlink|rename|open|sysopen|mkdir|rmdir|symlink|link|chmod|chown|truncate|utime|qx)\b|`/
+  /\b(?:system|exec|unlink|rename|open|sysopen|mkdir|rmdir|symlink|link|chmod|chown|truncate|utime|qx|eval|require)\b|`/
 
 /**
  * `awk [-F FS] [-v VAR=VALUE] [-f FILE | PROGRAM] [FILE | VAR=VALUE]...`: the program is a script, the operands are
@@ -2471,7 +2471,7 @@ const readPerl: ProgramReader = (args) => {
   const operands = [...parsed.operands]
   const programFile = code.length === 0 ? operands.shift() : undefined
   const inPlace = has(parsed, "i")
-  const filter = has(parsed, "n", "p") && programFile === undefined
+  const filter = has(parsed, "n", "p") && programFile === undefined && !has(parsed, "M", "m") // a module can do anything
   return reading({
     writes: inPlace ? operands.map((word) => ({ word, throughLinks: false })) : [],
     reads: [...(inPlace ? [] : operands), ...(programFile ? [programFile] : [])],
@@ -2640,7 +2640,11 @@ const GIT_BRANCH_LISTING =
 function isReadOnlyGit(args: string[]): boolean {
   let i = 0
   // Global options before the subcommand: -C <dir>, -c <key=value>, --no-pager, --git-dir=...
-  while (i < args.length && args[i].startsWith("-")) i += args[i] === "-C" || args[i] === "-c" ? 2 : 1
+  while (i < args.length && args[i].startsWith("-")) {
+    // A config value may be a command git runs (core.fsmonitor on status, diff.external on diff, core.pager)
+    if (args[i] === "-c" || args[i].startsWith("--config-env")) return false
+    i += args[i] === "-C" ? 2 : 1
+  }
   const sub = args[i]
   const rest = args.slice(i + 1)
   if (sub === undefined) return true

@@ -218,3 +218,33 @@ table("here-documents: a backslash-quoted delimiter ends the body at its unquote
   ["cat <<E\\OF\nhello\nEOF\nrm -rf .opencode", "blocks"],
   ["cat > notes.md <<\\EOF\nnever rm -rf .opencode\nEOF\nls", "allows"],
 ])
+
+// git -c KEY=VALUE sets a config value for the one command, and some values are commands git runs: core.fsmonitor
+// on `git status`, diff.external on `git diff` (both checked with git 2.x). The read-only check skipped -c with its
+// value, so these were read-only and their words never looked at, at ad07196 as after.
+table("git -c: a config value may be a command git runs", [
+  ["git -c core.fsmonitor='rm -rf .opencode; echo' status", "blocks"],
+  ["git -c diff.external='rm -rf .opencode; true' diff", "blocks"],
+  ["git -c color.ui=never status", "allows"],
+  ["git -c core.quotepath=off diff --stat", "allows"],
+])
+
+// A perl -n/-p filter is read-only unless its code writes or runs something (PERL_EFFECTS). A module loaded with -M
+// (File::Path's rmtree, File::Copy's move) or code it evals or requires can do anything: a changing step.
+describe("perl -M, eval and require make a filter a changing step", () => {
+  const rows: [command: string, step: "changes" | "reads"][] = [
+    ["perl -MFile::Path=rmtree -ne 'chomp; rmtree $_' dirs.txt", "changes"],
+    ["perl -MFile::Copy -ne 'chomp; move($_, \"/tmp\")' files.txt", "changes"],
+    ["perl -ne 'eval $_' code.txt", "changes"],
+    ["perl -ne 'print if /TODO/' src/app.ts", "reads"],
+  ]
+  let h: Harness
+  test.each(rows)("%p: %s", async (command, step) => {
+    h ??= await start()
+    const session = `ses_review16_perlm_${++counter}`
+    await h.user(session, "go on. Source: https://example.com/spec")
+    for (let i = 1; i <= 3; i++) await h.run(session, "write", { filePath: `src/f${i}.ts`, content: "x" })
+    const blocked = await h.tool(session, "bash", { command, description: "x" })
+    expect(blocked?.includes('Contract "step-confirmation"') ? "changes" : (blocked ?? "reads")).toBe(step)
+  })
+})
