@@ -248,3 +248,18 @@ describe("perl -M, eval and require make a filter a changing step", () => {
     expect(blocked?.includes('Contract "step-confirmation"') ? "changes" : (blocked ?? "reads")).toBe(step)
   })
 })
+
+// Not fixed here (at ad07196 too): an assignment before a read-only program can make it run a command
+// (GIT_EXTERNAL_DIFF on git diff, GIT_PAGER/PAGER, LD_PRELOAD on any program); the values are read, but only a
+// changing command has its read words looked at. test.failing until such a command counts as one that changes.
+describe("known gap, at ad07196 too: an environment variable that makes a read-only program run a command", () => {
+  let h: Harness
+  for (const command of [
+    "GIT_EXTERNAL_DIFF='rm -rf .opencode; true' git diff",
+    "env GIT_PAGER='rm -rf .opencode' git -p log",
+  ])
+    test.failing(`${command}: guard-integrity blocks`, async () => {
+      h ??= await start()
+      expect(await guardVerdict(h, { command })).toBe("blocks")
+    })
+})
