@@ -1893,6 +1893,7 @@ type Reading = {
   changing: boolean
   opaque: boolean
   lists?: Target[] // what it prints as paths, when that is narrower than its reads (find: what its tests select)
+  codeFromPipe?: boolean // a shell that runs what it reads from a pipe: the line's here-documents may be that code
 }
 type ProgramReader = (args: string[], stdin: string[], depth: number) => Reading
 
@@ -2073,7 +2074,8 @@ const shell: ProgramReader = (args, stdin) => {
   // `sh -c CODE NAME ARG...`: NAME and the ARGs are $0, $1, ...: the files CODE works on, read like operands
   if (has(parsed, "c")) return reading({ nested: parsed.operands.slice(0, 1), reads: parsed.operands.slice(1) })
   if (parsed.operands.length) return OPAQUE() // runs a script file
-  return stdin.length ? reading({ nested: stdin }) : OPAQUE() // its code comes from a here-document, or a pipe
+  // its code comes from its own here-document, or from a pipe (`cat <<EOF | sh`: that document is read as well)
+  return stdin.length ? reading({ nested: stdin }) : { ...OPAQUE(), codeFromPipe: true }
 }
 
 // sed ---------------------------------------------------------------------------------------------------------------
@@ -2596,7 +2598,8 @@ function readCommandAt(command: string, depth: number): CommandReading {
     result.readings.push(one)
     result.changing ||= one.changing
     result.opaque ||= one.opaque
-    for (const code of one.nested) {
+    const piped = one.codeFromPipe ? scan.commands.flatMap((other) => other.heredocs) : []
+    for (const code of [...one.nested, ...piped]) {
       const inner = readCommandAt(code, depth + 1)
       result.readings.push(...inner.readings)
       result.redirects.push(...inner.redirects)

@@ -263,3 +263,12 @@ describe("known gap, at ad07196 too: an environment variable that makes a read-o
       expect(await guardVerdict(h, { command })).toBe("blocks")
     })
 })
+
+// `cat <<EOF | sh`: the document's body is the code the shell runs. The shell reading a pipe was opaque (a guard
+// name anywhere blocks), but a body that deletes the project without naming a guard file (`rm -rf *`) was not read.
+table("a here-document piped into a shell is read as its code", [
+  ["cat <<'EOF' | sh\nrm -rf *\nEOF", "blocks"],
+  ["cat <<'EOF' | bash -s\ngit clean -fdx\nEOF", "blocks"],
+  ["cat <<'EOF' | sh\nrm -rf build\nEOF", "allows"],
+  ["cat <<'EOF' > notes.md\nrm -rf *\nEOF", "allows"],
+])
