@@ -1002,6 +1002,7 @@ const BACKTICK = 96
 const TILDE = 126
 const SPACE = 32
 const TAB = 9
+const QUOTE_MARK = 62
 
 /** A table or diagram row starts with | or + or a box-drawing character (U+2500 to U+257F). */
 function isRowStart(c: number): boolean {
@@ -1017,8 +1018,7 @@ export class StreamWatcher {
   private readonly periods = new Int32Array(STREAM_CANDIDATES)
   private readonly runs = new Int32Array(STREAM_CANDIDATES)
   private candidates = 0
-  /** Markdown fence state: position after the last line feed, fence characters at the line's start, inside or not */
-  private lineStart = 0
+  /** Markdown fence state: fence characters at the line's start, inside or not */
   private fenceChars = 0
   private fenceChar = 0
   private inFence = false
@@ -1135,11 +1135,14 @@ export class StreamWatcher {
     }
   }
 
-  /** Line feeds and Markdown code fences: ``` or ~~~ after at most 3 spaces at a line's start opens or closes one. */
+  /**
+   * Line feeds and Markdown code fences: ``` or ~~~ at a line's start opens or closes one, after any indentation or
+   * blockquote marks (a fence inside a nested list item is indented 4 spaces or more, one in a quote follows `>`;
+   * taking an indented code block's ``` line for a fence only gives its lines the code backstop).
+   */
   private trackLines(c: number, n: number): void {
     if (c === LINE_FEED) {
       this.lastLineFeed = n
-      this.lineStart = n + 1
       this.fenceChars = 0
       this.lineOpened = false
       return
@@ -1149,7 +1152,7 @@ export class StreamWatcher {
       if (!isRowStart(c)) this.lastPlainLine = n
     }
     if (this.fenceChars < 0) return // this line is no fence line
-    if (c === SPACE && this.fenceChars === 0 && n - this.lineStart < 3) return
+    if (this.fenceChars === 0 && (c === SPACE || c === TAB || c === QUOTE_MARK)) return
     if ((c === BACKTICK || c === TILDE) && (this.fenceChars === 0 || c === this.fenceChar)) {
       this.fenceChar = c
       this.fenceChars += 1
