@@ -55,6 +55,21 @@ async function stream(run: any, sessionID: string, id: string, type: "reasoning"
   await run.hooks.event({ event: { type: "message.part.updated", properties: { sessionID, part: part(text, 2) } } })
 }
 
+let callNumber = 0
+async function bash(run: any, sessionID: string, command: string, output: string): Promise<boolean> {
+  const callID = `r${++callNumber}`
+  try {
+    await run.hooks["tool.execute.before"]({ tool: "bash", sessionID, callID }, { args: { command } })
+  } catch {
+    return false
+  }
+  await run.hooks["tool.execute.after"](
+    { tool: "bash", sessionID, callID, args: {} },
+    { title: "", output, metadata: {} },
+  )
+  return true
+}
+
 const ZERO_ROW = "0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n" // 40 characters: 30 rows make 1,200
 
 describe("code fences the watcher did not see (fixed)", () => {
@@ -89,5 +104,64 @@ describe("code fences the watcher did not see (fixed)", () => {
     expect(run.toasts[0].message).toBe(
       "loop-guard: stopped the agent: its answer repeated a 4-character passage 200 times",
     )
+  })
+})
+
+describe("the wait budget", () => {
+  const SLEEP = "sleep 60"
+  const POLL = "gh run view 123 --json status"
+
+  // cycleOrWait times a wait only when the call completes a periodic window (findWaitingCycle); the blocked sleep
+  // is not recorded, so after the block the history ends poll, poll and the next sleep completes no window: it runs,
+  // and record() adds it to the timed cycle already past its budget. 2 of every 3 sleeps then run.
+  test.failing("after the 31st minute is blocked, a poll and then a sleep: the sleep is blocked too", async () => {
+    const run = await start()
+    for (let i = 0; i < 30; i++) {
+      expect(await bash(run, "s1", SLEEP, "")).toBe(true)
+      expect(await bash(run, "s1", POLL, "in_progress")).toBe(true)
+    }
+    expect(await bash(run, "s1", SLEEP, "")).toBe(false) // the 31st minute
+    expect(await bash(run, "s1", POLL, "in_progress")).toBe(true)
+    expect(await bash(run, "s1", SLEEP, "")).toBe(false) // still past the budget
+  })
+
+  // The issue: a 31st minute of waiting must be blocked. A waiting cycle is only recognized at its 3rd lap, so
+  // sleeps of 20 minutes run 3 times (60 minutes) before the 4th is blocked (the README says so: a documented
+  // deviation, not a silent one).
+  test.failing("sleep 20m + poll: the sleep that passes the 30-minute budget is blocked", async () => {
+    const run = await start()
+    const ran: boolean[] = []
+    for (let i = 0; i < 2; i++) {
+      ran.push(await bash(run, "s1", "sleep 20m", ""))
+      ran.push(await bash(run, "s1", POLL, "in_progress"))
+    }
+    expect(ran).toEqual([true, true, false, true])
+  })
+})
+
+describe("legitimate repetition still stopped (left unfixed)", () => {
+  // The issue names "a quoted log with repeated lines" as legitimate; the watcher exempts whole lines only inside a
+  // fence or made of table rows, so a log quoted in reasoning without a fence is a loop at 6 copies and 800 chars.
+  test.failing("reasoning quoting a log of 25 identical lines without a fence runs to its end", async () => {
+    const run = await start()
+    const text =
+      "The test output was:\n" +
+      "npm WARN deprecated inflight@1.0.6: not supported\n".repeat(25) +
+      "So the warnings are noise; the real failure is elsewhere.\n"
+    await stream(run, "s1", "p1", "reasoning", text)
+    expect(run.aborts).toEqual([])
+  })
+
+  // isRowStart takes a table row by its first character (|); a GFM table may leave out the outer pipes.
+  test.failing("a table without outer pipes, 80 identical rows, runs to its end", async () => {
+    const run = await start()
+    await stream(
+      run,
+      "s1",
+      "p1",
+      "text",
+      "name | status | owner\n--- | --- | ---\n" + "n/a | skipped | none\n".repeat(80),
+    )
+    expect(run.aborts).toEqual([])
   })
 })
