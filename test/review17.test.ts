@@ -111,10 +111,10 @@ describe("the wait budget", () => {
   const SLEEP = "sleep 60"
   const POLL = "gh run view 123 --json status"
 
-  // cycleOrWait times a wait only when the call completes a periodic window (findWaitingCycle); the blocked sleep
-  // is not recorded, so after the block the history ends poll, poll and the next sleep completes no window: it runs,
-  // and record() adds it to the timed cycle already past its budget. 2 of every 3 sleeps then run.
-  test.failing("after the 31st minute is blocked, a poll and then a sleep: the sleep is blocked too", async () => {
+  // Fixed: cycleOrWait timed a wait only when the call completed a periodic window (findWaitingCycle); the blocked
+  // sleep is not recorded, so after the block the history ended poll, poll and the next sleep completed no window:
+  // it ran, and record() added it to the timed cycle already past its budget (2 of every 3 sleeps ran).
+  test("after the 31st minute is blocked, a poll and then a sleep: the sleep is blocked too", async () => {
     const run = await start()
     for (let i = 0; i < 30; i++) {
       expect(await bash(run, "s1", SLEEP, "")).toBe(true)
@@ -123,6 +123,19 @@ describe("the wait budget", () => {
     expect(await bash(run, "s1", SLEEP, "")).toBe(false) // the 31st minute
     expect(await bash(run, "s1", POLL, "in_progress")).toBe(true)
     expect(await bash(run, "s1", SLEEP, "")).toBe(false) // still past the budget
+    expect(run.toasts.at(-1).message).toBe(
+      "loop-guard: blocked a wait past its budget (30m slept in 30 laps of bash -> bash); the agent was told to stop and report what it is waiting for",
+    )
+    for (let i = 0; i < 3; i++) await bash(run, "s1", SLEEP, "") // the 5th block in the turn stops the run
+    expect(run.aborts).toEqual([{ path: { id: "s1" } }])
+  })
+
+  test("a call outside the timed cycle still starts the count over, after a block as before", async () => {
+    const run = await start()
+    for (let i = 0; i < 30; i++) (await bash(run, "s1", SLEEP, ""), await bash(run, "s1", POLL, "in_progress"))
+    expect(await bash(run, "s1", SLEEP, "")).toBe(false)
+    expect(await bash(run, "s1", "git log -1", "abc")).toBe(true)
+    expect(await bash(run, "s1", SLEEP, "")).toBe(true)
   })
 
   // The issue: a 31st minute of waiting must be blocked. A waiting cycle is only recognized at its 3rd lap, so
