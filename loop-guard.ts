@@ -26,8 +26,8 @@
  * anything else: `sleep 60`, `sleep 30 && gh run view 1`; see sleepSeconds) is timed instead of blocked, from the
  * cycle rule's window on, whatever its results (a poll's output often changes while it waits). Its calls run while
  * the time its waits slept, in a row, stays within a budget (30 minutes) and their number within a lap cap (60);
- * then the wait that would go past it is blocked, and the agent is told to report to the user what it is waiting
- * for. Only the sleep a command asks for counts, never the time the model takes to answer. The count starts over
+ * then the wait that would go past it is blocked (and every later wait of the cycle), and the agent is told to
+ * report to the user what it is waiting for. Only the sleep a command asks for counts, never the time the model takes to answer. The count starts over
  * when a call outside the cycle runs, at a new turn and at a compaction.
  *
  * A bounded stop: at the 5th block in one turn (between two idle states of the session) the session's run is
@@ -566,7 +566,7 @@ function resultsRepeat(history: readonly Call[], calls: number, k: number): bool
  * A waiting cycle being timed: the signatures of one turn of it, and what its waits have slept so far. A lap is
  * one wait of the cycle (in a sleep + poll cycle, one sleep and its poll).
  */
-type Waiting = { members: string[]; slept: number; laps: number }
+type Waiting = { members: string[]; tools: string[]; slept: number; laps: number }
 
 /** A waiting cycle past its budget or its lap cap: the wait that would go past it is blocked. */
 type WaitOver = {
@@ -624,7 +624,7 @@ function isWaiting(turn: readonly Call[]): boolean {
 function timedWaiting(waiting: Waiting | null, history: readonly Call[], turn: readonly Call[]): Waiting {
   const members = turn.map((call) => call.signature)
   if (waiting && sameMembers(waiting.members, members)) return waiting
-  const timed: Waiting = { members, slept: 0, laps: 0 }
+  const timed: Waiting = { members, tools: turn.map((call) => call.tool), slept: 0, laps: 0 }
   for (let i = history.length - 1; i >= 0 && members.includes(history[i].signature); i--) addLap(timed, history[i])
   return timed
 }
@@ -647,7 +647,7 @@ function addLap(waiting: Waiting, call: Call): void {
  */
 function checkWait(
   waiting: Waiting,
-  turn: readonly Call[],
+  tools: string[],
   current: Call,
   k: number,
   budget: number,
@@ -656,8 +656,19 @@ function checkWait(
   if (current.wait <= 0) return null
   const limit = waiting.slept + current.wait > budget ? "budget" : waiting.laps + 1 > lapCap ? "laps" : null
   if (!limit) return null
-  const tools = turn.map((call) => call.tool)
   return { reason: "wait", limit, k, tools, slept: waiting.slept, laps: waiting.laps, budget, lapCap }
+}
+
+/**
+ * A wait of the cycle being timed that completes no window: a blocked wait is not recorded, so after a block and a
+ * poll the next wait breaks the window, yet it is the same waiting and is held to the same limits (otherwise two
+ * waits of every three would run past the budget). Null for a call outside the timed cycle.
+ */
+function continuedWait(waiting: Waiting | null, current: Call, budget: number, lapCap: number): WaitOver | null {
+  const at = waiting ? waiting.members.indexOf(current.signature) : -1
+  if (!waiting || at < 0) return null
+  const tools = [...waiting.tools.slice(at + 1), ...waiting.tools.slice(0, at + 1)] // ending with the current call
+  return checkWait(waiting, tools, current, waiting.members.length, budget, lapCap)
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -1002,6 +1013,7 @@ const BACKTICK = 96
 const TILDE = 126
 const SPACE = 32
 const TAB = 9
+const QUOTE_MARK = 62
 
 /** A table or diagram row starts with | or + or a box-drawing character (U+2500 to U+257F). */
 function isRowStart(c: number): boolean {
@@ -1017,8 +1029,7 @@ export class StreamWatcher {
   private readonly periods = new Int32Array(STREAM_CANDIDATES)
   private readonly runs = new Int32Array(STREAM_CANDIDATES)
   private candidates = 0
-  /** Markdown fence state: position after the last line feed, fence characters at the line's start, inside or not */
-  private lineStart = 0
+  /** Markdown fence state: fence characters at the line's start, inside or not */
   private fenceChars = 0
   private fenceChar = 0
   private inFence = false
@@ -1135,11 +1146,14 @@ export class StreamWatcher {
     }
   }
 
-  /** Line feeds and Markdown code fences: ``` or ~~~ after at most 3 spaces at a line's start opens or closes one. */
+  /**
+   * Line feeds and Markdown code fences: ``` or ~~~ at a line's start opens or closes one, after any indentation or
+   * blockquote marks (a fence inside a nested list item is indented 4 spaces or more, one in a quote follows `>`;
+   * taking an indented code block's ``` line for a fence only gives its lines the code backstop).
+   */
   private trackLines(c: number, n: number): void {
     if (c === LINE_FEED) {
       this.lastLineFeed = n
-      this.lineStart = n + 1
       this.fenceChars = 0
       this.lineOpened = false
       return
@@ -1149,7 +1163,7 @@ export class StreamWatcher {
       if (!isRowStart(c)) this.lastPlainLine = n
     }
     if (this.fenceChars < 0) return // this line is no fence line
-    if (c === SPACE && this.fenceChars === 0 && n - this.lineStart < 3) return
+    if (this.fenceChars === 0 && (c === SPACE || c === TAB || c === QUOTE_MARK)) return
     if ((c === BACKTICK || c === TILDE) && (this.fenceChars === 0 || c === this.fenceChar)) {
       this.fenceChar = c
       this.fenceChars += 1
@@ -1724,11 +1738,12 @@ const server: Plugin = async (input, _options) => {
   function cycleOrWait(state: SessionState, call: Call, cycle: Cycle | null): Finding | null {
     if (settings.waitBudget === 0) return cycle
     const k = cycle?.k ?? findWaitingCycle(state.history, call, settings.repetitions, isExempt)
-    if (k === 0) return cycle
+    if (k === 0) return continuedWait(state.waiting, call, settings.waitBudget, settings.waitLaps)
     const turn = lastTurn(state.history, call, k)
     if (!isWaiting(turn)) return cycle
     state.waiting = timedWaiting(state.waiting, state.history, turn)
-    return checkWait(state.waiting, turn, call, k, settings.waitBudget, settings.waitLaps)
+    const tools = turn.map((member) => member.tool)
+    return checkWait(state.waiting, tools, call, k, settings.waitBudget, settings.waitLaps)
   }
 
   /** A block: counted, logged, shown to the human; at the turn's limit the run is stopped. Not recorded. */

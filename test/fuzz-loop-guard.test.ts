@@ -15,8 +15,9 @@
 //      calls is a wait (bash sleeping 5 s or more first; recognized by its calls alone, whatever the results) is
 //      not blocked but timed: its waits run while the time
 //      they slept and their count stay within the budget and the lap cap, counted over the calls of that cycle
-//      that ran in a row (reaching back at most the history's length when the cycle is first seen); a call
-//      outside it, idle and compaction start the count over;
+//      that ran in a row (reaching back at most the history's length when the cycle is first seen), a wait of
+//      that cycle held to them even when a blocked wait broke its window; a call outside it, idle and compaction
+//      start the count over;
 //   4. a planted cycle of length k (members possibly key-shuffled clones) is blocked at exactly call max(r*k, r+1),
 //      and, when its results change every time, at exactly call max(3r*k, 3r+1).
 //
@@ -308,6 +309,8 @@ class ReferenceRule {
     let k = this.cycle(history, key)
     if (k === 0 && this.waits.budget > 0) k = this.waitingCycle(history, key, wait)
     if (k > 0 && !this.waitRuns(sessionID, history, key, wait, k)) return "X"
+    if (k === 0 && wait > 0 && this.waits.budget > 0 && !this.continuedWaitRuns(sessionID, history, key, wait))
+      return "X"
     if (this.streak(history, tool)) return "X"
     history.push({ key, tool, result: "none", wait })
     const timed = this.timing.get(sessionID)
@@ -331,6 +334,14 @@ class ReferenceRule {
     const waits = history.slice(timed.from).filter((c) => c.wait > 0)
     const slept = waits.reduce((sum, c) => sum + c.wait, 0)
     return wait === 0 || (slept + wait <= this.waits.budget && waits.length + 1 <= this.waits.laps)
+  }
+  /** A wait of the timed cycle that completes no window (its last wait was blocked): the same limits apply. */
+  private continuedWaitRuns(sessionID: string, history: RefCall[], key: string, wait: number): boolean {
+    const timed = this.timing.get(sessionID)
+    if (!timed || !timed.members.has(key)) return true
+    const waits = history.slice(timed.from).filter((c) => c.wait > 0)
+    const slept = waits.reduce((sum, c) => sum + c.wait, 0)
+    return slept + wait <= this.waits.budget && waits.length + 1 <= this.waits.laps
   }
   /** The result of the session's newest call (as the host reports it right after the call). */
   result(sessionID: string, result: string) {
