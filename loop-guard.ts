@@ -28,6 +28,14 @@
  * what the call does): bash's `description` (a label for the human; the `command` is what runs) and task's
  * `description` (a 3-5 word label; the `prompt` is what the subagent gets). Every other key of every tool counts.
  *
+ * Loops in the stream: every streamed part (reasoning and answer, each on its own, from message.part.delta) is fed to
+ * a small watcher. When a part repeats one passage back to back (`!!!!`, ` it it it`, a sentence, a paragraph of up
+ * to 4,000 characters) for 8 copies and 1,000 characters, whichever comes later, the session's run is aborted, the
+ * human sees an error toast (reasoning or answer, the passage's length and count, never its text), and in the model's
+ * next context that part is cut after the passage's first copy, with a note. Whole lines repeated inside a Markdown
+ * code fence are code or data, stopped only at a backstop (64 copies and 8,000 characters). See "Pure core: the
+ * stream watcher".
+ *
  * Why: opencode's own doom_loop check only looks at the last three parts of the current assistant message, so a
  * model that reads the same file once per step, or ping-pongs edit/test/edit/test with the same edit, runs forever.
  *
@@ -40,6 +48,9 @@
  *                                          default 3; 0 switches the failure streak off
  *   OPENCODE_LOOP_GUARD_MAX_BLOCKS=n       blocks in one turn after which the run is stopped, 1..1000, default 5;
  *                                          0 = never stop
+ *   OPENCODE_LOOP_GUARD_STREAM=block|warn|off
+ *                                          loops in the streamed text and reasoning: block (abort the run), warn
+ *                                          (toast and log only) or off; unset, it follows OPENCODE_LOOP_GUARD
  *   OPENCODE_LOOP_GUARD_EXEMPT=globs       comma-separated tool-name globs (* and ?), e.g. todowrite,mcp_*_poll;
  *                                          a cycle is let through only when every call in it is an exempt tool, a
  *                                          failure streak when its tool is exempt
@@ -618,6 +629,312 @@ function article(n: number): string {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// Pure core: the stream watcher
+// ---------------------------------------------------------------------------------------------------------------
+
+/**
+ * A streamed part (reasoning or answer) is fed to its own StreamWatcher one delta at a time. The watcher looks for
+ * a passage of p characters (1 <= p <= STREAM_MAX_PERIOD) repeated back to back, exactly: every character equal to
+ * the one p characters before it. It stops at the latest point the rule allows, which leaves legitimate text the
+ * widest margin: when the repetition has run for STREAM_REPEATS copies and STREAM_MIN_CHARS characters, whichever
+ * comes later (a 1-character `!` at 1,000 characters, a 43-character sentence at 1,000, a 500-character paragraph at
+ * its 8th copy). In the real texts of ../shared/data/real-texts no legitimate passage repeated more than 3 times
+ * outside code (bench: `npm run bench -- --texts`).
+ *
+ * One exception, for code: inside a Markdown code fence, a passage made of whole lines (it holds a line break)
+ * is repeated code or data (the same row of a dummy weights file 16 times, a blank line in a maze map), so it
+ * stops only at a backstop of STREAM_CODE_REPEATS copies and STREAM_CODE_CHARS characters. A cycle inside a line
+ * (a made-up hash degenerating into `JibdJibd...`) is no line of code and follows the main rule.
+ *
+ * Cost: constant work per character. The last STREAM_WINDOW characters sit in a ring; a rolling hash of the last
+ * STREAM_GRAM characters indexes a table of the position where that gram was last seen, which proposes the period
+ * p = distance back (a loop proposes its own period at almost every character). A handful of candidate periods
+ * (STREAM_CANDIDATES) each count their run of characters equal to the one p back, and are dropped at the first
+ * difference. Memory: the ring (16 KB) and the table (16 KB), allocated at the first character; never the text.
+ */
+export const STREAM_MAX_PERIOD = 4000
+/** copies of the passage, and characters from the loop's start, before a stop (both must be reached) */
+export const STREAM_REPEATS = 8
+export const STREAM_MIN_CHARS = 1000
+/** the backstop for whole lines repeated inside a code fence */
+export const STREAM_CODE_REPEATS = 64
+export const STREAM_CODE_CHARS = 8000
+/** a run is solid (part of a loop) from two whole copies spanning this many characters: shorter is coincidence */
+const STREAM_SOLID_CHARS = 24
+/** characters kept: a power of two above STREAM_MAX_PERIOD, so a candidate can verify its run back */
+const STREAM_WINDOW = 8192
+/** characters hashed to propose a period; grams shorter than this would propose noise in ordinary prose */
+const STREAM_GRAM = 10
+/** slots of the gram table (a power of two); a collision only loses a proposal or proposes a period that fails */
+const STREAM_TABLE = 4096
+/** candidate periods followed at once */
+const STREAM_CANDIDATES = 8
+
+/** A repetition found in a part: the passage's length, its copies so far, where it began, and when it was certain. */
+export type StreamLoop = {
+  /** the repeated passage's length when certain */
+  period: number
+  /** copies of that length since the loop began */
+  count: number
+  /** the loop's first character (offset in the part) */
+  start: number
+  /** the length of the passage it began with (the cut keeps one copy of it) */
+  first: number
+  /** characters seen when certain */
+  at: number
+  /** whole lines repeated inside a code fence: stopped at the code backstop */
+  code: boolean
+}
+
+const HASH_BASE = 0x01000193
+const HASH_OUT = (() => {
+  let power = 1
+  for (let i = 0; i < STREAM_GRAM; i++) power = Math.imul(power, HASH_BASE)
+  return power
+})()
+const LINE_FEED = 10
+const BACKTICK = 96
+const TILDE = 126
+const SPACE = 32
+
+export class StreamWatcher {
+  /** characters seen */
+  private seen = 0
+  private ring: Uint16Array | null = null
+  private grams: Int32Array | null = null
+  private hash = 0
+  private readonly periods = new Int32Array(STREAM_CANDIDATES)
+  private readonly runs = new Int32Array(STREAM_CANDIDATES)
+  private candidates = 0
+  /** Markdown fence state: position after the last line feed, fence characters at the line's start, inside or not */
+  private lineStart = 0
+  private fenceChars = 0
+  private fenceChar = 0
+  private inFence = false
+  private lastFence = -1
+  private lastLineFeed = -1
+  /** the repetition region: its first character, its last, and the period it began with */
+  private regionStart = 0
+  private regionEnd = -1
+  private regionPeriod = 0
+  private verdict: StreamLoop | null = null
+
+  /** Feeds one delta; returns the loop the first time one is certain, else null (and null after it). */
+  feed(delta: string): StreamLoop | null {
+    if (this.verdict) return null
+    if (this.ring === null) {
+      this.ring = new Uint16Array(STREAM_WINDOW)
+      this.grams = new Int32Array(STREAM_TABLE)
+    }
+    for (let i = 0; i < delta.length; i++) {
+      const loop = this.step(delta.charCodeAt(i))
+      if (loop) return (this.verdict = loop)
+    }
+    return null
+  }
+
+  /** Characters fed so far. */
+  get length(): number {
+    return this.seen
+  }
+
+  /** Bytes this watcher holds (the bench's "state per part"). */
+  get bytes(): number {
+    return (this.ring?.byteLength ?? 0) + (this.grams?.byteLength ?? 0) + 2 * 4 * STREAM_CANDIDATES + 96
+  }
+
+  private step(c: number): StreamLoop | null {
+    const ring = this.ring!
+    const n = this.seen
+    this.trackLines(c, n)
+    let solidStart = -1
+    let solidPeriod = 0
+    for (let k = 0; k < this.candidates; k++) {
+      const p = this.periods[k]
+      if (ring[(n - p) & (STREAM_WINDOW - 1)] === c) {
+        const run = ++this.runs[k]
+        // solid: two whole copies back to back, and not a coincidence of a few characters
+        if (run >= p && run + p >= STREAM_SOLID_CHARS) {
+          const start = n + 1 - run - p
+          if (solidPeriod === 0 || start < solidStart) {
+            solidStart = start
+            solidPeriod = p
+          }
+        }
+      } else {
+        this.candidates--
+        this.periods[k] = this.periods[this.candidates]
+        this.runs[k] = this.runs[this.candidates]
+        k--
+      }
+    }
+    ring[n & (STREAM_WINDOW - 1)] = c
+    this.seen = n + 1
+    if (solidPeriod > 0) {
+      const loop = this.extendRegion(solidStart, solidPeriod)
+      if (loop) return loop
+    }
+    this.propose(c, n)
+    return null
+  }
+
+  /**
+   * The repetition region: where the text has been repeating itself without a break, a solid run after another
+   * (a loop that drifts: its period changes, a counter or a space differs now and then). A solid run that starts
+   * inside the region, or right after it, extends it; one that starts later opens a new region.
+   */
+  private extendRegion(start: number, period: number): StreamLoop | null {
+    if (this.regionEnd < 0 || start > this.regionEnd + 1) {
+      this.regionStart = start
+      this.regionPeriod = period
+    } else if (start < this.regionStart) {
+      this.regionStart = start // a longer passage, solid only now, began before the shorter one that opened it
+      this.regionPeriod = period
+    }
+    this.regionEnd = this.seen - 1
+    return this.judge(period)
+  }
+
+  /** The region has reached the main rule for the running period: a loop, unless it is whole lines in code. */
+  private judge(p: number): StreamLoop | null {
+    const n = this.seen
+    const span = n - this.regionStart
+    if (span < STREAM_MIN_CHARS || span < STREAM_REPEATS * p) return null
+    const code = this.inFence && this.lastFence < this.regionStart && this.lastLineFeed >= n - p
+    if (code && (span < STREAM_CODE_REPEATS * p || span < STREAM_CODE_CHARS)) return null
+    return {
+      period: p,
+      count: Math.floor(span / p),
+      start: this.regionStart,
+      first: this.regionPeriod,
+      at: n,
+      code,
+    }
+  }
+
+  /** Line feeds and Markdown code fences: ``` or ~~~ after at most 3 spaces at a line's start opens or closes one. */
+  private trackLines(c: number, n: number): void {
+    if (c === LINE_FEED) {
+      this.lastLineFeed = n
+      this.lineStart = n + 1
+      this.fenceChars = 0
+      return
+    }
+    if (this.fenceChars < 0) return // this line is no fence line
+    if (c === SPACE && this.fenceChars === 0 && n - this.lineStart < 3) return
+    if ((c === BACKTICK || c === TILDE) && (this.fenceChars === 0 || c === this.fenceChar)) {
+      this.fenceChar = c
+      this.fenceChars += 1
+      if (this.fenceChars === 3) {
+        this.inFence = !this.inFence
+        this.lastFence = n
+      }
+      return
+    }
+    this.fenceChars = -1
+  }
+
+  /** The last STREAM_GRAM characters' hash proposes the period back to where that gram was last seen. */
+  private propose(c: number, n: number): void {
+    const ring = this.ring!
+    const grams = this.grams!
+    const out = n >= STREAM_GRAM ? ring[(n - STREAM_GRAM) & (STREAM_WINDOW - 1)] : 0
+    this.hash = (Math.imul(this.hash, HASH_BASE) + c - Math.imul(out, HASH_OUT)) | 0
+    const seen = this.seen
+    if (seen < STREAM_GRAM) return
+    const slot = (this.hash ^ (this.hash >>> 15)) & (STREAM_TABLE - 1)
+    const before = grams[slot]
+    grams[slot] = seen
+    const p = seen - before
+    if (before === 0 || p > STREAM_MAX_PERIOD) return
+    for (let k = 0; k < this.candidates; k++) if (this.periods[k] === p) return
+    const run = this.runBack(p)
+    if (run < STREAM_GRAM) return // a hash collision, not a repeat
+    this.adopt(p, run)
+  }
+
+  /** Characters, counted back from the last one, equal to the one p before (as far as the ring reaches). */
+  private runBack(p: number): number {
+    const ring = this.ring!
+    const limit = Math.min(this.seen - p, STREAM_WINDOW - p)
+    let run = 0
+    while (
+      run < limit &&
+      ring[(this.seen - 1 - run) & (STREAM_WINDOW - 1)] === ring[(this.seen - 1 - run - p) & (STREAM_WINDOW - 1)]
+    )
+      run++
+    return run
+  }
+
+  /** A new candidate takes a free slot, or the slot of the shortest run when its own is longer. */
+  private adopt(p: number, run: number): void {
+    if (this.candidates < STREAM_CANDIDATES) {
+      this.periods[this.candidates] = p
+      this.runs[this.candidates] = run
+      this.candidates++
+      return
+    }
+    let weakest = 0
+    for (let k = 1; k < STREAM_CANDIDATES; k++) if (this.runs[k] < this.runs[weakest]) weakest = k
+    if (this.runs[weakest] >= run) return
+    this.periods[weakest] = p
+    this.runs[weakest] = run
+  }
+}
+
+/** Which part looped: the model's reasoning or its visible answer (the part's type as opencode announces it). */
+export type StreamKind = "reasoning" | "text"
+
+function streamWhat(kind: StreamKind, loop: StreamLoop): string {
+  const whose = kind === "reasoning" ? "its reasoning" : "its answer"
+  return `${whose} repeated ${article(loop.period)} ${loop.period}-character passage ${loop.count} times`
+}
+
+/** The toast: loop-guard, reasoning or answer, the passage's length and count; never the passage itself. */
+function streamToast(kind: StreamKind, loop: StreamLoop, stopped: boolean): string {
+  return stopped
+    ? `loop-guard: stopped the agent: ${streamWhat(kind, loop)}`
+    : `loop-guard: ${streamWhat(kind, loop)} (warn mode: not stopped)`
+}
+
+/** Where the looping part is cut in the model's next context, and the note that replaces the rest. */
+export type StreamCut = { offset: number; note: string }
+
+function streamCut(loop: StreamLoop): StreamCut {
+  return {
+    offset: loop.start + loop.first,
+    note:
+      `[loop-guard stopped a repetition here: the passage above was repeated ${loop.count} times; ` +
+      "the repetitions were cut. Do not repeat it: continue with what comes next, or tell the user what blocks you.]",
+  }
+}
+
+/** A part's text cut after the loop's first passage, with the note (unchanged when shorter than the cut). */
+export function cutText(text: string, cut: StreamCut): string {
+  let offset = cut.offset
+  if (text.length <= offset) return text
+  const unit = text.charCodeAt(offset - 1)
+  if (unit >= 0xd800 && unit <= 0xdbff) offset += 1 // never split a surrogate pair
+  return `${text.slice(0, offset)}\n\n${cut.note}`
+}
+
+/**
+ * OPENCODE_LOOP_GUARD_STREAM=block|warn|off: what a loop in the stream does; unset, it follows OPENCODE_LOOP_GUARD
+ * (so `off` there switches both off).
+ */
+function readStreamMode(env: Record<string, string | undefined>, main: Mode): { mode: Mode; problems: string[] } {
+  const text = env.OPENCODE_LOOP_GUARD_STREAM?.trim().toLowerCase()
+  if (!text) return { mode: main, problems: [] }
+  if (text === "block" || text === "warn" || text === "off") return { mode: text, problems: [] }
+  return {
+    mode: main,
+    problems: [
+      `OPENCODE_LOOP_GUARD_STREAM=${quote(env.OPENCODE_LOOP_GUARD_STREAM)} is not block, warn or off; using ${main}`,
+    ],
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // Pure core: settings from the environment
 // ---------------------------------------------------------------------------------------------------------------
 
@@ -800,6 +1117,60 @@ export function resetTarget(event: { type?: unknown; properties?: any } | undefi
   }
 }
 
+/** Streamed parts watched at once; the least recently fed is dropped beyond it. */
+export const MAX_STREAM_PARTS = 64
+/** Cuts remembered for the model's next context (small records; they outlive the part's watcher). */
+export const MAX_STREAM_CUTS = 256
+
+type WatchedPart = { sessionID: string; kind: StreamKind; watcher: StreamWatcher }
+
+/** A Map in LRU order (insertion order, refreshed on use), bounded. */
+class Bounded<V> {
+  readonly map = new Map<string, V>()
+  constructor(readonly capacity: number) {}
+  get(key: string): V | undefined {
+    const value = this.map.get(key)
+    if (value !== undefined) {
+      this.map.delete(key)
+      this.map.set(key, value)
+    }
+    return value
+  }
+  set(key: string, value: V): void {
+    this.map.delete(key)
+    this.map.set(key, value)
+    if (this.map.size > this.capacity) this.map.delete(this.map.keys().next().value as string)
+  }
+  delete(key: string): void {
+    this.map.delete(key)
+  }
+  get size(): number {
+    return this.map.size
+  }
+}
+
+/** What a streaming event says: a part starts or ends (with its type), or a piece of its text arrives. */
+type StreamEvent =
+  | { type: "start"; sessionID: string; partID: string; kind: StreamKind }
+  | { type: "end"; partID: string }
+  | { type: "delta"; sessionID: string; partID: string; delta: string }
+
+export function streamEvent(event: { type?: unknown; properties?: any } | undefined): StreamEvent | null {
+  const props = event?.properties
+  if (event?.type === "message.part.delta") {
+    if (props?.field !== "text" || typeof props.delta !== "string") return null
+    if (typeof props.partID !== "string" || typeof props.sessionID !== "string") return null
+    return { type: "delta", sessionID: props.sessionID, partID: props.partID, delta: props.delta }
+  }
+  if (event?.type !== "message.part.updated") return null
+  const part = props?.part
+  if ((part?.type !== "reasoning" && part?.type !== "text") || typeof part.id !== "string") return null
+  if (part.time?.end !== undefined && part.time?.end !== null) return { type: "end", partID: part.id }
+  const sessionID = part.sessionID ?? props.sessionID
+  if (typeof sessionID !== "string") return null
+  return { type: "start", sessionID, partID: part.id, kind: part.type }
+}
+
 /** A failed tool call from a `message.part.updated` event (tool.execute.after fires for successes only), or null. */
 function failedCall(
   event: { type?: unknown; properties?: any } | undefined,
@@ -837,7 +1208,8 @@ function logger(client: Client): Log {
 }
 
 /** The human's channel: a toast in the TUI (resolves even with no TUI attached). */
-function toaster(client: Client): (message: string, variant: "warning" | "error") => void {
+type Toast = (message: string, variant: "warning" | "error") => void
+function toaster(client: Client): Toast {
   return (message, variant) => fireAndForget(() => client?.tui?.showToast({ body: { message, variant } }))
 }
 
@@ -854,13 +1226,97 @@ function environment(): Record<string, string | undefined> {
 /** The verdict on one call, decided synchronously so parallel calls of one step see each other's records. */
 type Verdict = { block: string } | null
 
+/**
+ * The stream adapter: routes streamed parts to their watchers and acts on a verdict. One watcher per part
+ * (reasoning and answer each on their own), created when opencode announces the part, dropped at its end, on the
+ * session's idle state or deletion, and beyond MAX_STREAM_PARTS (least recently fed first). A loop: in block mode
+ * the session's run is aborted (what is not generated is not paid for), the human gets an error toast, the log a
+ * line, and the part is cut in the model's next context; in warn mode the toast says so and nothing is stopped.
+ * Fails open: an internal error is logged once per session and the stream goes on.
+ */
+function streamGuard(mode: Mode, log: Log, toast: Toast, abort: (sessionID: string) => void) {
+  const parts = new Bounded<WatchedPart>(MAX_STREAM_PARTS)
+  const cuts = new Bounded<StreamCut>(MAX_STREAM_CUTS)
+  const failed = new Bounded<true>(MAX_SESSIONS)
+
+  function onLoop(part: WatchedPart, partID: string, loop: StreamLoop): void {
+    const stop = mode === "block"
+    const extra = { sessionID: part.sessionID, partID, kind: part.kind, ...loop }
+    if (stop) {
+      cuts.set(partID, streamCut(loop))
+      abort(part.sessionID)
+      log("error", `loop-guard: stopped the session's run: ${streamWhat(part.kind, loop)}`, extra)
+    } else {
+      log("warn", `loop-guard: ${streamWhat(part.kind, loop)} (warn mode, not stopped)`, extra)
+    }
+    toast(streamToast(part.kind, loop, stop), stop ? "error" : "warning")
+  }
+
+  /** Every event: parts starting and ending, deltas, and the session resets that drop a session's parts. */
+  function watchStream(event: { type?: unknown; properties?: unknown }): void {
+    let sessionID: unknown = undefined
+    try {
+      sessionID = (event?.properties as { sessionID?: unknown } | undefined)?.sessionID
+      const reset = resetTarget(event)
+      if (reset?.scope === "turn") {
+        for (const [partID, part] of [...parts.map]) if (part.sessionID === reset.sessionID) parts.delete(partID)
+        return
+      }
+      const what = streamEvent(event)
+      if (!what) return
+      if (what.type === "end") return parts.delete(what.partID)
+      sessionID = what.sessionID
+      if (what.type === "start") {
+        if (!parts.get(what.partID))
+          parts.set(what.partID, { sessionID: what.sessionID, kind: what.kind, watcher: new StreamWatcher() })
+        return
+      }
+      let part = parts.get(what.partID)
+      if (!part) {
+        part = { sessionID: what.sessionID, kind: "text", watcher: new StreamWatcher() } // no start seen: an answer
+        parts.set(what.partID, part)
+      }
+      const loop = part.watcher.feed(what.delta)
+      if (loop) onLoop(part, what.partID, loop)
+    } catch (error) {
+      const id = typeof sessionID === "string" ? sessionID : "?"
+      if (failed.get(id)) return
+      failed.set(id, true)
+      log("error", `loop-guard: internal error in the stream check, stream let through (fail-open): ${String(error)}`, {
+        sessionID: id,
+      })
+    }
+  }
+
+  /** The model's next context: a part stopped for a loop keeps its first passage and a note, not the loop. */
+  function cutLoops(output: { messages?: { parts?: unknown[] }[] } | undefined): void {
+    if (cuts.size === 0) return
+    try {
+      for (const message of output?.messages ?? []) {
+        for (const part of message?.parts ?? []) {
+          const p = part as { id?: unknown; text?: unknown }
+          const cut = typeof p?.id === "string" ? cuts.get(p.id) : undefined
+          if (cut && typeof p.text === "string") p.text = cutText(p.text, cut)
+        }
+      }
+    } catch (error) {
+      log("error", `loop-guard: internal error while cutting a looping part, context left whole: ${String(error)}`)
+    }
+  }
+
+  return { watchStream, cutLoops, parts }
+}
+
 const server: Plugin = async (input, _options) => {
   const log = logger(input?.client)
   const toast = toaster(input?.client)
   const abort = aborter(input?.client)
   const { settings, problems } = readSettings(environment())
   for (const problem of problems) log("warn", `loop-guard: ${problem}`)
-  if (settings.mode === "off") return {}
+  const streamMode = readStreamMode(environment(), settings.mode)
+  for (const problem of streamMode.problems) log("warn", `loop-guard: ${problem}`)
+  const stream = streamMode.mode === "off" ? null : streamGuard(streamMode.mode, log, toast, abort)
+  if (settings.mode === "off") return stream ? streamHooks(stream) : {}
 
   const sessions = new Sessions()
   const capacity = historyCapacity(settings.repetitions, settings.failures)
@@ -971,7 +1427,18 @@ const server: Plugin = async (input, _options) => {
       }
     },
   }
-  return hooks
+  return stream ? { ...hooks, ...streamHooks(stream, hooks.event) } : hooks
+}
+
+/** The stream's hooks: every event goes to its watchers first (synchronously, so deltas are seen in order). */
+function streamHooks(stream: ReturnType<typeof streamGuard>, toolEvents?: Hooks["event"]): Hooks {
+  return {
+    event: async (input) => {
+      stream.watchStream(input?.event as { type?: unknown; properties?: unknown })
+      await toolEvents?.(input)
+    },
+    "experimental.chat.messages.transform": async (_input, output) => stream.cutLoops(output),
+  }
 }
 
 export default { id: "loop-guard", server }

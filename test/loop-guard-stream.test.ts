@@ -1,0 +1,527 @@
+// loop-guard's stream rule through the interface opencode uses: `server(input)`, then the `event` hook fed the
+// host's streaming events (message.part.updated at a part's start and end, message.part.delta for each chunk) and
+// the `experimental.chat.messages.transform` hook. The texts are synthetic, written for these tests.
+import { describe, expect, test } from "bun:test"
+import plugin, {
+  MAX_STREAM_PARTS,
+  STREAM_CODE_CHARS,
+  STREAM_MIN_CHARS,
+  STREAM_REPEATS,
+  StreamWatcher,
+  cutText,
+} from "../loop-guard.ts"
+
+type LogBody = { service: string; level: string; message: string; extra?: Record<string, any> }
+type ToastBody = { message: string; variant: string }
+const ENV_KEYS = ["OPENCODE_LOOP_GUARD", "OPENCODE_LOOP_GUARD_STREAM"]
+
+async function start(env: Record<string, string> = {}) {
+  const logs: LogBody[] = []
+  const toasts: ToastBody[] = []
+  const aborts: any[] = []
+  const client = {
+    app: { log: async ({ body }: { body: LogBody }) => (logs.push(body), true) },
+    tui: { showToast: async ({ body }: { body: ToastBody }) => (toasts.push(body), true) },
+    session: { abort: async (options: unknown) => (aborts.push(options), true) },
+  }
+  const saved = ENV_KEYS.map((key) => [key, process.env[key]] as const)
+  for (const key of ENV_KEYS) delete process.env[key]
+  Object.assign(process.env, env)
+  try {
+    const hooks: any = await plugin.server({ client, directory: "/tmp/p", worktree: "/tmp/p" } as any)
+    return { hooks, logs, toasts, aborts, ...host(hooks) }
+  } finally {
+    for (const [key, value] of saved) value === undefined ? delete process.env[key] : (process.env[key] = value)
+  }
+}
+
+/** The host's event shapes (opencode 1.18.33, ../shared/opencode-host.md "Streamed text and reasoning"). */
+function host(hooks: any) {
+  const send = (event: unknown) => hooks.event?.({ event })
+  const part = (sessionID: string, id: string, type: string, text: string, end?: number) => ({
+    id,
+    sessionID,
+    messageID: `msg_${sessionID}`,
+    type,
+    text,
+    time: end === undefined ? { start: 1 } : { start: 1, end },
+  })
+  return {
+    send,
+    begin: (sessionID: string, id: string, type: "reasoning" | "text") =>
+      send({ type: "message.part.updated", properties: { sessionID, part: part(sessionID, id, type, "") } }),
+    delta: (sessionID: string, partID: string, delta: string) =>
+      send({
+        type: "message.part.delta",
+        properties: { sessionID, messageID: `msg_${sessionID}`, partID, field: "text", delta },
+      }),
+    end: (sessionID: string, id: string, type: "reasoning" | "text", text: string) =>
+      send({ type: "message.part.updated", properties: { sessionID, part: part(sessionID, id, type, text, 2) } }),
+    idle: (sessionID: string) => send({ type: "session.idle", properties: { sessionID } }),
+  }
+}
+
+/** Chunks of a text, as a provider streams them: fixed sizes, or a repeating pattern of sizes. */
+function chunks(text: string, sizes: number[]): string[] {
+  const out: string[] = []
+  for (let i = 0, k = 0; i < text.length; k++) {
+    const size = sizes[k % sizes.length]
+    out.push(text.slice(i, i + size))
+    i += size
+  }
+  return out
+}
+
+/** Streams a whole part; returns the characters sent when the first abort was asked (or null). */
+async function stream(
+  run: Awaited<ReturnType<typeof start>>,
+  sessionID: string,
+  partID: string,
+  type: "reasoning" | "text",
+  text: string,
+  sizes: number[],
+): Promise<number | null> {
+  await run.begin(sessionID, partID, type)
+  let sent = 0
+  let stoppedAt: number | null = null
+  for (const piece of chunks(text, sizes)) {
+    await run.delta(sessionID, partID, piece)
+    sent += piece.length
+    if (stoppedAt === null && run.aborts.length > 0) stoppedAt = sent
+  }
+  await run.end(sessionID, partID, type, text)
+  return stoppedAt
+}
+
+const repeat = (unit: string, times: number) => unit.repeat(times)
+
+/** A made-up paragraph of about `length` characters, different sentences each time (no repeat inside). */
+function paragraph(seed: number, length: number): string {
+  const words = ["module", "parser", "returns", "cache", "value", "index", "request", "handler", "token", "schema"]
+  let text = ""
+  for (let i = 0; text.length < length; i++) {
+    text += `Step ${seed}.${i}: the ${words[(seed + i) % 10]} ${words[(i * 7 + seed) % 10]} checks item ${i * 13 + seed}. `
+  }
+  return text
+}
+
+const PROSE = "I looked at the failing test and the stack trace points to the date parsing in utils.\n\n"
+const SIZES = [[1], [7], [40], [300], [3, 17, 1, 40, 9, 28]]
+
+// ---------------------------------------------------------------------------------------------------------------
+// Loops: stopped, within the rule's bound, whatever the chunk size
+// ---------------------------------------------------------------------------------------------------------------
+
+type LoopCase = { name: string; kind: "reasoning" | "text"; before: string; unit: string; times: number }
+const LOOPS: LoopCase[] = [
+  { name: "one character (!!!!)", kind: "reasoning", before: "Checking the output", unit: "!", times: 3000 },
+  { name: "a word ( it it it)", kind: "reasoning", before: "Maybe I should use", unit: " it", times: 1000 },
+  {
+    name: "a word in the answer (court court)",
+    kind: "text",
+    before: "The filing went to ",
+    unit: "court ",
+    times: 600,
+  },
+  {
+    name: "a 4-character cycle inside a made-up hash in a code fence",
+    kind: "text",
+    before: "Here is the config:\n\n```python\nc.password = 'argon2:$argon2id$v=19$m=10240,t=10,p=8$c2FsdA$Vk",
+    unit: "Qxzp",
+    times: 800,
+  },
+  {
+    name: "a sentence",
+    kind: "reasoning",
+    before: PROSE,
+    unit: "Let me check the schema to get the right column types. ",
+    times: 100,
+  },
+  {
+    name: "two lines",
+    kind: "text",
+    before: PROSE,
+    unit: "    `def run(self, *, mode=None)` -> `def run(self, *, mode=None)` (no change)\n    Wait, I want to add `strict`.\n",
+    times: 60,
+  },
+  { name: "a paragraph of 1,000+ characters", kind: "reasoning", before: PROSE, unit: paragraph(1, 1100), times: 12 },
+  {
+    name: "two paragraphs alternating",
+    kind: "text",
+    before: PROSE,
+    unit: paragraph(2, 500) + "\n" + paragraph(3, 400) + "\n",
+    times: 12,
+  },
+  {
+    name: "whole lines in a code fence, past the code backstop",
+    kind: "text",
+    before: "```python\n",
+    unit: "x = compute(x)  # again\n",
+    times: 600,
+  },
+]
+
+describe("a part that repeats itself is stopped", () => {
+  for (const loop of LOOPS) {
+    for (const sizes of SIZES) {
+      test(`${loop.name}, ${loop.kind}, chunks of ${sizes.join("/")}`, async () => {
+        const run = await start()
+        const text = loop.before + repeat(loop.unit, loop.times)
+        const stoppedAt = await stream(run, "ses_a", "prt_1", loop.kind, text, sizes)
+        expect(run.aborts).toEqual([{ path: { id: "ses_a" } }])
+        const code = loop.name.startsWith("whole lines")
+        const bound = code
+          ? Math.max(64 * loop.unit.length, STREAM_CODE_CHARS)
+          : Math.max(STREAM_REPEATS * loop.unit.length, STREAM_MIN_CHARS)
+        expect(stoppedAt!).toBeLessThanOrEqual(loop.before.length + bound + Math.max(...sizes))
+        expect(run.toasts).toHaveLength(1)
+        const whose = loop.kind === "reasoning" ? "its reasoning" : "its answer"
+        expect(run.toasts[0].variant).toBe("error")
+        expect(run.toasts[0].message).toMatch(
+          new RegExp(`^loop-guard: stopped the agent: ${whose} repeated an? \\d+-character passage \\d+ times$`),
+        )
+        // never the passage itself: not in the toast, not in the log
+        const said = JSON.stringify([run.toasts, run.logs])
+        if (loop.unit.trim().length >= 4) expect(said.includes(loop.unit.trim().slice(0, 12))).toBe(false)
+        const line = run.logs.find((l) => l.message.startsWith("loop-guard: stopped the session's run"))
+        expect(line?.level).toBe("error")
+        expect(line?.extra?.period).toBeGreaterThan(0)
+        expect(line?.extra?.period % loop.unit.length === 0 || loop.unit.length % line?.extra?.period === 0).toBe(true)
+      })
+    }
+  }
+
+  test("the toast counts the passage's copies and names its length", async () => {
+    const run = await start()
+    await stream(run, "ses_a", "prt_1", "reasoning", repeat("Let me check the entity model. ", 200), [40])
+    expect(run.toasts[0].message).toBe(
+      "loop-guard: stopped the agent: its reasoning repeated a 31-character passage 32 times",
+    )
+  })
+})
+
+// ---------------------------------------------------------------------------------------------------------------
+// Legitimate repetition: never stopped
+// ---------------------------------------------------------------------------------------------------------------
+
+function table(rows: number): string {
+  let text = "| file | status | owner | notes |\n| --- | --- | --- | --- |\n"
+  for (let i = 0; i < rows; i++)
+    text += `| src/mod${i % 7}/file${i}.ts | ${i % 3 ? "ok" : "failing"} | team-${i % 4} | - |\n`
+  return text
+}
+
+const LEGIT: { name: string; kind: "reasoning" | "text"; text: string }[] = [
+  { name: "a Markdown table of 200 rows", kind: "text", text: "Results:\n\n" + table(200) },
+  {
+    name: "a table whose cells repeat (ok/ok/ok), 40 identical rows",
+    kind: "text",
+    text: "| a | b | c | d |\n|---|---|---|---|\n" + repeat("| ok | ok | ok | ok |\n", 40),
+  },
+  {
+    name: "a list of 300 near-identical paths",
+    kind: "text",
+    text: Array.from({ length: 300 }, (_, i) => `- packages/app/src/components/widget/Button${i}.test.tsx`).join("\n"),
+  },
+  {
+    name: "a list of near-identical ids",
+    kind: "reasoning",
+    text: Array.from({ length: 200 }, (_, i) => `id-0000-0000-0000-${String(i).padStart(4, "0")}`).join(", "),
+  },
+  {
+    name: "a code block with 200 identical lines",
+    kind: "text",
+    text: "```rust\n" + repeat('    assert_eq!(parse("x"), Ok(1));\n', 200) + "```\n",
+  },
+  {
+    name: "a dummy weights file, the same row 120 times",
+    kind: "text",
+    text: '```json\n{\n  "w": [\n' + repeat("    [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8],\n", 120) + "  ]\n}\n```\n",
+  },
+  {
+    name: "a quoted log with 60 repeated lines",
+    kind: "text",
+    text: "The server log:\n\n```\n" + repeat("WARN pool: connection refused, retrying in 1s\n", 60) + "```\n",
+  },
+  {
+    name: "headings and dividers between sections",
+    kind: "text",
+    text: Array.from({ length: 30 }, (_, i) => `---\n\n## Section ${i}\n\n${paragraph(i, 120)}\n\n`).join(""),
+  },
+  {
+    name: "a long divider line of 200 '='",
+    kind: "text",
+    text: "Summary\n" + repeat("=", 200) + "\n" + paragraph(4, 300),
+  },
+  {
+    name: "box drawing: a diagram with empty rows",
+    kind: "text",
+    text:
+      "```\n┌" +
+      repeat("─", 60) +
+      "┐\n" +
+      repeat("│" + repeat(" ", 60) + "│\n", 8) +
+      "│ client ──► gateway ──► service" +
+      repeat(" ", 29) +
+      "│\n" +
+      repeat("│" + repeat(" ", 60) + "│\n", 8) +
+      "└" +
+      repeat("─", 60) +
+      "┘\n```\n",
+  },
+  {
+    name: "padding: a table with wide blank cells",
+    kind: "text",
+    text: Array.from({ length: 20 }, (_, i) => `| row ${i}${repeat(" ", 80)}| ${i * 7} |`).join("\n"),
+  },
+  {
+    name: "reasoning that repeats a fact a few times",
+    kind: "reasoning",
+    text: repeat("The value is 5. ", 3) + paragraph(5, 2000) + repeat("So the answer is 5.\n", 3),
+  },
+]
+
+describe("legitimate repetition is never stopped", () => {
+  for (const legit of LEGIT) {
+    for (const sizes of SIZES) {
+      test(`${legit.name}, chunks of ${sizes.join("/")}`, async () => {
+        const run = await start()
+        expect(await stream(run, "ses_l", "prt_1", legit.kind, legit.text, sizes)).toBeNull()
+        expect(run.aborts).toEqual([])
+        expect(run.toasts).toEqual([])
+      })
+    }
+  }
+})
+
+// ---------------------------------------------------------------------------------------------------------------
+// Parts, sessions and bounds
+// ---------------------------------------------------------------------------------------------------------------
+
+describe("parts and sessions", () => {
+  test("parts interleaved across sessions: only the looping session is stopped", async () => {
+    const run = await start()
+    const loop = chunks(PROSE + repeat("Wait, the answer is 5. ", 200), [11])
+    const fine = chunks(paragraph(7, 5000), [13])
+    await run.begin("ses_1", "prt_loop", "reasoning")
+    await run.begin("ses_2", "prt_fine", "text")
+    await run.begin("ses_2", "prt_fine_r", "reasoning")
+    for (let i = 0; i < Math.max(loop.length, fine.length); i++) {
+      if (i < loop.length) await run.delta("ses_1", "prt_loop", loop[i])
+      if (i < fine.length) await run.delta("ses_2", "prt_fine", fine[i])
+      if (i < fine.length) await run.delta("ses_2", "prt_fine_r", fine[fine.length - 1 - i])
+    }
+    expect(run.aborts).toEqual([{ path: { id: "ses_1" } }])
+    expect(run.toasts[0].message).toContain("its reasoning")
+  })
+
+  test("reasoning and answer of one message are watched apart: half a loop in each is no loop", async () => {
+    const run = await start()
+    await stream(run, "ses_a", "prt_r", "reasoning", repeat("!", 600), [40])
+    await stream(run, "ses_a", "prt_t", "text", repeat("!", 600), [40])
+    expect(run.aborts).toEqual([])
+  })
+
+  test("a part's watcher is dropped at its end (time.end set): a new part starts from nothing", async () => {
+    const run = await start()
+    await stream(run, "ses_a", "prt_1", "text", repeat("!", 900), [40])
+    for (const piece of chunks(repeat("!", 900), [40])) await run.delta("ses_a", "prt_1", piece) // no start seen
+    expect(run.aborts).toEqual([])
+  })
+
+  test("a session's watchers are dropped when it goes idle", async () => {
+    const run = await start()
+    await run.begin("ses_a", "prt_1", "reasoning")
+    await run.delta("ses_a", "prt_1", repeat("!", 900))
+    await run.idle("ses_a")
+    await run.delta("ses_a", "prt_1", repeat("!", 900))
+    expect(run.aborts).toEqual([])
+    await run.delta("ses_a", "prt_1", repeat("!", 200))
+    expect(run.aborts).toHaveLength(1) // the new watcher, 1,100 characters in
+  })
+
+  test(`at most ${MAX_STREAM_PARTS} parts are tracked: the least recently fed is dropped`, async () => {
+    const run = await start()
+    for (let i = 0; i <= MAX_STREAM_PARTS; i++) {
+      await run.begin("ses_a", `prt_${i}`, "text")
+      await run.delta("ses_a", `prt_${i}`, repeat("!", 900))
+    }
+    await run.delta("ses_a", "prt_0", repeat("!", 900)) // prt_0 was dropped: 900 characters is no loop yet
+    await run.delta(`ses_a`, `prt_${MAX_STREAM_PARTS}`, repeat("!", 200)) // still tracked: 1,100
+    expect(run.aborts).toHaveLength(1)
+    expect(run.logs.filter((l) => l.level === "error").map((l) => l.extra?.partID)).toEqual([`prt_${MAX_STREAM_PARTS}`])
+  })
+
+  test("the state of a watcher stays bounded whatever the part's length", () => {
+    const watcher = new StreamWatcher()
+    expect(watcher.bytes).toBeLessThan(1024) // nothing allocated before the first character
+    const prose = paragraph(9, 200_000)
+    for (const piece of chunks(prose, [40])) expect(watcher.feed(piece)).toBeNull()
+    expect(watcher.length).toBe(prose.length)
+    expect(watcher.bytes).toBeLessThan(40 * 1024)
+  })
+
+  test("one verdict per part: the stream goes on (warn) without a second toast", async () => {
+    const run = await start({ OPENCODE_LOOP_GUARD_STREAM: "warn" })
+    await stream(run, "ses_a", "prt_1", "text", repeat("again ", 2000), [40])
+    expect(run.toasts).toHaveLength(1)
+  })
+})
+
+// ---------------------------------------------------------------------------------------------------------------
+// Modes
+// ---------------------------------------------------------------------------------------------------------------
+
+describe("modes", () => {
+  const loopText = repeat("The user wants the file. ", 200)
+
+  test("warn: a warning toast and a log line, no abort, no cut", async () => {
+    const run = await start({ OPENCODE_LOOP_GUARD: "warn" })
+    await stream(run, "ses_a", "prt_1", "reasoning", loopText, [40])
+    expect(run.aborts).toEqual([])
+    expect(run.toasts).toEqual([
+      {
+        message: "loop-guard: its reasoning repeated a 25-character passage 40 times (warn mode: not stopped)",
+        variant: "warning",
+      },
+    ])
+    expect(run.logs.some((l) => l.level === "warn" && l.message.includes("warn mode"))).toBe(true)
+    const output = { messages: [{ info: {}, parts: [{ id: "prt_1", type: "reasoning", text: loopText }] }] }
+    await run.hooks["experimental.chat.messages.transform"]({}, output)
+    expect(output.messages[0].parts[0].text).toBe(loopText)
+  })
+
+  test("OPENCODE_LOOP_GUARD=off: nothing at all", async () => {
+    const run = await start({ OPENCODE_LOOP_GUARD: "off" })
+    await stream(run, "ses_a", "prt_1", "reasoning", loopText, [40])
+    expect([run.aborts, run.toasts]).toEqual([[], []])
+    expect(run.hooks["tool.execute.before"]).toBeUndefined()
+  })
+
+  test("OPENCODE_LOOP_GUARD_STREAM=off: the stream is not watched, tool calls still are", async () => {
+    const run = await start({ OPENCODE_LOOP_GUARD_STREAM: "off" })
+    await stream(run, "ses_a", "prt_1", "reasoning", loopText, [40])
+    expect([run.aborts, run.toasts]).toEqual([[], []])
+    expect(run.hooks["tool.execute.before"]).toBeDefined()
+    expect(run.hooks["experimental.chat.messages.transform"]).toBeUndefined()
+  })
+
+  test("OPENCODE_LOOP_GUARD=off with OPENCODE_LOOP_GUARD_STREAM=block: only the stream is watched", async () => {
+    const run = await start({ OPENCODE_LOOP_GUARD: "off", OPENCODE_LOOP_GUARD_STREAM: "block" })
+    expect(run.hooks["tool.execute.before"]).toBeUndefined()
+    await stream(run, "ses_a", "prt_1", "reasoning", loopText, [40])
+    expect(run.aborts).toHaveLength(1)
+  })
+
+  test("an invalid OPENCODE_LOOP_GUARD_STREAM is logged and the main mode used", async () => {
+    const run = await start({ OPENCODE_LOOP_GUARD_STREAM: "loud" })
+    expect(run.logs.map((l) => l.message)).toContain(
+      'loop-guard: OPENCODE_LOOP_GUARD_STREAM="loud" is not block, warn or off; using block',
+    )
+    await stream(run, "ses_a", "prt_1", "reasoning", loopText, [40])
+    expect(run.aborts).toHaveLength(1)
+  })
+})
+
+// ---------------------------------------------------------------------------------------------------------------
+// The model's next context
+// ---------------------------------------------------------------------------------------------------------------
+
+describe("the looping part is cut in the model's next context", () => {
+  test("the stopped part keeps its first passage and a note; other parts are untouched", async () => {
+    const run = await start()
+    const unit = "Let me check the entity model to get the right column types. "
+    const saved = PROSE + repeat(unit, 30) // what the host saved: what had arrived when the stream closed
+    await stream(run, "ses_a", "prt_r", "reasoning", saved, [40])
+    expect(run.aborts).toHaveLength(1)
+    const messages = [
+      { info: { id: "msg_u", role: "user" }, parts: [{ id: "prt_u", type: "text", text: "fix the schema" }] },
+      {
+        info: { id: "msg_ses_a", role: "assistant" },
+        parts: [
+          { id: "prt_r", type: "reasoning", text: saved },
+          { id: "prt_other", type: "text", text: repeat(unit, 3) },
+        ],
+      },
+      { info: { id: "msg_u2", role: "user" }, parts: [{ id: "prt_u2", type: "text", text: "go on" }] },
+    ]
+    await run.hooks["experimental.chat.messages.transform"]({}, { messages })
+    const cut = messages[1].parts[0].text
+    expect(cut).toBe(
+      PROSE +
+        unit +
+        "\n\n[loop-guard stopped a repetition here: the passage above was repeated 16 times; the repetitions were " +
+        "cut. Do not repeat it: continue with what comes next, or tell the user what blocks you.]",
+    )
+    expect(messages[1].parts[1].text).toBe(repeat(unit, 3))
+    expect(messages[0].parts[0].text).toBe("fix the schema")
+    // every later request is built again from the stored text: the cut applies each time
+    messages[1].parts[0].text = saved
+    await run.hooks["experimental.chat.messages.transform"]({}, { messages })
+    expect(messages[1].parts[0].text).toBe(cut)
+  })
+
+  test("cutText never splits a surrogate pair and leaves a shorter text alone", () => {
+    const note = "[note]"
+    expect(cutText("ab😀😀😀", { offset: 3, note })).toBe("ab😀\n\n[note]")
+    expect(cutText("short", { offset: 10, note })).toBe("short")
+  })
+
+  test("a transform with odd messages does not throw", async () => {
+    const run = await start()
+    await stream(run, "ses_a", "prt_r", "reasoning", repeat("!", 1200), [40])
+    for (const output of [undefined, {}, { messages: null }, { messages: [null, { parts: [null, 5, { id: 3 }] }] }]) {
+      await run.hooks["experimental.chat.messages.transform"]({}, output)
+    }
+  })
+})
+
+// ---------------------------------------------------------------------------------------------------------------
+// Fail-open
+// ---------------------------------------------------------------------------------------------------------------
+
+describe("fail-open", () => {
+  test("an event that throws when read is let through and logged once per session", async () => {
+    const run = await start()
+    const bad = {
+      type: "message.part.delta",
+      get properties(): unknown {
+        throw new Error("unreadable")
+      },
+    }
+    await run.send(bad)
+    await run.send(bad)
+    const errors = run.logs.filter((l) => l.message.includes("internal error in the stream check"))
+    expect(errors).toHaveLength(1)
+    await stream(run, "ses_a", "prt_1", "text", repeat("!", 1200), [40]) // the rule goes on working
+    expect(run.aborts).toHaveLength(1)
+  })
+
+  test("odd events change nothing", async () => {
+    const run = await start()
+    for (const event of [
+      undefined,
+      null,
+      { type: "message.part.delta" },
+      { type: "message.part.delta", properties: { sessionID: "s", partID: "p", field: "text", delta: 5 } },
+      { type: "message.part.delta", properties: { sessionID: "s", partID: "p", field: "other", delta: "!!!" } },
+      { type: "message.part.updated", properties: { part: { type: "tool", id: "x" } } },
+      { type: "message.part.updated", properties: { part: null } },
+    ]) {
+      await run.send(event)
+    }
+    expect([run.aborts, run.toasts]).toEqual([[], []])
+  })
+
+  test("a client whose calls throw does not break the stream rule", async () => {
+    const boom = () => {
+      throw new Error("down")
+    }
+    const hooks: any = await plugin.server({
+      client: { app: { log: boom }, tui: { showToast: boom }, session: { abort: boom } },
+    } as any)
+    const run = host(hooks)
+    await run.begin("s", "p", "text")
+    await run.delta("s", "p", repeat("!", 1500))
+  })
+})
