@@ -258,3 +258,28 @@ describe("e2e stream: a 20 KB legitimate answer runs to its end", () => {
     expect(loopGuardToasts(serve)).toEqual([])
   })
 })
+
+describe("e2e stream: OPENCODE_LOOP_GUARD_STREAM=warn tells, and stops nothing", () => {
+  let serve: Serve
+  let reply: any
+  beforeAll(async () => {
+    const sb = loopGuardOnly()
+    sb.env.OPENCODE_LOOP_GUARD_STREAM = "warn"
+    serve = await startServe(sb, { script: [{ text: ANSWER_PASSAGE.repeat(200), chunk: 40, delayMs: 2 }] })
+    reply = await serve.prompt(await serve.createSession(), "fix the failing build")
+  }, SETUP_TIMEOUT)
+  afterAll(() => serve?.close())
+
+  test("the looping answer streams to its end; the human gets a warning toast that says it was not stopped", async () => {
+    expect(reply.info?.error).toBeUndefined()
+    const fake = await replyEnded(agentRequests(serve.llm)[0])
+    expect(fake.closedEarly).toBe(false)
+    expect(fake.chunksSent).toBe(fake.chunksTotal)
+    const toasts = loopGuardToasts(serve)
+    expect(toasts.length).toBe(1)
+    expect(toasts[0].variant).toBe("warning")
+    expect(toasts[0].message).toMatch(
+      /^loop-guard: its answer repeated a 46-character passage \d+ times \(warn mode: not stopped\)$/,
+    )
+  })
+})
