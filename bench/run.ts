@@ -10,6 +10,8 @@
 //                                                    `--only=fuzz` runs only those
 //   --traces DIR (or --traces=DIR)                   replay the real trajectories in DIR (bench/traces.ts); alone,
 //                                                    it runs only that group (add --only=... for more)
+//   --texts DIR (or --texts=DIR)                     stream the real texts and loops in DIR through the stream rule
+//                                                    (bench/texts.ts); alone, it runs only that group
 import { spawnSync } from "node:child_process"
 import { existsSync, mkdirSync, writeFileSync } from "node:fs"
 import path from "node:path"
@@ -19,17 +21,18 @@ const REPO = path.resolve(import.meta.dir, "..")
 const argv = process.argv.slice(2)
 // `--traces DIR` as two words (npm passes them so): join them into `--traces=DIR`.
 for (let i = 0; i < argv.length - 1; i++) {
-  if (argv[i] === "--traces" && !argv[i + 1].startsWith("--")) argv.splice(i, 2, `--traces=${argv[i + 1]}`)
+  for (const name of ["--traces", "--texts"])
+    if (argv[i] === name && !argv[i + 1].startsWith("--")) argv.splice(i, 2, `${name}=${argv[i + 1]}`)
 }
 const flag = (name: string): string | undefined => {
   const hit = argv.find((a) => a === `--${name}` || a.startsWith(`--${name}=`))
   return hit === undefined ? undefined : hit.includes("=") ? hit.slice(hit.indexOf("=") + 1) : ""
 }
-const known = ["only", "quick", "host-runs", "fuzz", "traces"]
+const known = ["only", "quick", "host-runs", "fuzz", "traces", "texts"]
 for (const a of argv) {
   if (!known.some((k) => a === `--${k}` || a.startsWith(`--${k}=`))) {
     console.error(
-      `unknown argument ${a}; flags: --only=loop-guard,semantic-anchors,memory,host,fuzz --quick --host-runs=N --fuzz[=N] --traces DIR`,
+      `unknown argument ${a}; flags: --only=loop-guard,semantic-anchors,memory,host,fuzz --quick --host-runs=N --fuzz[=N] --traces DIR --texts DIR`,
     )
     process.exit(2)
   }
@@ -40,8 +43,16 @@ if (tracesDir === "") {
   console.error("--traces needs a directory, e.g. npm run bench -- --traces ../shared/data/real-traces")
   process.exit(2)
 }
-const groups = (flag("only") || (tracesDir ? "" : "loop-guard,semantic-anchors,memory,host")).split(",").filter(Boolean)
+const textsDir = flag("texts")
+if (textsDir === "") {
+  console.error("--texts needs a directory, e.g. npm run bench -- --texts ../shared/data/real-texts")
+  process.exit(2)
+}
+const groups = (flag("only") || (tracesDir || textsDir ? "" : "loop-guard,semantic-anchors,memory,host"))
+  .split(",")
+  .filter(Boolean)
 if (tracesDir) groups.push("traces")
+if (textsDir) groups.push("texts")
 const hostRuns = Number(flag("host-runs") || (quick ? 2 : 5))
 
 const rows: Row[] = []
@@ -148,7 +159,12 @@ if (groups.includes("traces")) {
   results.traces = await replayTraces(path.resolve(tracesDir!))
 }
 
-if (!groups.every((g) => g === "fuzz" || g === "traces")) {
+if (groups.includes("texts")) {
+  const { streamTexts } = await import("./texts.ts")
+  results.texts = await streamTexts(path.resolve(textsDir!))
+}
+
+if (!groups.every((g) => g === "fuzz" || g === "traces" || g === "texts")) {
   results.machineAfter = machine()
   results.rows = rows
   console.log(

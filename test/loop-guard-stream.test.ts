@@ -5,11 +5,17 @@ import { describe, expect, test } from "bun:test"
 import plugin, {
   MAX_STREAM_PARTS,
   STREAM_CODE_CHARS,
+  STREAM_CODE_REPEATS,
   STREAM_MIN_CHARS,
-  STREAM_REPEATS,
   StreamWatcher,
   cutText,
 } from "../loop-guard.ts"
+
+/** The issue's rule: stopped no later than the 8th copy or 1,000 characters after the loop began, the later. */
+const RULE_COPIES = 8
+const RULE_CHARS = 1000
+/** Less than a stop needs, and enough that twice it is a stop. */
+const HALF = STREAM_MIN_CHARS - 100
 
 type LogBody = { service: string; level: string; message: string; extra?: Record<string, any> }
 type ToastBody = { message: string; variant: string }
@@ -171,8 +177,8 @@ describe("a part that repeats itself is stopped", () => {
         expect(run.aborts).toEqual([{ path: { id: "ses_a" } }])
         const code = loop.name.startsWith("whole lines")
         const bound = code
-          ? Math.max(64 * loop.unit.length, STREAM_CODE_CHARS)
-          : Math.max(STREAM_REPEATS * loop.unit.length, STREAM_MIN_CHARS)
+          ? Math.max(STREAM_CODE_REPEATS * loop.unit.length, STREAM_CODE_CHARS)
+          : Math.max(RULE_COPIES * loop.unit.length, RULE_CHARS)
         expect(stoppedAt!).toBeLessThanOrEqual(loop.before.length + bound + Math.max(...sizes))
         expect(run.toasts).toHaveLength(1)
         const whose = loop.kind === "reasoning" ? "its reasoning" : "its answer"
@@ -191,11 +197,24 @@ describe("a part that repeats itself is stopped", () => {
     }
   }
 
+  test("a loop that drifts (a space here and there differs, then the period changes) is one loop", async () => {
+    const variants = ["Let me   (   Let me   )  ", "Let me   (   Let me)  ", "Let me   (   Let me   )  "]
+    let text = PROSE
+    for (let i = 0; i < 30; i++) text += variants[i % 7 === 3 ? 1 : 0]
+    const began = PROSE.length
+    text += repeat("Let me (", 300) // and then it settles into a shorter cycle
+    for (const sizes of SIZES) {
+      const run = await start()
+      const stoppedAt = await stream(run, "ses_d", "prt_d", "text", text, sizes)
+      expect(stoppedAt!).toBeLessThanOrEqual(began + RULE_CHARS + Math.max(...sizes))
+    }
+  })
+
   test("the toast counts the passage's copies and names its length", async () => {
     const run = await start()
     await stream(run, "ses_a", "prt_1", "reasoning", repeat("Let me check the entity model. ", 200), [40])
     expect(run.toasts[0].message).toBe(
-      "loop-guard: stopped the agent: its reasoning repeated a 31-character passage 32 times",
+      `loop-guard: stopped the agent: its reasoning repeated a 31-character passage ${Math.floor(STREAM_MIN_CHARS / 31)} times`,
     )
   })
 })
@@ -270,6 +289,16 @@ const LEGIT: { name: string; kind: "reasoning" | "text"; text: string }[] = [
       "┘\n```\n",
   },
   {
+    name: "box drawing outside a fence: a box with 30 empty rows",
+    kind: "text",
+    text: "┌" + repeat("─", 60) + "┐\n" + repeat("│" + repeat(" ", 60) + "│\n", 30) + "└" + repeat("─", 60) + "┘\n",
+  },
+  {
+    name: "an ASCII table with 60 identical rows",
+    kind: "text",
+    text: "+-----+-----+\n" + repeat("| n/a | n/a |\n+-----+-----+\n", 60),
+  },
+  {
     name: "padding: a table with wide blank cells",
     kind: "text",
     text: Array.from({ length: 20 }, (_, i) => `| row ${i}${repeat(" ", 80)}| ${i * 7} |`).join("\n"),
@@ -317,37 +346,37 @@ describe("parts and sessions", () => {
 
   test("reasoning and answer of one message are watched apart: half a loop in each is no loop", async () => {
     const run = await start()
-    await stream(run, "ses_a", "prt_r", "reasoning", repeat("!", 600), [40])
-    await stream(run, "ses_a", "prt_t", "text", repeat("!", 600), [40])
+    await stream(run, "ses_a", "prt_r", "reasoning", repeat("!", HALF), [40])
+    await stream(run, "ses_a", "prt_t", "text", repeat("!", HALF), [40])
     expect(run.aborts).toEqual([])
   })
 
   test("a part's watcher is dropped at its end (time.end set): a new part starts from nothing", async () => {
     const run = await start()
-    await stream(run, "ses_a", "prt_1", "text", repeat("!", 900), [40])
-    for (const piece of chunks(repeat("!", 900), [40])) await run.delta("ses_a", "prt_1", piece) // no start seen
+    await stream(run, "ses_a", "prt_1", "text", repeat("!", HALF), [40])
+    for (const piece of chunks(repeat("!", HALF), [40])) await run.delta("ses_a", "prt_1", piece) // no start seen
     expect(run.aborts).toEqual([])
   })
 
   test("a session's watchers are dropped when it goes idle", async () => {
     const run = await start()
     await run.begin("ses_a", "prt_1", "reasoning")
-    await run.delta("ses_a", "prt_1", repeat("!", 900))
+    await run.delta("ses_a", "prt_1", repeat("!", HALF))
     await run.idle("ses_a")
-    await run.delta("ses_a", "prt_1", repeat("!", 900))
+    await run.delta("ses_a", "prt_1", repeat("!", HALF))
     expect(run.aborts).toEqual([])
-    await run.delta("ses_a", "prt_1", repeat("!", 200))
-    expect(run.aborts).toHaveLength(1) // the new watcher, 1,100 characters in
+    await run.delta("ses_a", "prt_1", repeat("!", HALF))
+    expect(run.aborts).toHaveLength(1) // the new watcher, twice HALF in
   })
 
   test(`at most ${MAX_STREAM_PARTS} parts are tracked: the least recently fed is dropped`, async () => {
     const run = await start()
     for (let i = 0; i <= MAX_STREAM_PARTS; i++) {
       await run.begin("ses_a", `prt_${i}`, "text")
-      await run.delta("ses_a", `prt_${i}`, repeat("!", 900))
+      await run.delta("ses_a", `prt_${i}`, repeat("!", HALF))
     }
-    await run.delta("ses_a", "prt_0", repeat("!", 900)) // prt_0 was dropped: 900 characters is no loop yet
-    await run.delta(`ses_a`, `prt_${MAX_STREAM_PARTS}`, repeat("!", 200)) // still tracked: 1,100
+    await run.delta("ses_a", "prt_0", repeat("!", HALF)) // prt_0 was dropped: HALF characters is no loop yet
+    await run.delta(`ses_a`, `prt_${MAX_STREAM_PARTS}`, repeat("!", HALF)) // still tracked: twice HALF
     expect(run.aborts).toHaveLength(1)
     expect(run.logs.filter((l) => l.level === "error").map((l) => l.extra?.partID)).toEqual([`prt_${MAX_STREAM_PARTS}`])
   })
@@ -381,7 +410,7 @@ describe("modes", () => {
     expect(run.aborts).toEqual([])
     expect(run.toasts).toEqual([
       {
-        message: "loop-guard: its reasoning repeated a 25-character passage 40 times (warn mode: not stopped)",
+        message: `loop-guard: its reasoning repeated a 25-character passage ${Math.floor(STREAM_MIN_CHARS / 25)} times (warn mode: not stopped)`,
         variant: "warning",
       },
     ])
@@ -450,7 +479,7 @@ describe("the looping part is cut in the model's next context", () => {
     expect(cut).toBe(
       PROSE +
         unit +
-        "\n\n[loop-guard stopped a repetition here: the passage above was repeated 16 times; the repetitions were " +
+        `\n\n[loop-guard stopped a repetition here: the passage above was repeated ${Math.floor(STREAM_MIN_CHARS / unit.length)} times; the repetitions were ` +
         "cut. Do not repeat it: continue with what comes next, or tell the user what blocks you.]",
     )
     expect(messages[1].parts[1].text).toBe(repeat(unit, 3))
