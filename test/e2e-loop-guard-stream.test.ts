@@ -97,18 +97,20 @@ describe("e2e stream: a looping reasoning is stopped", () => {
   test("the model server sees its stream closed long before its end; the run reports the abort", async () => {
     expect(s.firstReply.info?.error?.name).toBe("MessageAbortedError")
     const fake = await replyEnded(agentRequests(s.serve.llm)[0])
-    console.log(`reasoning loop: ${fake.chunksSent} of ${fake.chunksTotal} pieces of 20 characters sent`)
+    console.log(
+      `reasoning loop: ${fake.chunksSent} of ${fake.chunksTotal} pieces of 20 characters sent; toast: ${loopGuardToasts(s.serve)[0]?.message}`,
+    )
     expect(fake.closedEarly).toBe(true)
     expect(fake.chunksTotal).toBeGreaterThan(950)
-    // The rule stops at 1,000 characters of loop (50 pieces); what else was sent is the host's latency.
-    expect(fake.chunksSent).toBeGreaterThanOrEqual(50)
+    // The rule stops at 800 characters of loop (40 pieces); what else was sent is the host's latency.
+    expect(fake.chunksSent).toBeGreaterThanOrEqual(40)
     expect(fake.chunksSent).toBeLessThan(fake.chunksTotal / 4)
     // The reasoning part was saved with what had arrived; the answer never started.
     const parts = await sessionParts(s.serve, s.id)
     const reasoning = parts.filter((p) => p.type === "reasoning")
     expect(reasoning.length).toBe(1)
     expect(reasoning[0].error).toBe("MessageAbortedError")
-    expect(occurrences(reasoning[0].text ?? "", REASONING_PASSAGE)).toBeGreaterThanOrEqual(8)
+    expect(occurrences(reasoning[0].text ?? "", REASONING_PASSAGE)).toBeGreaterThanOrEqual(6)
     expect(parts.some((p) => p.type === "text" && p.text?.includes("never reached"))).toBe(false)
   })
 
@@ -150,15 +152,17 @@ describe("e2e stream: a looping answer is stopped", () => {
   test("the model server sees its stream closed long before its end; the run reports the abort", async () => {
     expect(s.firstReply.info?.error?.name).toBe("MessageAbortedError")
     const fake = await replyEnded(agentRequests(s.serve.llm)[0])
-    console.log(`answer loop: ${fake.chunksSent} of ${fake.chunksTotal} pieces of 20 characters sent`)
+    console.log(
+      `answer loop: ${fake.chunksSent} of ${fake.chunksTotal} pieces of 20 characters sent; toast: ${loopGuardToasts(s.serve)[0]?.message}`,
+    )
     expect(fake.closedEarly).toBe(true)
     expect(fake.chunksTotal).toBeGreaterThan(900)
-    expect(fake.chunksSent).toBeGreaterThanOrEqual(50)
+    expect(fake.chunksSent).toBeGreaterThanOrEqual(40)
     expect(fake.chunksSent).toBeLessThan(fake.chunksTotal / 4)
     const parts = await sessionParts(s.serve, s.id)
     const text = parts.filter((p) => p.type === "text" && p.error === "MessageAbortedError")
     expect(text.length).toBe(1)
-    expect(occurrences(text[0].text ?? "", ANSWER_PASSAGE)).toBeGreaterThanOrEqual(8)
+    expect(occurrences(text[0].text ?? "", ANSWER_PASSAGE)).toBeGreaterThanOrEqual(6)
   })
 
   test("the human is told, in an error toast naming the answer, the passage's length and count, not its text", () => {
