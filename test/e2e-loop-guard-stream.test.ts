@@ -8,7 +8,15 @@
 // - what the model receives with the human's next message: the looping part cut, with loop-guard's note;
 // - and that a long legitimate answer (a table, a list, code blocks with repeated lines) runs to its end.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
-import { agentRequests, createSandbox, startServe, userTexts, type Sandbox, type Serve } from "./e2e/harness"
+import {
+  agentRequests,
+  createSandbox,
+  startServe,
+  userTexts,
+  type Sandbox,
+  type Serve,
+  type StreamedStep,
+} from "./e2e/harness"
 
 // Each describe starts one opencode serve and sends two prompts; slow when the machine is loaded.
 const SETUP_TIMEOUT = 240_000
@@ -71,16 +79,21 @@ const assistantsOf = (request: any): { content?: string; reasoning_content?: str
  * One session: a first prompt answered by `first` (a streamed step), then a second prompt answered with a plain
  * text. Resolves with what each prompt returned.
  */
-async function twoPrompts(first: object) {
+async function twoPrompts(first: StreamedStep) {
   const sb = loopGuardOnly()
   const serve = await startServe(sb, {
-    script: [first as any],
+    script: [first],
     pickStep: (body) => (userTexts(body).at(-1)?.includes("second message") ? { text: "Second answer." } : undefined),
   })
-  const id = await serve.createSession()
-  const firstReply = await serve.prompt(id, "fix the failing build")
-  const secondReply = await serve.prompt(id, "second message: what now?")
-  return { sb, serve, id, firstReply, secondReply }
+  try {
+    const id = await serve.createSession()
+    const firstReply = await serve.prompt(id, "fix the failing build")
+    const secondReply = await serve.prompt(id, "second message: what now?")
+    return { sb, serve, id, firstReply, secondReply }
+  } catch (error) {
+    await serve.close() // the describe's afterAll has no serve to close then
+    throw error
+  }
 }
 
 describe("e2e stream: a looping reasoning is stopped", () => {
@@ -102,7 +115,8 @@ describe("e2e stream: a looping reasoning is stopped", () => {
     )
     expect(fake.closedEarly).toBe(true)
     expect(fake.chunksTotal).toBeGreaterThan(950)
-    // The rule stops at 800 characters of loop (40 pieces); what else was sent is the host's latency.
+    // The rule stops 800 characters into the loop (piece 42, after the first sentence); what else was sent is the
+    // host's latency.
     expect(fake.chunksSent).toBeGreaterThanOrEqual(40)
     expect(fake.chunksSent).toBeLessThan(fake.chunksTotal / 4)
     // The reasoning part was saved with what had arrived; the answer never started.
@@ -238,8 +252,13 @@ describe("e2e stream: a 20 KB legitimate answer runs to its end", () => {
     serve = await startServe(loopGuardOnly(), {
       script: [{ reasoning: "The user wants a report of the migration.", text: answer, chunk: 40, delayMs: 2 }],
     })
-    id = await serve.createSession()
-    reply = await serve.prompt(id, "write the migration report")
+    try {
+      id = await serve.createSession()
+      reply = await serve.prompt(id, "write the migration report")
+    } catch (error) {
+      await serve.close()
+      throw error
+    }
   }, SETUP_TIMEOUT)
   afterAll(() => serve?.close())
 
@@ -270,7 +289,12 @@ describe("e2e stream: OPENCODE_LOOP_GUARD_STREAM=warn tells, and stops nothing",
     const sb = loopGuardOnly()
     sb.env.OPENCODE_LOOP_GUARD_STREAM = "warn"
     serve = await startServe(sb, { script: [{ text: ANSWER_PASSAGE.repeat(200), chunk: 40, delayMs: 2 }] })
-    reply = await serve.prompt(await serve.createSession(), "fix the failing build")
+    try {
+      reply = await serve.prompt(await serve.createSession(), "fix the failing build")
+    } catch (error) {
+      await serve.close()
+      throw error
+    }
   }, SETUP_TIMEOUT)
   afterAll(() => serve?.close())
 
