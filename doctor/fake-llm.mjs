@@ -6,15 +6,16 @@
 // "@ai-sdk/openai-compatible" provider, with `options.baseURL` pointing here.
 //
 // How: `POST .../chat/completions` answers with streaming SSE. The reply is chosen by the number of `assistant`
-// messages already in the request's `messages` (step i = i previous model turns in this session), so one script
-// serves every session of an `opencode serve` process. A script step is one of
+// messages already in the request's `messages` (step i = i previous model turns in this session; opencode 1.18.33
+// sends no message back for a turn aborted in its reasoning, so such a turn does not count), so one script serves
+// every session of an `opencode serve` process. A script step is one of
 //   { tool: "read", args: {...} }                      one tool call
 //   { tools: [{ tool, args }, ...] }                   parallel calls in one step
 //   { text: "..." }                                    a plain answer, ending the agent loop
 //   { reasoning: "...", text: "...", chunk: 40, delayMs: 5 }
 //                                                      a streamed answer: the reasoning first, as
-//                                                      `delta.reasoning_content` chunks, then the text as
-//                                                      `delta.content` chunks, `delayMs` between two chunks
+//                                                      `delta.reasoning_content` pieces, then the text as
+//                                                      `delta.content` pieces, `delayMs` between two pieces
 // Streaming: `reasoning` and `text` are each optional (one of them is needed) and each a string or an array of
 // strings. A string is cut into pieces of `chunk` characters (code points; no `chunk`: one piece); an array is sent
 // piece by piece as given. `delayMs` (default 0: no pause) is waited before every piece but the first, so a client
