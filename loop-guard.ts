@@ -55,8 +55,8 @@
  *                                          a cycle is let through only when every call in it is an exempt tool, a
  *                                          failure streak when its tool is exempt
  *
- * Layout: pure core (signature, cycle check, failure streak, messages, settings), then session state, then the
- * opencode adapter.
+ * Layout: pure core (signature, cycle check, failure streak, messages, the stream watcher, settings), then session
+ * state (sessions, streamed parts), then the opencode adapter.
  */
 import type { Hooks, Plugin, PluginInput } from "@opencode-ai/plugin"
 
@@ -655,11 +655,12 @@ function article(n: number): string {
  * backstop of STREAM_CODE_REPEATS copies and STREAM_CODE_CHARS characters. A cycle inside a line (a made-up hash
  * degenerating into `JibdJibd...`) is no line of code and follows the main rule.
  *
- * Cost: constant work per character. The last STREAM_WINDOW characters sit in a ring; a rolling hash of the last
- * STREAM_GRAM characters indexes a table of the position where that gram was last seen, which proposes the period
- * p = distance back (a loop proposes its own period at almost every character). A proposed period is checked back
- * through the ring (so its run counts from where the repetition began), then followed as one of at most
- * STREAM_CANDIDATES candidates until its first difference. Memory: the ring (16 KB) and the table (16 KB),
+ * Cost: bounded work per character, never a rescan of the part. The last STREAM_WINDOW characters sit in a ring;
+ * a rolling hash of the last STREAM_GRAM characters indexes a table of the position where that gram was last seen,
+ * which proposes the period p = distance back (a loop proposes its own period at almost every character). A
+ * proposed period is checked back through the ring, at most STREAM_CHECK_BACK characters (so its run counts from
+ * where the repetition began), then followed as one of at most STREAM_CANDIDATES candidates until its first
+ * difference. Memory: the ring (16 KB) and the table (16 KB),
  * allocated at the first character; never the text.
  */
 export const STREAM_MAX_PERIOD = 4000
@@ -699,7 +700,7 @@ export type StreamLoop = {
   first: number
   /** characters seen when certain */
   at: number
-  /** whole lines repeated inside a code fence: stopped at the code backstop */
+  /** whole lines of code, a table or a diagram: stopped at the code backstop */
   code: boolean
 }
 
@@ -781,7 +782,7 @@ export class StreamWatcher {
       const p = this.periods[k]
       if (ring[(n - p) & (STREAM_WINDOW - 1)] === c) {
         const run = ++this.runs[k]
-        // solid: two whole copies back to back, and not a coincidence of a few characters
+        // solid: one and a half copies back to back, and not a coincidence of a few characters
         if (2 * run >= p && run + p >= STREAM_SOLID_CHARS) {
           const start = n + 1 - run - p
           if (solidPeriod === 0 || start < solidStart) {
@@ -1311,11 +1312,10 @@ function streamGuard(mode: Mode, log: Log, toast: Toast, abort: (sessionID: stri
           parts.set(what.partID, { sessionID: what.sessionID, kind: what.kind, watcher: new StreamWatcher() })
         return
       }
-      let part = parts.get(what.partID)
-      if (!part) {
-        part = { sessionID: what.sessionID, kind: "text", watcher: new StreamWatcher() } // no start seen: an answer
-        parts.set(what.partID, part)
-      }
+      // only parts opencode announced as reasoning or text: a tool's streamed input (a file being written) is no
+      // prose, and a part dropped (ended, idle, least recently fed) stays dropped
+      const part = parts.get(what.partID)
+      if (!part) return
       const loop = part.watcher.feed(what.delta)
       if (loop) onLoop(part, what.partID, loop)
     } catch (error) {

@@ -4,6 +4,7 @@
 import { describe, expect, test } from "bun:test"
 import plugin, {
   MAX_STREAM_PARTS,
+  STREAM_MAX_PERIOD,
   STREAM_CODE_CHARS,
   STREAM_CODE_REPEATS,
   STREAM_MIN_CHARS,
@@ -210,6 +211,26 @@ describe("a part that repeats itself is stopped", () => {
     }
   })
 
+  test("any passage of 1 to STREAM_MAX_PERIOD characters repeated back to back is stopped within the rule", () => {
+    let seed = 12345
+    const random = () => (seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) / 2 ** 32
+    const letters = "abcdefghijklmnopqrstuvwxyz      ,.\n"
+    const passage = (n: number) =>
+      Array.from({ length: n }, () => letters[Math.floor(random() * letters.length)]).join("")
+    for (const p of [1, 2, 3, 5, 17, 64, 125, 333, 1000, 2500, STREAM_MAX_PERIOD]) {
+      const before = paragraph(p, 300 + Math.floor(random() * 2000))
+      const unit = passage(p)
+      const text = before + unit.repeat(Math.ceil(Math.max(10 * p, 3000) / p))
+      const watcher = new StreamWatcher()
+      let loop = null
+      for (const piece of chunks(text, [1 + Math.floor(random() * 40)])) loop ??= watcher.feed(piece)
+      expect(loop).not.toBeNull()
+      expect(loop!.at).toBeLessThanOrEqual(before.length + Math.max(RULE_COPIES * p, RULE_CHARS))
+      expect(loop!.period).toBe(p)
+      expect(loop!.start).toBeLessThanOrEqual(before.length)
+    }
+  })
+
   test("the toast counts the passage's copies and names its length", async () => {
     const run = await start()
     await stream(run, "ses_a", "prt_1", "reasoning", repeat("Let me check the entity model. ", 200), [40])
@@ -354,7 +375,20 @@ describe("parts and sessions", () => {
   test("a part's watcher is dropped at its end (time.end set): a new part starts from nothing", async () => {
     const run = await start()
     await stream(run, "ses_a", "prt_1", "text", repeat("!", HALF), [40])
-    for (const piece of chunks(repeat("!", HALF), [40])) await run.delta("ses_a", "prt_1", piece) // no start seen
+    await run.begin("ses_a", "prt_1", "text") // announced again: a new watcher
+    for (const piece of chunks(repeat("!", HALF), [40])) await run.delta("ses_a", "prt_1", piece)
+    expect(run.aborts).toEqual([])
+  })
+
+  test("deltas of a part never announced as reasoning or text (a tool's streamed input) are not watched", async () => {
+    const run = await start()
+    await run.send({
+      type: "message.part.updated",
+      properties: { sessionID: "ses_a", part: { id: "prt_tool", sessionID: "ses_a", type: "tool", tool: "write" } },
+    })
+    for (const id of ["prt_tool", "prt_unknown"]) {
+      for (const piece of chunks(repeat("0,0,0,0\n", 500), [40])) await run.delta("ses_a", id, piece)
+    }
     expect(run.aborts).toEqual([])
   })
 
@@ -363,6 +397,8 @@ describe("parts and sessions", () => {
     await run.begin("ses_a", "prt_1", "reasoning")
     await run.delta("ses_a", "prt_1", repeat("!", HALF))
     await run.idle("ses_a")
+    await run.delta("ses_a", "prt_1", repeat("!", HALF)) // dropped: not watched any more
+    await run.begin("ses_a", "prt_1", "reasoning")
     await run.delta("ses_a", "prt_1", repeat("!", HALF))
     expect(run.aborts).toEqual([])
     await run.delta("ses_a", "prt_1", repeat("!", HALF))
