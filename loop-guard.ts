@@ -23,11 +23,12 @@
  * "no"), the message says the user's rules forbid the call: ask the user, do not try it another way.
  *
  * A wait is not a loop: a cycle one of whose calls waits on purpose (a bash command that sleeps 5 s or more before
- * anything else: `sleep 60`, `sleep 30 && gh run view 1`; see sleepSeconds) is timed instead of blocked, from the
- * cycle rule's window on, whatever its results (a poll's output often changes while it waits). Its calls run while
- * the time its waits slept, in a row, stays within a budget (30 minutes) and their number within a lap cap (60);
- * then the wait that would go past it is blocked (and every later wait of the cycle), and the agent is told to
- * report to the user what it is waiting for. Only the sleep a command asks for counts, never the time the model takes to answer. The count starts over
+ * anything else: `sleep 60`, `sleep 30 && gh run view 1`; see sleepSeconds) is timed instead of blocked, from its
+ * 2nd lap (a wait that repeats one of the last calls), whatever its results (a poll's output often changes while it
+ * waits), so the time slept is checked before each wait runs. Its calls run while the time its waits slept, in a
+ * row, stays within a budget (30 minutes) and their number within a lap cap (60); then the wait that would go past
+ * it is blocked (and every later wait of the cycle), and the agent is told to report to the user what it is waiting
+ * for. Only the sleep a command asks for counts, never the time the model takes to answer. The count starts over
  * when a call outside the cycle runs, at a new turn and at a compaction.
  *
  * A bounded stop: at the 5th block in one turn (between two idle states of the session) the session's run is
@@ -611,6 +612,44 @@ function findWaitingCycle(
   return 0
 }
 
+/**
+ * The length k of the turn a wait closes when it repeats a call of the last MAX_CYCLE (the nearest one with its
+ * signature: the calls in between are one lap of the pattern), 0 when it is no wait or repeats none. A waiting
+ * cycle is thus timed from its 2nd lap, before the cycle rule's window (its 3rd lap), so the time slept is checked
+ * before each wait runs: with `sleep 20m` + poll the 2nd sleep, which would pass the 30-minute budget, is blocked.
+ */
+function repeatedWait(history: readonly Call[], current: Call, isExempt: (tool: string) => boolean): number {
+  if (current.wait <= 0) return 0
+  for (let k = 1; k <= MAX_CYCLE && k <= history.length; k++) {
+    if (history[history.length - k].signature !== current.signature) continue
+    return lastTurn(history, current, k).every((call) => isExempt(call.tool)) ? 0 : k
+  }
+  return 0
+}
+
+/**
+ * The timing of a waiting cycle recognized at its 2nd lap (repeatedWait, turn length k): the waits of the calls that
+ * ran just before in the same pattern, i.e. the run at the end of the history in which each call is the one k calls
+ * later, plus the calls of the current turn, from index `from` on (the first call after one that ended a timing:
+ * a call outside the cycle starts the count over). A call that broke the pattern ends the run: what ran before it
+ * is not counted.
+ */
+function secondLap(history: readonly Call[], current: Call, k: number, from: number): Waiting {
+  const turn = lastTurn(history, current, k)
+  const timed: Waiting = {
+    members: turn.map((call) => call.signature),
+    tools: turn.map((call) => call.tool),
+    slept: 0,
+    laps: 0,
+  }
+  const signatureAt = (i: number) => (i < history.length ? history[i].signature : current.signature)
+  for (let i = history.length - 1; i >= from; i--) {
+    if (i + k <= history.length && history[i].signature !== signatureAt(i + k)) break
+    addLap(timed, history[i])
+  }
+  return timed
+}
+
 /** Whether a cycle waits on purpose: one of the calls of its turn is a wait. */
 function isWaiting(turn: readonly Call[]): boolean {
   return turn.some((call) => call.wait > 0)
@@ -839,7 +878,7 @@ export function duration(seconds: number): string {
 function waitText(wait: WaitOver): string {
   const cycle = wait.tools.join(" -> ")
   return wait.limit === "budget"
-    ? `a wait past its budget (${duration(wait.slept)} slept in ${wait.laps} laps of ${cycle})`
+    ? `a wait past its budget (${duration(wait.slept)} slept in ${wait.laps} ${wait.laps === 1 ? "lap" : "laps"} of ${cycle})`
     : `a wait past its lap cap (${wait.laps} laps of ${cycle}, ${duration(wait.slept)} slept)`
 }
 
@@ -1407,10 +1446,12 @@ type SessionState = {
   lastBlock: { signature: string; recorded: number; retries: number } | null
   /** the waiting cycle being timed, until a call outside it runs or the history starts over */
   waiting: Waiting | null
+  /** `recorded` when a call outside the timed cycle ended its timing: a count started later never reaches back */
+  waitEnded: number
 }
 
 export function newSessionState(): SessionState {
-  return { history: [], blocks: 0, errorLogged: false, recorded: 0, lastBlock: null, waiting: null }
+  return { history: [], blocks: 0, errorLogged: false, recorded: 0, lastBlock: null, waiting: null, waitEnded: 0 }
 }
 
 /** Per-session histories in a Map whose insertion order doubles as the LRU order. */
@@ -1462,7 +1503,10 @@ export function record(state: SessionState, call: Call, capacity: number): void 
   state.history.push(call)
   if (state.history.length > capacity) state.history.splice(0, state.history.length - capacity)
   if (state.waiting?.members.includes(call.signature)) addLap(state.waiting, call)
-  else state.waiting = null
+  else if (state.waiting) {
+    state.waiting = null
+    state.waitEnded = state.recorded
+  }
 }
 
 /** The recorded call with this callID (the newest first: results arrive soon after their call), or undefined. */
@@ -1732,18 +1776,28 @@ const server: Plugin = async (input, _options) => {
   /**
    * A cycle one of whose calls waits is timed instead of blocked: it runs until its time slept or its laps pass
    * the settings (then the wait is blocked); a cycle without a wait is returned as it is. A waiting cycle is timed
-   * from the window of the cycle rule on, whatever its results (a poll's output often changes while it waits).
-   * With no wait budget (0) every cycle is a loop.
+   * from the window of the cycle rule on, whatever its results (a poll's output often changes while it waits), and
+   * before it from its 2nd lap: a wait of the cycle being timed is held to its limits (continuedWait), a wait that
+   * repeats one of the last calls starts the timing (repeatedWait). With no wait budget (0) every cycle is a loop.
    */
   function cycleOrWait(state: SessionState, call: Call, cycle: Cycle | null): Finding | null {
     if (settings.waitBudget === 0) return cycle
     const k = cycle?.k ?? findWaitingCycle(state.history, call, settings.repetitions, isExempt)
-    if (k === 0) return continuedWait(state.waiting, call, settings.waitBudget, settings.waitLaps)
-    const turn = lastTurn(state.history, call, k)
-    if (!isWaiting(turn)) return cycle
-    state.waiting = timedWaiting(state.waiting, state.history, turn)
-    const tools = turn.map((member) => member.tool)
-    return checkWait(state.waiting, tools, call, k, settings.waitBudget, settings.waitLaps)
+    if (k > 0) {
+      const turn = lastTurn(state.history, call, k)
+      if (!isWaiting(turn)) return cycle
+      state.waiting = timedWaiting(state.waiting, state.history, turn)
+      const tools = turn.map((member) => member.tool)
+      return checkWait(state.waiting, tools, call, k, settings.waitBudget, settings.waitLaps)
+    }
+    if (state.waiting?.members.includes(call.signature)) {
+      return continuedWait(state.waiting, call, settings.waitBudget, settings.waitLaps)
+    }
+    const lap = repeatedWait(state.history, call, isExempt)
+    if (lap === 0) return null
+    const after = Math.max(0, state.history.length - (state.recorded - state.waitEnded)) // calls since a timing ended
+    state.waiting = secondLap(state.history, call, lap, after)
+    return checkWait(state.waiting, state.waiting.tools, call, lap, settings.waitBudget, settings.waitLaps)
   }
 
   /** A block: counted, logged, shown to the human; at the turn's limit the run is stopped. Not recorded. */
