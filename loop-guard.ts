@@ -987,10 +987,11 @@ function article(n: number): string {
  * a quoted log with timestamps has that shape too.
  *
  * Whole lines of code, tables and diagrams: a passage that holds a line break, inside a Markdown code fence or
- * made only of table or diagram rows (lines that start with |, + or a box-drawing character), is repeated code,
- * data or layout (the same row of a dummy weights file 16 times, the empty rows of a box). It stops only at a
- * backstop of STREAM_CODE_REPEATS copies and STREAM_CODE_CHARS characters. A cycle inside a line (a made-up hash
- * degenerating into `JibdJibd...`) is no line of code and follows the main rule.
+ * made only of table or diagram rows (lines that start with |, + or a box-drawing character, or hold a cell
+ * separator, a | with a blank beside it, further on), is repeated code, data or layout (the same row of a dummy
+ * weights file 16 times, the empty rows of a box, a table without outer pipes). It stops only at a backstop of
+ * STREAM_CODE_REPEATS copies and STREAM_CODE_CHARS characters. A cycle inside a line (a made-up hash degenerating
+ * into `JibdJibd...`) is no line of code and follows the main rule.
  *
  * Cost: bounded work per character, never a rescan of the part. The last STREAM_WINDOW characters sit in a ring;
  * a rolling hash of the last STREAM_GRAM characters indexes a table of the position where that gram was last seen,
@@ -1054,9 +1055,20 @@ const SPACE = 32
 const TAB = 9
 const QUOTE_MARK = 62
 
-/** A table or diagram row starts with | or + or a box-drawing character (U+2500 to U+257F). */
+const PIPE = 124
+
+/**
+ * A table or diagram row starts with | or + or a box-drawing character (U+2500 to U+257F); a line that holds a cell
+ * separator further on is a row too (a Markdown table may leave out its outer pipes: `n/a | skipped | none`).
+ */
 function isRowStart(c: number): boolean {
-  return c === 124 || c === 43 || (c >= 0x2500 && c <= 0x257f)
+  return c === PIPE || c === 43 || (c >= 0x2500 && c <= 0x257f)
+}
+
+/** A table cell separator inside a line, seen at its second character: a | after a blank, or a blank after a |. */
+function isCellSeparator(previous: number, c: number): boolean {
+  const blank = (x: number) => x === SPACE || x === TAB
+  return (c === PIPE && blank(previous)) || (previous === PIPE && blank(c))
 }
 
 export class StreamWatcher {
@@ -1074,9 +1086,18 @@ export class StreamWatcher {
   private inFence = false
   private lastFence = -1
   private lastLineFeed = -1
-  /** the first character of the last line that is no table or diagram row, and whether this line's was seen */
+  /**
+   * The first character of the last line that is no table or diagram row, whether this line's first character was
+   * seen, and the first character of this line while it may still be plain: a line that does not start as a row is
+   * plain when it ends without a cell separator (a | with a blank beside it); one makes it a row at once. Until
+   * then it counts as neither (its first characters, `n/a ` of `n/a | skipped`, do not tell), so a verdict taken
+   * inside it rests on the lines before. A | between two other characters is no separator: chat-template tokens
+   * such as `<|im_end|>`, repeated by a looping model, are text. The previous character tells a separator.
+   */
   private lastPlainLine = -1
   private lineOpened = false
+  private plainStart = -1
+  private previous = 0
   /** the repetition region: its first character, its last, and the period it began with */
   private regionStart = 0
   private regionEnd = -1
@@ -1191,15 +1212,21 @@ export class StreamWatcher {
    * taking an indented code block's ``` line for a fence only gives its lines the code backstop).
    */
   private trackLines(c: number, n: number): void {
+    const previous = this.previous
+    this.previous = c
     if (c === LINE_FEED) {
       this.lastLineFeed = n
       this.fenceChars = 0
       this.lineOpened = false
+      if (this.plainStart >= 0) this.lastPlainLine = this.plainStart // it ended with no |: a plain line
+      this.plainStart = -1
       return
     }
     if (!this.lineOpened && c !== SPACE && c !== TAB) {
       this.lineOpened = true
-      if (!isRowStart(c)) this.lastPlainLine = n
+      if (!isRowStart(c)) this.plainStart = n
+    } else if (isCellSeparator(previous, c)) {
+      this.plainStart = -1 // a table row without outer pipes
     }
     if (this.fenceChars < 0) return // this line is no fence line
     if (this.fenceChars === 0 && (c === SPACE || c === TAB || c === QUOTE_MARK)) return

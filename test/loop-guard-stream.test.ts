@@ -160,6 +160,14 @@ const LOOPS: LoopCase[] = [
     times: 12,
   },
   {
+    // `<|im_end|>` holds a | with no blank beside it: no table cell separator, so the lines are text, not rows
+    name: "a chat-template turn repeated as text (<|im_end|>, <|im_start|>)",
+    kind: "text",
+    before: PROSE,
+    unit: "tell me something about you?<|im_end|>\n<|im_start|>assistant\n",
+    times: 60,
+  },
+  {
     name: "whole lines in a code fence, past the code backstop",
     kind: "text",
     before: "```python\n",
@@ -318,6 +326,16 @@ const LEGIT: { name: string; kind: "reasoning" | "text"; text: string }[] = [
     name: "an ASCII table with 60 identical rows",
     kind: "text",
     text: "+-----+-----+\n" + repeat("| n/a | n/a |\n+-----+-----+\n", 60),
+  },
+  {
+    name: "a table without outer pipes, 80 identical rows",
+    kind: "text",
+    text: "name | status | owner\n--- | --- | ---\n" + repeat("n/a | skipped | none\n", 80),
+  },
+  {
+    name: "a table without outer pipes, cells unpadded on one side, 60 identical rows",
+    kind: "text",
+    text: "Results:\n\nname |status\n--- |---\n" + repeat("pending |none\n", 60) + "\nDone.\n",
   },
   {
     name: "padding: a table with wide blank cells",
