@@ -239,6 +239,23 @@ describe("a part that repeats itself is stopped", () => {
     }
   })
 
+  test("a line looping inside an indented fence is still stopped, at the code backstop", async () => {
+    const run = await start()
+    const text = "1. Run:\n    ```\n" + repeat("    0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n", 400)
+    const stoppedAt = await stream(run, "ses_a", "prt_1", "text", text, [40])
+    expect(run.aborts).toEqual([{ path: { id: "ses_a" } }])
+    expect(stoppedAt!).toBeGreaterThanOrEqual(STREAM_CODE_CHARS) // not at the main rule's 800 characters
+  })
+
+  test("a cycle inside a line in an indented fence follows the main rule", async () => {
+    const run = await start()
+    await stream(run, "ses_a", "prt_1", "text", "1. Config:\n    ```\n    key = 'ab" + repeat("Qxzp", 400), [40])
+    expect(run.aborts).toEqual([{ path: { id: "ses_a" } }])
+    expect(run.toasts[0].message).toBe(
+      "loop-guard: stopped the agent: its answer repeated a 4-character passage 200 times",
+    )
+  })
+
   test("the toast counts the passage's copies and names its length", async () => {
     const run = await start()
     await stream(run, "ses_a", "prt_1", "reasoning", repeat("Let me check the entity model. ", 200), [40])
@@ -251,6 +268,9 @@ describe("a part that repeats itself is stopped", () => {
 // ---------------------------------------------------------------------------------------------------------------
 // Legitimate repetition: never stopped
 // ---------------------------------------------------------------------------------------------------------------
+
+/** A row of a grid file, 40 characters: 30 of them make 1,200. */
+const ZERO_ROW = "0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
 
 function table(rows: number): string {
   let text = "| file | status | owner | notes |\n| --- | --- | --- | --- |\n"
@@ -326,6 +346,19 @@ const LEGIT: { name: string; kind: "reasoning" | "text"; text: string }[] = [
     name: "an ASCII table with 60 identical rows",
     kind: "text",
     text: "+-----+-----+\n" + repeat("| n/a | n/a |\n+-----+-----+\n", 60),
+  },
+  {
+    name: "a fenced block inside a nested list item (indented 4 spaces) with 30 identical lines",
+    kind: "text",
+    text:
+      "Steps:\n\n1. Setup\n    - Create `grid.txt`:\n\n    ```\n" +
+      repeat("    " + ZERO_ROW, 30) +
+      "    ```\n\nThen run it.\n",
+  },
+  {
+    name: "a fenced block inside a blockquote with 30 identical lines",
+    kind: "text",
+    text: "As the README says:\n\n> ```\n" + repeat("> " + ZERO_ROW, 30) + "> ```\n",
   },
   {
     name: "a table without outer pipes, 80 identical rows",
