@@ -1481,43 +1481,87 @@ export function newSessionState(): SessionState {
   return { history: [], blocks: 0, errorLogged: false, recorded: 0, lastBlock: null, waiting: null, waitEnded: 0 }
 }
 
-/** Per-session histories in a Map whose insertion order doubles as the LRU order. */
+/**
+ * The one eviction rule: a Map in LRU order (insertion order, refreshed on use), bounded; beyond its capacity the
+ * least recently used entry is dropped. Sessions, watched parts, cuts and the stream's logged sessions all use it.
+ */
+class Bounded<V> {
+  private readonly map = new Map<string, V>()
+  /** The most recently used key: consecutive uses of one key skip the Map reordering. */
+  private newest: string | null = null
+  constructor(readonly capacity: number) {}
+
+  /** The value, marked most recently used; undefined when it is not kept. */
+  get(key: string): V | undefined {
+    const value = this.map.get(key)
+    if (value !== undefined && key !== this.newest) {
+      this.map.delete(key)
+      this.map.set(key, value)
+      this.newest = key
+    }
+    return value
+  }
+
+  /** The value without changing the LRU order. */
+  peek(key: string): V | undefined {
+    return this.map.get(key)
+  }
+
+  set(key: string, value: V): void {
+    this.map.delete(key)
+    this.map.set(key, value)
+    this.newest = key
+    if (this.map.size > this.capacity) this.map.delete(this.map.keys().next().value as string)
+  }
+
+  has(key: string): boolean {
+    return this.map.has(key)
+  }
+
+  delete(key: string): void {
+    this.map.delete(key)
+    if (key === this.newest) this.newest = null
+  }
+
+  /** Deletes every entry whose value matches. */
+  deleteWhere(matches: (value: V) => boolean): void {
+    for (const [key, value] of [...this.map]) if (matches(value)) this.delete(key)
+  }
+
+  get size(): number {
+    return this.map.size
+  }
+}
+
+/** Per-session states, bounded by MAX_SESSIONS (the least recently used dropped). */
 export class Sessions {
-  private readonly map = new Map<string, SessionState>()
-  /** The most recently used session: consecutive calls of one session skip the Map reordering. */
-  private lastID: string | null = null
-  private last: SessionState | null = null
-  constructor(readonly capacity = MAX_SESSIONS) {}
+  private readonly states: Bounded<SessionState>
+  constructor(readonly capacity = MAX_SESSIONS) {
+    this.states = new Bounded<SessionState>(capacity)
+  }
 
   /** The session's state, created when new, and marked most recently used. */
   get(sessionID: string): SessionState {
-    if (sessionID === this.lastID && this.last) return this.last // already the most recent: nothing to reorder
-    let state = this.map.get(sessionID)
-    if (state) this.map.delete(sessionID)
-    else state = newSessionState()
-    this.map.set(sessionID, state)
-    if (this.map.size > this.capacity) this.map.delete(this.map.keys().next().value as string)
-    this.lastID = sessionID
-    this.last = state
+    let state = this.states.get(sessionID)
+    if (!state) this.states.set(sessionID, (state = newSessionState()))
     return state
   }
 
   /** The session's state if it is kept, without creating it or changing the LRU order (for results). */
   peek(sessionID: string): SessionState | undefined {
-    return this.map.get(sessionID)
+    return this.states.peek(sessionID)
   }
 
   has(sessionID: string): boolean {
-    return this.map.has(sessionID)
+    return this.states.has(sessionID)
   }
 
   reset(sessionID: string): void {
-    this.map.delete(sessionID)
-    if (sessionID === this.lastID) this.last = this.lastID = null
+    this.states.delete(sessionID)
   }
 
   get size(): number {
-    return this.map.size
+    return this.states.size
   }
 }
 
@@ -1573,31 +1617,6 @@ export const MAX_STREAM_PARTS = 64
 export const MAX_STREAM_CUTS = 256
 
 type WatchedPart = { sessionID: string; kind: StreamKind; watcher: StreamWatcher }
-
-/** A Map in LRU order (insertion order, refreshed on use), bounded. */
-class Bounded<V> {
-  readonly map = new Map<string, V>()
-  constructor(readonly capacity: number) {}
-  get(key: string): V | undefined {
-    const value = this.map.get(key)
-    if (value !== undefined) {
-      this.map.delete(key)
-      this.map.set(key, value)
-    }
-    return value
-  }
-  set(key: string, value: V): void {
-    this.map.delete(key)
-    this.map.set(key, value)
-    if (this.map.size > this.capacity) this.map.delete(this.map.keys().next().value as string)
-  }
-  delete(key: string): void {
-    this.map.delete(key)
-  }
-  get size(): number {
-    return this.map.size
-  }
-}
 
 /** What a streaming event says: a part starts or ends (with its type), or a piece of its text arrives. */
 type StreamEvent =
@@ -1709,7 +1728,7 @@ function streamGuard(mode: Mode, log: Log, toast: Toast, abort: (sessionID: stri
       sessionID = (event?.properties as { sessionID?: unknown } | undefined)?.sessionID
       const reset = resetTarget(event)
       if (reset?.scope === "turn") {
-        for (const [partID, part] of [...parts.map]) if (part.sessionID === reset.sessionID) parts.delete(partID)
+        parts.deleteWhere((part) => part.sessionID === reset.sessionID)
         return
       }
       const what = streamEvent(event)
