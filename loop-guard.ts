@@ -23,11 +23,12 @@
  * "no"), the message says the user's rules forbid the call: ask the user, do not try it another way.
  *
  * A wait is not a loop: a cycle one of whose calls waits on purpose (a bash command that sleeps 5 s or more before
- * anything else: `sleep 60`, `sleep 30 && gh run view 1`; see sleepSeconds) is timed instead of blocked, from the
- * cycle rule's window on, whatever its results (a poll's output often changes while it waits). Its calls run while
- * the time its waits slept, in a row, stays within a budget (30 minutes) and their number within a lap cap (60);
- * then the wait that would go past it is blocked (and every later wait of the cycle), and the agent is told to
- * report to the user what it is waiting for. Only the sleep a command asks for counts, never the time the model takes to answer. The count starts over
+ * anything else: `sleep 60`, `sleep 30 && gh run view 1`; see sleepSeconds) is timed instead of blocked, from its
+ * 2nd lap (a wait that repeats one of the last calls), whatever its results (a poll's output often changes while it
+ * waits), so the time slept is checked before each wait runs. Its calls run while the time its waits slept, in a
+ * row, stays within a budget (30 minutes) and their number within a lap cap (60); then the wait that would go past
+ * it is blocked (and every later wait of the cycle), and the agent is told to report to the user what it is waiting
+ * for. Only the sleep a command asks for counts, never the time the model takes to answer. The count starts over
  * when a call outside the cycle runs, at a new turn and at a compaction.
  *
  * A bounded stop: at the 5th block in one turn (between two idle states of the session) the session's run is
@@ -611,6 +612,44 @@ function findWaitingCycle(
   return 0
 }
 
+/**
+ * The length k of the turn a wait closes when it repeats a call of the last MAX_CYCLE (the nearest one with its
+ * signature: the calls in between are one lap of the pattern), 0 when it is no wait or repeats none. A waiting
+ * cycle is thus timed from its 2nd lap, before the cycle rule's window (its 3rd lap), so the time slept is checked
+ * before each wait runs: with `sleep 20m` + poll the 2nd sleep, which would pass the 30-minute budget, is blocked.
+ */
+function repeatedWait(history: readonly Call[], current: Call, isExempt: (tool: string) => boolean): number {
+  if (current.wait <= 0) return 0
+  for (let k = 1; k <= MAX_CYCLE && k <= history.length; k++) {
+    if (history[history.length - k].signature !== current.signature) continue
+    return lastTurn(history, current, k).every((call) => isExempt(call.tool)) ? 0 : k
+  }
+  return 0
+}
+
+/**
+ * The timing of a waiting cycle recognized at its 2nd lap (repeatedWait, turn length k): the waits of the calls that
+ * ran just before in the same pattern, i.e. the run at the end of the history in which each call is the one k calls
+ * later, plus the calls of the current turn, from index `from` on (the first call after one that ended a timing:
+ * a call outside the cycle starts the count over). A call that broke the pattern ends the run: what ran before it
+ * is not counted.
+ */
+function secondLap(history: readonly Call[], current: Call, k: number, from: number): Waiting {
+  const turn = lastTurn(history, current, k)
+  const timed: Waiting = {
+    members: turn.map((call) => call.signature),
+    tools: turn.map((call) => call.tool),
+    slept: 0,
+    laps: 0,
+  }
+  const signatureAt = (i: number) => (i < history.length ? history[i].signature : current.signature)
+  for (let i = history.length - 1; i >= from; i--) {
+    if (i + k <= history.length && history[i].signature !== signatureAt(i + k)) break
+    addLap(timed, history[i])
+  }
+  return timed
+}
+
 /** Whether a cycle waits on purpose: one of the calls of its turn is a wait. */
 function isWaiting(turn: readonly Call[]): boolean {
   return turn.some((call) => call.wait > 0)
@@ -839,7 +878,7 @@ export function duration(seconds: number): string {
 function waitText(wait: WaitOver): string {
   const cycle = wait.tools.join(" -> ")
   return wait.limit === "budget"
-    ? `a wait past its budget (${duration(wait.slept)} slept in ${wait.laps} laps of ${cycle})`
+    ? `a wait past its budget (${duration(wait.slept)} slept in ${wait.laps} ${wait.laps === 1 ? "lap" : "laps"} of ${cycle})`
     : `a wait past its lap cap (${wait.laps} laps of ${cycle}, ${duration(wait.slept)} slept)`
 }
 
@@ -948,10 +987,11 @@ function article(n: number): string {
  * a quoted log with timestamps has that shape too.
  *
  * Whole lines of code, tables and diagrams: a passage that holds a line break, inside a Markdown code fence or
- * made only of table or diagram rows (lines that start with |, + or a box-drawing character), is repeated code,
- * data or layout (the same row of a dummy weights file 16 times, the empty rows of a box). It stops only at a
- * backstop of STREAM_CODE_REPEATS copies and STREAM_CODE_CHARS characters. A cycle inside a line (a made-up hash
- * degenerating into `JibdJibd...`) is no line of code and follows the main rule.
+ * made only of table or diagram rows (lines that start with |, + or a box-drawing character, or hold a cell
+ * separator, a | with a blank beside it, further on), is repeated code, data or layout (the same row of a dummy
+ * weights file 16 times, the empty rows of a box, a table without outer pipes). It stops only at a backstop of
+ * STREAM_CODE_REPEATS copies and STREAM_CODE_CHARS characters. A cycle inside a line (a made-up hash degenerating
+ * into `JibdJibd...`) is no line of code and follows the main rule.
  *
  * Cost: bounded work per character, never a rescan of the part. The last STREAM_WINDOW characters sit in a ring;
  * a rolling hash of the last STREAM_GRAM characters indexes a table of the position where that gram was last seen,
@@ -1015,9 +1055,20 @@ const SPACE = 32
 const TAB = 9
 const QUOTE_MARK = 62
 
-/** A table or diagram row starts with | or + or a box-drawing character (U+2500 to U+257F). */
+const PIPE = 124
+
+/**
+ * A table or diagram row starts with | or + or a box-drawing character (U+2500 to U+257F); a line that holds a cell
+ * separator further on is a row too (a Markdown table may leave out its outer pipes: `n/a | skipped | none`).
+ */
 function isRowStart(c: number): boolean {
-  return c === 124 || c === 43 || (c >= 0x2500 && c <= 0x257f)
+  return c === PIPE || c === 43 || (c >= 0x2500 && c <= 0x257f)
+}
+
+/** A table cell separator inside a line, seen at its second character: a | after a blank, or a blank after a |. */
+function isCellSeparator(previous: number, c: number): boolean {
+  const blank = (x: number) => x === SPACE || x === TAB
+  return (c === PIPE && blank(previous)) || (previous === PIPE && blank(c))
 }
 
 export class StreamWatcher {
@@ -1035,9 +1086,18 @@ export class StreamWatcher {
   private inFence = false
   private lastFence = -1
   private lastLineFeed = -1
-  /** the first character of the last line that is no table or diagram row, and whether this line's was seen */
+  /**
+   * The first character of the last line that is no table or diagram row, whether this line's first character was
+   * seen, and the first character of this line while it may still be plain: a line that does not start as a row is
+   * plain when it ends without a cell separator (a | with a blank beside it); one makes it a row at once. Until
+   * then it counts as neither (its first characters, `n/a ` of `n/a | skipped`, do not tell), so a verdict taken
+   * inside it rests on the lines before. A | between two other characters is no separator: chat-template tokens
+   * such as `<|im_end|>`, repeated by a looping model, are text. The previous character tells a separator.
+   */
   private lastPlainLine = -1
   private lineOpened = false
+  private plainStart = -1
+  private previous = 0
   /** the repetition region: its first character, its last, and the period it began with */
   private regionStart = 0
   private regionEnd = -1
@@ -1152,15 +1212,21 @@ export class StreamWatcher {
    * taking an indented code block's ``` line for a fence only gives its lines the code backstop).
    */
   private trackLines(c: number, n: number): void {
+    const previous = this.previous
+    this.previous = c
     if (c === LINE_FEED) {
       this.lastLineFeed = n
       this.fenceChars = 0
       this.lineOpened = false
+      if (this.plainStart >= 0) this.lastPlainLine = this.plainStart // it ended with no |: a plain line
+      this.plainStart = -1
       return
     }
     if (!this.lineOpened && c !== SPACE && c !== TAB) {
       this.lineOpened = true
-      if (!isRowStart(c)) this.lastPlainLine = n
+      if (!isRowStart(c)) this.plainStart = n
+    } else if (isCellSeparator(previous, c)) {
+      this.plainStart = -1 // a table row without outer pipes
     }
     if (this.fenceChars < 0) return // this line is no fence line
     if (this.fenceChars === 0 && (c === SPACE || c === TAB || c === QUOTE_MARK)) return
@@ -1407,49 +1473,95 @@ type SessionState = {
   lastBlock: { signature: string; recorded: number; retries: number } | null
   /** the waiting cycle being timed, until a call outside it runs or the history starts over */
   waiting: Waiting | null
+  /** `recorded` when a call outside the timed cycle ended its timing: a count started later never reaches back */
+  waitEnded: number
 }
 
 export function newSessionState(): SessionState {
-  return { history: [], blocks: 0, errorLogged: false, recorded: 0, lastBlock: null, waiting: null }
+  return { history: [], blocks: 0, errorLogged: false, recorded: 0, lastBlock: null, waiting: null, waitEnded: 0 }
 }
 
-/** Per-session histories in a Map whose insertion order doubles as the LRU order. */
+/**
+ * The one eviction rule: a Map in LRU order (insertion order, refreshed on use), bounded; beyond its capacity the
+ * least recently used entry is dropped. Sessions, watched parts, cuts and the stream's logged sessions all use it.
+ */
+class Bounded<V> {
+  private readonly map = new Map<string, V>()
+  /** The most recently used key: consecutive uses of one key skip the Map reordering. */
+  private newest: string | null = null
+  constructor(readonly capacity: number) {}
+
+  /** The value, marked most recently used; undefined when it is not kept. */
+  get(key: string): V | undefined {
+    const value = this.map.get(key)
+    if (value !== undefined && key !== this.newest) {
+      this.map.delete(key)
+      this.map.set(key, value)
+      this.newest = key
+    }
+    return value
+  }
+
+  /** The value without changing the LRU order. */
+  peek(key: string): V | undefined {
+    return this.map.get(key)
+  }
+
+  set(key: string, value: V): void {
+    this.map.delete(key)
+    this.map.set(key, value)
+    this.newest = key
+    if (this.map.size > this.capacity) this.map.delete(this.map.keys().next().value as string)
+  }
+
+  has(key: string): boolean {
+    return this.map.has(key)
+  }
+
+  delete(key: string): void {
+    this.map.delete(key)
+    if (key === this.newest) this.newest = null
+  }
+
+  /** Deletes every entry whose value matches. */
+  deleteWhere(matches: (value: V) => boolean): void {
+    for (const [key, value] of [...this.map]) if (matches(value)) this.delete(key)
+  }
+
+  get size(): number {
+    return this.map.size
+  }
+}
+
+/** Per-session states, bounded by MAX_SESSIONS (the least recently used dropped). */
 export class Sessions {
-  private readonly map = new Map<string, SessionState>()
-  /** The most recently used session: consecutive calls of one session skip the Map reordering. */
-  private lastID: string | null = null
-  private last: SessionState | null = null
-  constructor(readonly capacity = MAX_SESSIONS) {}
+  private readonly states: Bounded<SessionState>
+  constructor(readonly capacity = MAX_SESSIONS) {
+    this.states = new Bounded<SessionState>(capacity)
+  }
 
   /** The session's state, created when new, and marked most recently used. */
   get(sessionID: string): SessionState {
-    if (sessionID === this.lastID && this.last) return this.last // already the most recent: nothing to reorder
-    let state = this.map.get(sessionID)
-    if (state) this.map.delete(sessionID)
-    else state = newSessionState()
-    this.map.set(sessionID, state)
-    if (this.map.size > this.capacity) this.map.delete(this.map.keys().next().value as string)
-    this.lastID = sessionID
-    this.last = state
+    let state = this.states.get(sessionID)
+    if (!state) this.states.set(sessionID, (state = newSessionState()))
     return state
   }
 
   /** The session's state if it is kept, without creating it or changing the LRU order (for results). */
   peek(sessionID: string): SessionState | undefined {
-    return this.map.get(sessionID)
+    return this.states.peek(sessionID)
   }
 
   has(sessionID: string): boolean {
-    return this.map.has(sessionID)
+    return this.states.has(sessionID)
   }
 
   reset(sessionID: string): void {
-    this.map.delete(sessionID)
-    if (sessionID === this.lastID) this.last = this.lastID = null
+    this.states.delete(sessionID)
   }
 
   get size(): number {
-    return this.map.size
+    return this.states.size
   }
 }
 
@@ -1462,7 +1574,10 @@ export function record(state: SessionState, call: Call, capacity: number): void 
   state.history.push(call)
   if (state.history.length > capacity) state.history.splice(0, state.history.length - capacity)
   if (state.waiting?.members.includes(call.signature)) addLap(state.waiting, call)
-  else state.waiting = null
+  else if (state.waiting) {
+    state.waiting = null
+    state.waitEnded = state.recorded
+  }
 }
 
 /** The recorded call with this callID (the newest first: results arrive soon after their call), or undefined. */
@@ -1502,31 +1617,6 @@ export const MAX_STREAM_PARTS = 64
 export const MAX_STREAM_CUTS = 256
 
 type WatchedPart = { sessionID: string; kind: StreamKind; watcher: StreamWatcher }
-
-/** A Map in LRU order (insertion order, refreshed on use), bounded. */
-class Bounded<V> {
-  readonly map = new Map<string, V>()
-  constructor(readonly capacity: number) {}
-  get(key: string): V | undefined {
-    const value = this.map.get(key)
-    if (value !== undefined) {
-      this.map.delete(key)
-      this.map.set(key, value)
-    }
-    return value
-  }
-  set(key: string, value: V): void {
-    this.map.delete(key)
-    this.map.set(key, value)
-    if (this.map.size > this.capacity) this.map.delete(this.map.keys().next().value as string)
-  }
-  delete(key: string): void {
-    this.map.delete(key)
-  }
-  get size(): number {
-    return this.map.size
-  }
-}
 
 /** What a streaming event says: a part starts or ends (with its type), or a piece of its text arrives. */
 type StreamEvent =
@@ -1638,7 +1728,7 @@ function streamGuard(mode: Mode, log: Log, toast: Toast, abort: (sessionID: stri
       sessionID = (event?.properties as { sessionID?: unknown } | undefined)?.sessionID
       const reset = resetTarget(event)
       if (reset?.scope === "turn") {
-        for (const [partID, part] of [...parts.map]) if (part.sessionID === reset.sessionID) parts.delete(partID)
+        parts.deleteWhere((part) => part.sessionID === reset.sessionID)
         return
       }
       const what = streamEvent(event)
@@ -1732,18 +1822,28 @@ const server: Plugin = async (input, _options) => {
   /**
    * A cycle one of whose calls waits is timed instead of blocked: it runs until its time slept or its laps pass
    * the settings (then the wait is blocked); a cycle without a wait is returned as it is. A waiting cycle is timed
-   * from the window of the cycle rule on, whatever its results (a poll's output often changes while it waits).
-   * With no wait budget (0) every cycle is a loop.
+   * from the window of the cycle rule on, whatever its results (a poll's output often changes while it waits), and
+   * before it from its 2nd lap: a wait of the cycle being timed is held to its limits (continuedWait), a wait that
+   * repeats one of the last calls starts the timing (repeatedWait). With no wait budget (0) every cycle is a loop.
    */
   function cycleOrWait(state: SessionState, call: Call, cycle: Cycle | null): Finding | null {
     if (settings.waitBudget === 0) return cycle
     const k = cycle?.k ?? findWaitingCycle(state.history, call, settings.repetitions, isExempt)
-    if (k === 0) return continuedWait(state.waiting, call, settings.waitBudget, settings.waitLaps)
-    const turn = lastTurn(state.history, call, k)
-    if (!isWaiting(turn)) return cycle
-    state.waiting = timedWaiting(state.waiting, state.history, turn)
-    const tools = turn.map((member) => member.tool)
-    return checkWait(state.waiting, tools, call, k, settings.waitBudget, settings.waitLaps)
+    if (k > 0) {
+      const turn = lastTurn(state.history, call, k)
+      if (!isWaiting(turn)) return cycle
+      state.waiting = timedWaiting(state.waiting, state.history, turn)
+      const tools = turn.map((member) => member.tool)
+      return checkWait(state.waiting, tools, call, k, settings.waitBudget, settings.waitLaps)
+    }
+    if (state.waiting?.members.includes(call.signature)) {
+      return continuedWait(state.waiting, call, settings.waitBudget, settings.waitLaps)
+    }
+    const lap = repeatedWait(state.history, call, isExempt)
+    if (lap === 0) return null
+    const after = Math.max(0, state.history.length - (state.recorded - state.waitEnded)) // calls since a timing ended
+    state.waiting = secondLap(state.history, call, lap, after)
+    return checkWait(state.waiting, state.waiting.tools, call, lap, settings.waitBudget, settings.waitLaps)
   }
 
   /** A block: counted, logged, shown to the human; at the turn's limit the run is stopped. Not recorded. */
