@@ -15,8 +15,9 @@
 # major version (a new plugin API) or none at all is refused (exit 4) unless --force. How to tune: widen the range
 # only to versions the version matrix (npm run test:hosts) passed on.
 #
-# --check (the doctor) is doctor/check.mjs, in Node; this script keeps install, uninstall and the ownership manifest,
-# and gives the doctor the version verdict and the installed files.
+# --check first reads the person's contract files with the installed semantic-anchors.ts (doctor/contracts.mjs, on
+# the Bun inside opencode, else bun), then runs the doctor, doctor/check.mjs, in Node; this script keeps install,
+# uninstall and the ownership manifest, and gives the doctor the version verdict and the installed files.
 #
 # Options and exit codes: ./install.sh --help. Bash and coreutils only; node and opencode are used when present.
 #
@@ -34,10 +35,12 @@ EXIT_USAGE=2
 EXIT_REFUSED=3
 EXIT_VERSION=4
 EXIT_CHECK_FAILED=5
+EXIT_CONTRACT_ERRORS=6
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 versions_file=$here/opencode-versions.json
 doctor=$here/doctor/check.mjs
+contracts_check=$here/doctor/contracts.mjs
 
 # The tested range, from opencode-versions.json: sets OLDEST_OPENCODE and PINNED_OPENCODE (the newest tested), and
 # UNTESTED_OPENCODE: the releases inside the range the matrix could not install (matrix.notInstallable), which are
@@ -84,9 +87,14 @@ Options:
   --uninstall       remove the files this script installed; a file you edited is kept, with a warning
   --example-config  also write a commented example CONFIG/$EXAMPLE_CONFIG_NAME if there is none
                     (never overwrites)
-  --check           doctor: prove that the installed plugins load and block in your opencode, inside a throw-away
-                    sandbox (temporary HOME and XDG dirs, copies of the installed files, a scripted model on
-                    127.0.0.1); your config and sessions are not touched. Needs opencode and node.
+  --check           check your semantic-anchors contract files (the global one, or the one
+                    \$OPENCODE_SEMANTIC_ANCHORS_CONFIG names, and the project's .opencode/$EXAMPLE_CONFIG_NAME)
+                    with the installed plugin's own validator, then the doctor: prove that the installed plugins
+                    load and block in your opencode, inside a throw-away sandbox (temporary HOME and XDG dirs,
+                    copies of the installed files, a scripted model on 127.0.0.1); your config and sessions are not
+                    touched. The contract check needs opencode (its own Bun) or bun; the doctor opencode and node.
+  --project DIR     with --check: the project whose contract file is checked (default: the current directory)
+  --contracts-only  with --check: check the contract files only, no doctor (for a project's CI)
   --opencode PATH   the opencode executable for the version check and --check (default: opencode on PATH)
   -h, --help        this text
 
@@ -103,7 +111,9 @@ Exit codes:
      --uninstall kept a file you edited
   4  refused: opencode reports a version older than the tested range, another major version, or none
      (nothing was written)
-  5  --check: at least one check failed
+  5  --check: at least one check failed (or the contract files could not be checked)
+  6  --check: a contract file has an error (printed as opencode's log has it: file, key path, fix);
+     the other checks passed. Warnings are printed but do not fail.
 EOF
 }
 
@@ -226,7 +236,7 @@ manifest_save() {
 # ---------------------------------------------------------------------------------------------------------------
 # Arguments and paths.
 
-only="" dir_arg="" dry_run=0 force=0 mode=install example_config=0 opencode_arg=""
+only="" dir_arg="" dry_run=0 force=0 mode=install example_config=0 opencode_arg="" project_arg="" contracts_only=0
 
 need_value() { # need_value OPTION VALUE
   [ -n "$2" ] || fail "$EXIT_USAGE" "$1 needs a value (see ./install.sh --help)"
@@ -240,6 +250,9 @@ while [ $# -gt 0 ]; do
     --dir=*) dir_arg=${1#*=}; need_value --dir "$dir_arg" ;;
     --opencode) need_value "$1" "${2:-}"; opencode_arg=$2; shift ;;
     --opencode=*) opencode_arg=${1#*=}; need_value --opencode "$opencode_arg" ;;
+    --project) need_value "$1" "${2:-}"; project_arg=$2; shift ;;
+    --project=*) project_arg=${1#*=}; need_value --project "$project_arg" ;;
+    --contracts-only) contracts_only=1 ;;
     --dry-run) dry_run=1 ;;
     --force) force=1 ;;
     --uninstall) mode=uninstall ;;
@@ -262,6 +275,17 @@ if [ "$mode" != install ] && [ "$example_config" = 1 ]; then
 fi
 if [ "$mode" = check ] && [ "$dry_run" = 1 ]; then
   fail "$EXIT_USAGE" "--check writes nothing outside its own temporary sandbox: drop --dry-run"
+fi
+if [ "$mode" != check ] && { [ -n "$project_arg" ] || [ "$contracts_only" = 1 ]; }; then
+  fail "$EXIT_USAGE" "--project and --contracts-only go with --check"
+fi
+if [ "$contracts_only" = 1 ] && [ "$only" = loop-guard ]; then
+  fail "$EXIT_USAGE" "--contracts-only checks semantic-anchors' contract files: drop --only loop-guard"
+fi
+project_dir=${project_arg:-$PWD}
+if [ "$mode" = check ]; then
+  [ -d "$project_dir" ] || fail "$EXIT_USAGE" "--project $project_dir is not a directory"
+  project_dir=$(cd "$project_dir" && pwd)
 fi
 
 if [ -n "$dir_arg" ]; then
@@ -617,8 +641,73 @@ stop_check() {
   exit "$EXIT_CHECK_FAILED"
 }
 
+# --check, part 1: the person's contract files, read and validated by the semantic-anchors.ts opencode loads (the
+# installed one; this checkout's when none is installed) on Bun, the plugin's runtime: the one inside opencode
+# (BUN_BE_BUN=1 makes opencode's binary run a script), else bun on PATH. doctor/contracts.mjs prints the files, every
+# problem and a last line `contract files: N errors, M warnings` (or `contract files: not checked: <why>`); a runner
+# that is not Bun prints no such line, and the next one is tried. Sets contract_errors=1 when a file has an error; a
+# check that cannot run is a failed check. BUN_RUNTIME_TRANSPILER_CACHE_PATH=0: Bun caches nothing in HOME.
+contract_errors=0
+check_contracts() {
+  local plugin=$plugins_dir/semantic-anchors.ts from="installed in $plugins_dir"
+  if [ ! -f "$plugin" ]; then
+    plugin=$here/semantic-anchors.ts
+    from="of this checkout (none is installed in $plugins_dir)"
+  fi
+  local header="install.sh --check: contract files for $project_dir, read by semantic-anchors.ts $from"
+  if [ ! -f "$plugin" ] || [ ! -f "$contracts_check" ]; then
+    say "$header"
+    check_failed "contract files" "semantic-anchors.ts or $contracts_check is missing; run --check from a complete checkout"
+    return 0
+  fi
+  local runner out rc tried="" on
+  for runner in opencode bun; do
+    rc=0
+    case $runner in
+      opencode)
+        [ -n "$opencode_bin" ] || continue
+        on="the Bun inside $opencode_bin"
+        out=$(cd "$project_dir" && BUN_BE_BUN=1 BUN_RUNTIME_TRANSPILER_CACHE_PATH=0 "$opencode_bin" \
+          "$contracts_check" --plugin "$plugin" --project "$project_dir" </dev/null 2>&1) || rc=$?
+        ;;
+      bun)
+        command -v bun >/dev/null 2>&1 || continue
+        on=$(command -v bun)
+        out=$(cd "$project_dir" && BUN_RUNTIME_TRANSPILER_CACHE_PATH=0 bun "$contracts_check" --plugin "$plugin" \
+          --project "$project_dir" </dev/null 2>&1) || rc=$?
+        ;;
+    esac
+    if printf '%s\n' "$out" | tail -n 1 | grep -q '^contract files: '; then
+      say "$header, on $on"
+      say "$out"
+      case $rc in
+        0) ;;
+        "$EXIT_CONTRACT_ERRORS") contract_errors=1 ;;
+        *) check_failed "contract files" "not checked (the line above says why)" ;;
+      esac
+      return 0
+    fi
+    tried="$tried; $runner: $(printf '%s\n' "$out" | grep -v '^ *$' | tail -n 1)"
+  done
+  say "$header"
+  if [ -z "$tried" ]; then
+    check_failed "contract files" "they are read on Bun, and neither opencode nor bun was found; install opencode (npm i -g opencode-ai@$PINNED_OPENCODE) or pass --opencode PATH"
+  else
+    check_failed "contract files" "the check did not run (${tried#; })"
+  fi
+}
+
 run_check() {
   load_versions
+  locate_opencode
+  if [ "$only" != loop-guard ]; then
+    check_contracts
+    if [ "$contracts_only" = 1 ]; then
+      [ "$checks_failed" = 0 ] || exit "$EXIT_CHECK_FAILED"
+      [ "$contract_errors" = 0 ] || exit "$EXIT_CONTRACT_ERRORS"
+      exit "$EXIT_OK"
+    fi
+  fi
   say "install.sh --check: doctor for the plugins in $plugins_dir"
 
   # 1. The doctor itself: Node and doctor/check.mjs.
@@ -632,7 +721,6 @@ run_check() {
   fi
 
   # 2. opencode and its version (asked inside a sandbox: even --version creates opencode's data dirs).
-  locate_opencode
   local verdict=""
   if [ -z "$opencode_bin" ]; then
     check_failed "opencode" "not found on PATH; install opencode $(tested_range) (npm i -g opencode-ai@$PINNED_OPENCODE), or pass --opencode PATH"
@@ -685,6 +773,10 @@ run_check() {
   node "$doctor" run --opencode "$opencode_bin" --version "$opencode_version" --plugins-dir "$plugins_dir" \
     --files "${installed# }" --counted "$checks_ok,$checks_failed" ${untested[@]+"${untested[@]}"} || rc=$?
   [ "$rc" = 0 ] || exit "$EXIT_CHECK_FAILED"
+  if [ "$contract_errors" = 1 ]; then
+    say "but a contract file has an error (listed at the top): that contract or file is skipped when opencode starts."
+    exit "$EXIT_CONTRACT_ERRORS"
+  fi
 }
 
 case $mode in

@@ -54,6 +54,7 @@ const TOAST_AFTER_MESSAGE_MS = 700 // a toast sooner than ~0.5 s after a session
 const TOAST_SHOWN_MS = 5500 // how long the TUI shows a toast; a second one sooner replaces the first
 const MAX_PENDING_NOTES = 256 // warn notes waiting for their tool.execute.after
 const MAX_RESERVED = 256 // counted calls waiting to be known as run (tool.execute.after) or not (an error part)
+const MAX_TOOL_PLANS = 256 // tool names whose plan is kept per role (toolPlan); beyond, the plans are made again
 const MAX_LOGGED_PROBLEMS = 50 // config problems logged per file; the rest are counted (status lists all)
 const DEFAULT_MAX_OVERRIDES = 3
 const SERVICE = "semantic-anchors"
@@ -174,8 +175,12 @@ function didYouMean(word: string, candidates: Iterable<string>): string {
     : ""
 }
 
+/** A path normalizePath would change: empty, `//`, a `.` or `..` segment, or a trailing `/` (the root aside). */
+const NOT_NORMAL = /^$|\/\/|(?:^|\/)\.\.?(?:\/|$)|[^]\/$/
+
 /** POSIX path normalisation: collapses `//`, `.` and `..` (never above the root). */
 function normalizePath(path: string): string {
+  if (!NOT_NORMAL.test(path)) return path // the common case, checked per tool call: nothing to split and join
   const absolute = path.startsWith("/")
   const out: string[] = []
   for (const segment of path.split("/")) {
@@ -197,7 +202,10 @@ function resolvePath(base: string, path: string, home?: string): string {
 /** `abs` relative to `base`, or undefined when it lies outside. */
 function relativeInside(base: string, abs: string): string | undefined {
   if (abs === base) return "."
-  return abs.startsWith(base.endsWith("/") ? base : `${base}/`) ? abs.slice(base.length).replace(/^\/+/, "") : undefined
+  if (!abs.startsWith(base) || (!base.endsWith("/") && abs[base.length] !== "/")) return undefined
+  let start = base.length
+  while (abs[start] === "/") start++
+  return abs.slice(start)
 }
 
 function escapeRegex(text: string): string {
@@ -232,6 +240,22 @@ function globToRegExp(glob: string, hideDotfiles = false): RegExp {
     }
   }
   return new RegExp(`^${source}$`)
+}
+
+/**
+ * A regex that holds whenever the glob does, and is cheap to test: the glob's literal head and tail around its
+ * wildcards (`src/**\/*.ts` -> `^src/[\s\S]*\.ts$`, `**\/*.key` -> `\.key$`). A glob regex backtracks over every
+ * `/` of the path; 50 of them cost far more than one test of 50 outlines joined (a screen, toolPlan).
+ */
+function globOutline(glob: string): string {
+  const first = glob.search(/[*?]/)
+  if (first < 0) return `^${escapeRegex(glob)}$`
+  let last = Math.max(glob.lastIndexOf("*"), glob.lastIndexOf("?"))
+  if (glob.startsWith("**/", last - 1)) last++ // `**/` may match nothing, its `/` included
+  const head = escapeRegex(glob.slice(0, first))
+  const tail = escapeRegex(glob.slice(last + 1))
+  if (!head) return `${tail}$`
+  return tail ? `^${head}[\\s\\S]*${tail}$` : `^${head}`
 }
 
 /** Matches a tool name against a compiled list of tool globs. */
@@ -373,7 +397,14 @@ type ArgMatcher = {
   kind: string
   text: string
   negate: boolean
+  screen?: ScreenPart
 }
+
+/**
+ * A matcher's part in a screen (toolPlan): a regex that holds whenever the matcher holds (a `regex`, or a `glob` as
+ * its regexes), so that one test of many matchers' parts joined with `|` can rule them all out at once.
+ */
+type ScreenPart = { kind: "regex" | "glob"; source: string; flags: string }
 
 // `toolsText` is the `tools` globs as written (`[bash, edit]`, or `(any tool)`), for the explanations.
 type Trigger =
@@ -857,6 +888,7 @@ function compileMatcher(key: string, spec: unknown, keyPath: string, r: Reporter
   const value = spec[kind]
   const argPath = key.split(".")
   let test: ((present: unknown, ctx: MatchContext) => boolean) | undefined
+  let screen: ScreenPart | undefined
   switch (kind) {
     case "exists":
       if (typeof value !== "boolean") {
@@ -882,13 +914,19 @@ function compileMatcher(key: string, spec: unknown, keyPath: string, r: Reporter
       const regex = compileRegex(value, spec.flags, join(keyPath, kind), join(keyPath, "flags"), r)
       if (!regex) return undefined
       test = (present) => regex.test(capText(asText(present), REGEX_INPUT_CAP))
+      // Inside a joined regex a backreference (`\1`, `\k<name>`) would point at another matcher's group, and a group
+      // name may be used once: a matcher with either is not screened.
+      if (!negate && !/\\[1-9k]|\(\?<[^=!]/.test(regex.source))
+        screen = { kind: "regex", source: regex.source, flags: regex.flags }
       break
     }
     case "glob": {
       const globs = stringList(value, join(keyPath, kind), r, "globs")
       if (!globs) return undefined
-      const regexes = globs.map((glob) => globToRegExp(glob))
-      test = (present, ctx) => typeof present === "string" && anyMatch(regexes, pathForGlob(present, ctx))
+      // One regex for all the matcher's globs: one test instead of one per glob.
+      const regex = new RegExp(globs.map((glob) => `(?:${globToRegExp(glob).source})`).join("|"))
+      test = (present, ctx) => typeof present === "string" && regex.test(pathForGlob(present, ctx))
+      if (!negate) screen = { kind: "glob", source: globs.map(globOutline).join("|"), flags: "" }
       break
     }
     case "contains":
@@ -911,6 +949,7 @@ function compileMatcher(key: string, spec: unknown, keyPath: string, r: Reporter
     kind,
     text: `${kind} ${matcherValueText(kind, value, spec.flags)}`,
     negate,
+    screen,
   }
 }
 
@@ -2895,12 +2934,15 @@ class RecentMap<V> {
   private readonly map = new Map<string, V>()
   constructor(readonly capacity: number) {}
 
+  private newest: string | undefined // the most recently used key: asking for it again needs no reordering
+
   /** The value, marked most recently used. */
   get(key: string): V | undefined {
     const value = this.map.get(key)
-    if (value !== undefined) {
+    if (value !== undefined && key !== this.newest) {
       this.map.delete(key)
       this.map.set(key, value)
+      this.newest = key
     }
     return value
   }
@@ -2909,11 +2951,13 @@ class RecentMap<V> {
   set(key: string, value: V): void {
     this.map.delete(key)
     this.map.set(key, value)
+    this.newest = key
     if (this.map.size > this.capacity) this.map.delete(this.map.keys().next().value as string)
   }
 
   delete(key: string): void {
     this.map.delete(key)
+    if (key === this.newest) this.newest = undefined
   }
 
   values(): IterableIterator<V> {
@@ -3036,9 +3080,38 @@ type Hit = { contract: Contract; detail: string }
 type Verdict = { mode: Mode | "allow"; hits: Hit[] }
 
 /**
+ * Whether a contract's trigger can apply to a tool of this name at all. The one place that reads tool names, so that
+ * a ToolPlan can do it once per tool instead of once per call.
+ */
+function toolApplies(contract: Contract, tool: string): boolean {
+  const trigger = contract.trigger
+  switch (trigger.type) {
+    case "tool":
+    case "state":
+      return anyMatch(trigger.tools, tool)
+    case "boundary":
+    case "spread":
+      return anyMatch(EDIT_TOOL_RES, tool)
+    case "integrity":
+      return tool === "bash" || anyMatch(EDIT_TOOL_RES, tool)
+    case "message":
+      return false
+  }
+}
+
+/** What one call is, worked out at most once however many contracts ask (the bash reading is the costly part). */
+type CallFacts = { tool: string; args: unknown; changing?: boolean }
+
+function isChanging(facts: CallFacts): boolean {
+  facts.changing ??= isChangingStep(facts.tool, facts.args)
+  return facts.changing
+}
+
+/**
  * What a contract says about one tool call; pure given the state (nothing is recorded here). The one place each
- * trigger decides: the real check, `/anchor test` and the examples all call it. Given `why`, it also says in words
- * what held and what failed, matcher by matcher (`why?.push(...)` builds no text when nobody asked).
+ * trigger decides: `/anchor test` and the examples call it, the real check calls checkApplicable through a ToolPlan.
+ * Given `why`, it also says in words what held and what failed, matcher by matcher (`why?.push(...)` builds no text
+ * when nobody asked).
  */
 function checkToolContract(
   contract: Contract,
@@ -3048,13 +3121,43 @@ function checkToolContract(
   env: EngineEnv,
   why?: string[],
 ): string | undefined {
+  if (toolApplies(contract, tool)) return checkApplicable(contract, { tool, args }, state, env, why)
+  why?.push(notApplicableWhy(contract, tool))
+  return undefined
+}
+
+/** Why a contract cannot apply to a tool of this name (toolApplies said no), for the explanations. */
+function notApplicableWhy(contract: Contract, tool: string): string {
+  const trigger = contract.trigger
+  switch (trigger.type) {
+    case "tool":
+    case "state":
+      return `tool ${tool}: not in tools ${trigger.toolsText}`
+    case "boundary":
+    case "spread":
+      return `tool ${tool}: not an edit tool`
+    case "integrity":
+      return `tool ${tool}: neither an edit tool nor bash with a command`
+    case "message":
+      return "judged on user messages, not on tool calls"
+  }
+}
+
+/**
+ * checkToolContract for a contract known to apply to the tool's name (toolApplies): the real check's entry, through
+ * a ToolPlan.
+ */
+function checkApplicable(
+  contract: Contract,
+  facts: CallFacts,
+  state: SessionState,
+  env: EngineEnv,
+  why?: string[],
+): string | undefined {
+  const { tool, args } = facts
   const trigger = contract.trigger
   switch (trigger.type) {
     case "tool": {
-      if (!anyMatch(trigger.tools, tool)) {
-        why?.push(`tool ${tool}: not in tools ${trigger.toolsText}`)
-        return undefined
-      }
       why?.push(`tool ${tool}: in tools ${trigger.toolsText}`)
       let held = true
       for (const matcher of trigger.args) {
@@ -3073,11 +3176,7 @@ function checkToolContract(
         : `${tool} call matched`
     }
     case "state": {
-      if (!anyMatch(trigger.tools, tool)) {
-        why?.push(`tool ${tool}: not in tools ${trigger.toolsText}`)
-        return undefined
-      }
-      if (!isChangingStep(tool, args)) {
+      if (!isChanging(facts)) {
         why?.push(`tool ${tool}: in tools ${trigger.toolsText}, but this call only looks: not a changing step`)
         return undefined
       }
@@ -3088,10 +3187,6 @@ function checkToolContract(
         : undefined
     }
     case "boundary": {
-      if (!anyMatch(EDIT_TOOL_RES, tool)) {
-        why?.push(`tool ${tool}: not an edit tool`)
-        return undefined
-      }
       const outside = editTargets(args)
         .map((target) => pathForGlob(target, env.match))
         .filter((rel) => !anyMatch(trigger.allowed, rel))
@@ -3103,10 +3198,6 @@ function checkToolContract(
       return outside.length ? `${outside.join(", ")} is outside ${trigger.globs.join(", ")}` : undefined
     }
     case "spread": {
-      if (!anyMatch(EDIT_TOOL_RES, tool)) {
-        why?.push(`tool ${tool}: not an edit tool`)
-        return undefined
-      }
       const written = topDirs(args, env)
       if (written.length === 0) {
         why?.push("it writes into no top-level directory (files at the project root do not count)")
@@ -3121,7 +3212,7 @@ function checkToolContract(
         : undefined
     }
     case "integrity": {
-      if (anyMatch(EDIT_TOOL_RES, tool)) {
+      if (tool !== "bash") {
         // A link with an innocent name writes to its target: check the path as named and as resolved.
         const hit = editTargets(args).find((target) => {
           const abs = resolvePath(env.paths.directory, target, env.paths.home)
@@ -3130,7 +3221,7 @@ function checkToolContract(
         why?.push(hit ? `it writes ${hit}, a guard file` : "no file it writes is a guard file")
         return hit ? `${hit} is a guard file` : undefined
       }
-      if (tool === "bash" && isMapping(args) && typeof args.command === "string") {
+      if (isMapping(args) && typeof args.command === "string") {
         const workdir = typeof args.workdir === "string" && args.workdir.trim() ? args.workdir : undefined
         const hit = bashTouchesGuard(args.command, env.paths, env.guard, env.realpath, workdir)
         why?.push(hit ? `the command touches ${hit}, a guard file or directory` : "the command touches no guard file")
@@ -3275,24 +3366,87 @@ function judgeExample(
   return { fires, why }
 }
 
-function evaluateTool(
-  contracts: readonly Contract[],
-  tool: string,
-  args: unknown,
-  state: SessionState,
-  env: EngineEnv,
-): Verdict {
-  const hits: Hit[] = []
+/**
+ * A screen: the screen parts of several tool contracts' matchers on one argument, joined into one regex. When it
+ * fails on a call, none of those matchers can hold, so none of those contracts fires: an allowed call with 50 regex
+ * contracts on bash's `command` costs one regex test, not 50. When it holds, each contract is checked as usual.
+ */
+type Screen = { keyPath: string[]; kind: ScreenPart["kind"]; regex: RegExp }
+
+function screenHolds(screen: Screen, args: unknown, env: EngineEnv): boolean {
+  const value = valueAt(args, screen.keyPath)
+  if (value === undefined) return false // a regex or glob matcher never holds on a missing argument
+  if (screen.kind === "regex") return screen.regex.test(capText(asText(value), REGEX_INPUT_CAP))
+  return typeof value === "string" && screen.regex.test(pathForGlob(value, env.match))
+}
+
+/**
+ * What applies to one tool name, worked out once per list of active contracts and tool name (Anchors.planFor): the
+ * contracts whose trigger can apply (in the active order), the screen each is behind (or -1), and the state
+ * contracts that count the call as a step.
+ */
+type ToolPlan = {
+  edit: boolean // an edit tool: its targets count for the spread
+  contracts: Contract[]
+  screenOf: number[]
+  screens: Screen[]
+  counting: Contract[]
+}
+
+function toolPlan(active: readonly Contract[], tool: string): ToolPlan {
+  const contracts = active.filter((contract) => toolApplies(contract, tool))
+  const groups = new Map<string, { keyPath: string[]; part: ScreenPart; sources: string[]; members: number[] }>()
+  contracts.forEach((contract, index) => {
+    if (contract.trigger.type !== "tool") return
+    const matcher = contract.trigger.args.find((m) => m.screen)
+    if (!matcher?.screen) return
+    const part = matcher.screen
+    const key = `${part.kind}\0${part.flags}\0${matcher.keyPath.join("\0")}`
+    let group = groups.get(key)
+    if (!group) groups.set(key, (group = { keyPath: matcher.keyPath, part, sources: [], members: [] }))
+    group.sources.push(`(?:${part.source})`)
+    group.members.push(index)
+  })
+  const screenOf = contracts.map(() => -1)
+  const screens: Screen[] = []
+  for (const { keyPath, part, sources, members } of groups.values()) {
+    if (members.length < 2) continue // one matcher screens nothing
+    let regex: RegExp
+    try {
+      regex = new RegExp(sources.join("|"), part.flags)
+    } catch {
+      continue // not expected (each part compiled alone); without a screen the contracts are checked one by one
+    }
+    for (const index of members) screenOf[index] = screens.length
+    screens.push({ keyPath, kind: part.kind, regex })
+  }
+  const counting = contracts.filter((contract) => contract.trigger.type === "state")
+  return { edit: anyMatch(EDIT_TOOL_RES, tool), contracts, screenOf, screens, counting }
+}
+
+/** The verdict on one call from its tool's plan. An allowed call allocates nothing but its empty verdict. */
+function evaluatePlan(plan: ToolPlan, facts: CallFacts, state: SessionState, env: EngineEnv): Verdict {
+  let hits: Hit[] | undefined
   let mode: Mode | "allow" = "allow"
-  for (const contract of contracts) {
-    const detail = checkToolContract(contract, tool, args, state, env)
+  let screened: (boolean | undefined)[] | undefined
+  for (let i = 0; i < plan.contracts.length; i++) {
+    const contract = plan.contracts[i]
+    const screen = plan.screenOf[i]
+    if (screen >= 0) {
+      screened ??= []
+      screened[screen] ??= screenHolds(plan.screens[screen], facts.args, env)
+      if (!screened[screen]) continue
+    }
+    const detail = checkApplicable(contract, facts, state, env)
     if (detail === undefined) continue
     const effective = effectiveMode(contract)
-    hits.push({ contract: { ...contract, mode: effective }, detail })
+    ;(hits ??= []).push({ contract: { ...contract, mode: effective }, detail })
     if (MODE_RANK[effective] > MODE_RANK[mode]) mode = effective
   }
-  return { mode, hits }
+  return { mode, hits: hits ?? NO_HITS }
 }
+
+const NO_HITS: Hit[] = []
 
 /** A message trigger cannot block (that would fail the user's prompt): it warns instead. */
 function effectiveMode(contract: Contract): Mode {
@@ -3323,24 +3477,15 @@ type Reservation = { steps: string[]; dirs: string[] }
  * what it counted until the call's end is known: `settle` when it ran, `release` when it did not (blocked by another
  * plugin, denied by opencode's permissions, or failed). Blocked calls never get here.
  */
-function reserve(
-  state: SessionState,
-  callID: string,
-  contracts: readonly Contract[],
-  tool: string,
-  args: unknown,
-  env: EngineEnv,
-): void {
-  if (!isChangingStep(tool, args)) return
+function reserve(state: SessionState, callID: string, plan: ToolPlan, facts: CallFacts, env: EngineEnv): void {
+  if ((plan.counting.length === 0 && !plan.edit) || !isChanging(facts)) return
   const counted: Reservation = { steps: [], dirs: [] }
-  for (const contract of contracts) {
-    if (contract.trigger.type === "state" && anyMatch(contract.trigger.tools, tool)) {
-      state.steps.set(contract.id, (state.steps.get(contract.id) ?? 0) + 1)
-      counted.steps.push(contract.id)
-    }
+  for (const contract of plan.counting) {
+    state.steps.set(contract.id, (state.steps.get(contract.id) ?? 0) + 1)
+    counted.steps.push(contract.id)
   }
-  if (anyMatch(EDIT_TOOL_RES, tool)) {
-    for (const dir of topDirs(args, env)) {
+  if (plan.edit) {
+    for (const dir of topDirs(facts.args, env)) {
       state.touchedDirs.set(dir, (state.touchedDirs.get(dir) ?? 0) + 1)
       counted.dirs.push(dir)
     }
@@ -3490,9 +3635,12 @@ function warnNote(hits: Hit[]): string {
 // What the person at the keyboard reads, as toasts: plain words first (what the rule wants), the contract's name in
 // brackets, never an argument value. Each starts with the plugin's name, so a person knows who spoke.
 
-/** A tip for the user (info contracts): what the rule asks of their request. */
-function tipText(hit: Hit): string {
-  return `semantic-anchors: tip: ${hit.contract.message ?? hit.contract.description} (${hit.contract.id})`
+/**
+ * A tip for the user (info contracts): what the rule asks of their request. The toast puts the plugin's name first;
+ * the log line says what it was `on` (the level is the log's own field).
+ */
+function tipText(hit: Hit, on?: string): string {
+  return `tip${on ? ` on ${on}` : ""}: ${hit.contract.message ?? hit.contract.description} (${hit.contract.id})`
 }
 
 /** "a bash call", "an edit call": the article a tool's name takes in a sentence for the person. */
@@ -3687,7 +3835,7 @@ function stripArgumentQuotes(text: string): string {
 class Anchors {
   config = defaultConfig()
   readonly sessions = new RootSessions()
-  private activeCache = new Map<string, Contract[]>()
+  private activeCache = new Map<string, Map<string, Contract[]>>() // role -> agent ("" for none) -> contracts
   private readonly loggedFailures = new Set<string>()
   /** Whether a user message has come in this process (the first one re-sends the config-problems toast). */
   heardUser = false
@@ -3705,9 +3853,15 @@ class Anchors {
   ) {}
 
   // Client calls are fire and forget: never awaited (an awaited toast at init hung opencode), failures swallowed.
+  /**
+   * A line of opencode's log. opencode prints no service name for a plugin's line, so the message starts with it
+   * (`semantic-anchors: `, here and nowhere else: a person greps for it); the level is opencode's own field.
+   */
   log(level: Level, message: string, extra?: Record<string, unknown>): void {
     try {
-      const pending = this.client?.app?.log?.({ body: { service: SERVICE, level, message, extra } })
+      const pending = this.client?.app?.log?.({
+        body: { service: SERVICE, level, message: `${SERVICE}: ${message}`, extra },
+      })
       ;(pending as Promise<unknown> | undefined)?.catch?.(() => {})
     } catch {
       // logging must never break the session
@@ -3728,7 +3882,7 @@ class Anchors {
     const text = `${where}: ${(error as Error)?.message ?? String(error)}`
     if (this.loggedFailures.has(text)) return
     if (this.loggedFailures.size < 100) this.loggedFailures.add(text)
-    this.log("error", `${TAG} internal error, allowing (fail-open): ${text}`)
+    this.log("error", `internal error, allowing (fail-open): ${text}`)
   }
 
   /** Logs each file's first MAX_LOGGED_PROBLEMS problems, then one line with the rest's count; status lists all. */
@@ -3739,13 +3893,13 @@ class Anchors {
       const count = (perFile.get(problem.file) ?? 0) + 1
       perFile.set(problem.file, count)
       if (count <= MAX_LOGGED_PROBLEMS)
-        this.log(problem.severity === "error" ? "error" : "warn", `${TAG} ${formatProblem(problem)}`)
+        this.log(problem.severity === "error" ? "error" : "warn", formatProblem(problem))
     }
     for (const [file, count] of perFile) {
       if (count > MAX_LOGGED_PROBLEMS)
         this.log(
           "warn",
-          `${TAG} ${file}: ${count - MAX_LOGGED_PROBLEMS} more problems not logged (${count} in all); run /anchor status to see them all`,
+          `${file}: ${count - MAX_LOGGED_PROBLEMS} more problems not logged (${count} in all); run /anchor status to see them all`,
         )
     }
     this.toastProblems(0)
@@ -3775,13 +3929,16 @@ class Anchors {
   install(next: Config): void {
     this.config = next
     this.activeCache = new Map()
+    this.plans = new WeakMap()
   }
 
   /** The active contracts of a role and agent (locks follow the agent), computed once per config. */
   active(role: string, agent: string | undefined): Contract[] {
-    const key = `${role}\0${agent ?? ""}`
-    let list = this.activeCache.get(key)
-    if (!list) this.activeCache.set(key, (list = activeContracts(this.config, role, agent)))
+    // Two maps, not one key made of both names: this runs on every tool call, and a new string per call costs.
+    let byAgent = this.activeCache.get(role)
+    if (!byAgent) this.activeCache.set(role, (byAgent = new Map()))
+    let list = byAgent.get(agent ?? "")
+    if (!list) byAgent.set(agent ?? "", (list = activeContracts(this.config, role, agent)))
     return list
   }
 
@@ -3797,6 +3954,21 @@ class Anchors {
     const call = this.pendingTests.get(sessionID)
     this.pendingTests.delete(sessionID)
     return call
+  }
+
+  /** Tool plans per list of active contracts (so per config, role and agent), by tool name. */
+  private plans = new WeakMap<readonly Contract[], Map<string, ToolPlan>>()
+
+  /** The plan of a tool for a list of active contracts, made on the tool's first call (bounded: MCP tools vary). */
+  planFor(active: readonly Contract[], tool: string): ToolPlan {
+    let byTool = this.plans.get(active)
+    if (!byTool) this.plans.set(active, (byTool = new Map()))
+    let plan = byTool.get(tool)
+    if (!plan) {
+      if (byTool.size >= MAX_TOOL_PLANS) byTool.clear()
+      byTool.set(tool, (plan = toolPlan(active, tool)))
+    }
+    return plan
   }
 
   /** The state a session's calls count in: its root session's. */
@@ -3858,7 +4030,7 @@ function bypass(anchors: Anchors, sessionID: string, reason: string, via: string
   grantPass(state, Date.now())
   const max = settings.maxOverrides
   anchors.toastSoon(bypassGrantedToast(state.overridesUsed, max), "success", toastDelayMs)
-  anchors.log("info", `${TAG} bypass granted (${via}), override ${state.overridesUsed}/${max}: ${reason}`, {
+  anchors.log("info", `bypass granted (${via}), override ${state.overridesUsed}/${max}: ${reason}`, {
     reason,
     sessionID,
   })
@@ -3956,7 +4128,7 @@ function testText(anchors: Anchors, sessionID: string, text: string): string {
       lines.push(`verdict: nothing: ${tool} is the plugin's own tool and is never checked`)
       return lines.join("\n")
     }
-    const verdict = evaluateTool(active, tool, args, state, anchors.env)
+    const verdict = evaluatePlan(anchors.planFor(active, tool), { tool, args }, state, anchors.env)
     lines.push(`verdict: ${toolVerdict(verdict, state)}`)
     for (const contract of active) {
       const why: string[] = []
@@ -4088,7 +4260,7 @@ async function askForBypass(anchors: Anchors, args: unknown, ctx: ToolContext): 
       },
     })
   } catch (error) {
-    anchors.log("info", `${TAG} anchor_bypass not approved: ${(error as Error)?.message ?? error}`)
+    anchors.log("info", `anchor_bypass not approved: ${(error as Error)?.message ?? error}`)
     anchors.toast(bypassRefusedToast(), "warning")
     return "Bypass refused: the human did not approve. Do not retry the blocked call; ask the user how to proceed."
   }
@@ -4154,10 +4326,7 @@ async function onConfig(anchors: Anchors, cfg: HookInput<"config">): Promise<voi
     else if (isMapping(permission)) {
       permission[BYPASS_RULE] ??= permission[BYPASS_PERMISSION] ?? "ask"
       if (permission[BYPASS_RULE] === "allow")
-        anchors.log(
-          "warn",
-          `${TAG} permission "${BYPASS_PERMISSION}" is "allow": the model can then grant itself bypasses`,
-        )
+        anchors.log("warn", `permission "${BYPASS_PERMISSION}" is "allow": the model can then grant itself bypasses`)
     } else target.permission = { [BYPASS_RULE]: "ask" }
   } catch (error) {
     anchors.failOpen("config hook", error)
@@ -4237,12 +4406,10 @@ async function onChatMessage(
     const tipDelay = TOAST_AFTER_MESSAGE_MS + (problemsNow ? TOAST_SHOWN_MS : 0)
     if (fromTemplate) return
     for (const hit of evaluateMessage(anchors.active(state.role, state.agent), text)) {
-      anchors.toastSoon(tipText(hit), hit.contract.mode === "info" ? "info" : "warning", tipDelay)
-      anchors.log(
-        hit.contract.mode === "info" ? "info" : "warn",
-        `${TAG} ${hit.contract.mode} ${hit.contract.id}: ${tipText(hit)}`,
-        { sessionID: hookInput.sessionID },
-      )
+      anchors.toastSoon(`${SERVICE}: ${tipText(hit)}`, hit.contract.mode === "info" ? "info" : "warning", tipDelay)
+      anchors.log(hit.contract.mode === "info" ? "info" : "warn", tipText(hit, "a user message"), {
+        sessionID: hookInput.sessionID,
+      })
     }
   } catch (error) {
     anchors.failOpen("chat.message", error)
@@ -4297,7 +4464,7 @@ async function onCommand(
     const parts = output.parts as Part[]
     const first = parts.findIndex((part) => part?.type === "text")
     if (first === -1) {
-      anchors.log("warn", `${TAG} /anchor: no text part to write the result into`)
+      anchors.log("warn", `/anchor: no text part to write the result into`)
       return
     }
     parts[first].text = text
@@ -4320,15 +4487,19 @@ function decideToolCall(
   if (OWN_TOOLS.has(hookInput.tool)) return undefined
   const { tool, sessionID } = hookInput
   const state = anchors.stateOf(sessionID)
-  const contracts = anchors.active(state.role, state.agent)
-  const args = output?.args
-  const verdict = evaluateTool(contracts, tool, args, state, anchors.env)
+  const plan = anchors.planFor(anchors.active(state.role, state.agent), tool)
+  const facts: CallFacts = { tool, args: output?.args }
+  const verdict = evaluatePlan(plan, facts, state, anchors.env)
+  if (verdict.hits.length === 0) {
+    reserve(state, hookInput.callID, plan, facts, anchors.env)
+    return undefined // the allowed call without a note or tip: no text is built, no toast sent
+  }
   if (verdict.mode === "block") {
     const blocking = verdict.hits.filter((hit) => hit.contract.mode === "block")
     const ids = blocking.map((hit) => hit.contract.id).join(", ")
     state.lastBlocked = { contracts: ids, tool }
     if (state.passes === 0) {
-      anchors.log("warn", `${TAG} blocked ${tool}: ${ids}`, { sessionID })
+      anchors.log("warn", `blocked ${aTool(tool)} call: ${rulesInWords(blocking)}`, { sessionID })
       anchors.toast(blockToast(tool, blocking), "warning")
       // A warn of the same call speaks in the block text instead (the call never gets a result to append it to).
       const warns = verdict.hits.filter(
@@ -4338,16 +4509,17 @@ function decideToolCall(
       return blockMessage(tool, blocking, warns, state, anchors.config.settings)
     }
     state.passes--
-    anchors.log("info", `${TAG} bypass used for ${ids} (${tool})`, { sessionID })
+    anchors.log("info", `bypass used: ${aTool(tool)} call blocked by ${ids} ran once`, { sessionID })
   }
-  reserve(state, hookInput.callID, contracts, tool, args, anchors.env)
+  reserve(state, hookInput.callID, plan, facts, anchors.env)
   const warns = verdict.hits.filter((hit) => hit.contract.mode === "warn")
-  if (warns.length) anchors.log("warn", warnNote(warns), { sessionID, tool })
+  if (warns.length)
+    anchors.log("warn", `noted to the agent on ${aTool(tool)} call: ${rulesInWords(warns)}`, { sessionID })
   const first = noteFirstWarns(state, hookInput.callID, warns)
   if (first.length) anchors.toast(warnToast(tool, first), "info")
   for (const hit of verdict.hits.filter((hit) => hit.contract.mode === "info")) {
-    anchors.toast(tipText(hit), "info")
-    anchors.log("info", `${TAG} ${tipText(hit)}`, { sessionID, tool })
+    anchors.toast(`${SERVICE}: ${tipText(hit)}`, "info")
+    anchors.log("info", tipText(hit, `${aTool(tool)} call`), { sessionID })
   }
   return undefined
 }
@@ -4448,7 +4620,7 @@ async function startAnchors(input: PluginInput | undefined): Promise<Anchors> {
     anchors.failOpen("config load", error)
   }
   anchors.reportProblems()
-  anchors.log("info", `${TAG} loaded: ${filesSummary(anchors.config)}`)
+  anchors.log("info", `loaded: ${filesSummary(anchors.config)}`)
   return anchors
 }
 

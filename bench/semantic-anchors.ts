@@ -1,6 +1,6 @@
 // semantic-anchors benchmarks: cost per tool check with 0, 10 and 100 user contracts (regex and glob matchers, on
 // top of the built-ins), config load + validation of 100 contracts, heap per session and after 100,000 sessions.
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { lstatSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import plugin, { MAX_ROOT_SESSIONS, loadConfig, resolvePaths } from "../semantic-anchors.ts"
@@ -74,69 +74,135 @@ async function userMessage(hooks: any, sessionID: string, text: string) {
   await hooks["chat.message"]({ sessionID }, { message: { agent: "build" }, parts: [{ type: "text", text }] })
 }
 
-/** The calls a session makes, in turn: a read, a bash command, an edit (all inside the project, none blocked). */
-function callsFor(project: string) {
-  return [
-    { tool: "read", args: { filePath: `${project}/src/server/handlers/user.ts`, offset: 40, limit: 120 } },
-    {
-      tool: "bash",
-      args: { command: "npm test -- --grep 'user handler' && git diff --stat", description: "Run the tests" },
-    },
-    {
-      tool: "edit",
-      args: {
-        filePath: `${project}/src/server/handlers/user.ts`,
-        oldString: "return null",
-        newString: "return user ?? null",
-      },
-    },
-  ]
+/**
+ * The calls a session makes, in turn: a read, a bash command, an edit (all inside the project, all allowed, no note:
+ * the session's first message cites a source). Each call is a little different (`salt`): a cache keyed by the
+ * command or path would find nothing to reuse, as in a real session.
+ */
+function callFor(project: string, i: number) {
+  const file = `${project}/src/server/handlers/user-${i % 97}.ts`
+  switch (i % 3) {
+    case 0:
+      return { tool: "read", args: { filePath: file, offset: 40, limit: 120 } }
+    case 1:
+      return {
+        tool: "bash",
+        args: { command: `npm test -- --grep 'user handler ${i}' && git diff --stat`, description: "Run the tests" },
+      }
+    default:
+      return { tool: "edit", args: { filePath: file, oldString: "return null", newString: `return user${i} ?? null` } }
+  }
 }
 
-/** Per-call cost of tool.execute.before with n user contracts; a user message after each 3 calls (not timed). */
+const FIRST_MESSAGE = "Add a null check to the user handler so that the tests pass. Source: ticket 42."
+const TOOLS = ["read", "bash", "edit"]
+
+/**
+ * Per-call cost of tool.execute.before with 0, 10 and 100 user contracts, in interleaved rounds (each round runs a
+ * batch for every contract count, so machine load falls on all alike); a user message after each 3 calls (not timed),
+ * so the step counters never block. Medians over all calls, and per tool in the spread.
+ */
 export async function checkCost(opts: { samples: number }): Promise<{ rows: Row[]; json: Record<string, unknown> }> {
-  const rows: Row[] = []
-  const json: Record<string, unknown> = {}
-  for (const n of [0, 10, 100]) {
+  const counts = [0, 10, 100]
+  const rounds = 30
+  const batch = Math.ceil(opts.samples / rounds / 3) * 3
+  type Setup = { n: number; sb: Sandbox; hooks: any; active: number; times: number[]; byTool: number[][]; i: number }
+  const setups: Setup[] = []
+  for (const n of counts) {
     const sb = sandbox(contractsYaml(n))
-    try {
-      const hooks = await start(sb)
-      const status = await hooks.tool.anchor_status.execute({}, { sessionID: "bench" })
-      const active = (status.match(/^ {2}(block|warn|info) /gm) ?? []).length
-      const calls = callsFor(sb.project)
-      const before = hooks["tool.execute.before"]
-      const times: number[] = []
-      let blocked = 0
-      await userMessage(hooks, "bench", "Add a null check to the user handler so that the tests pass.")
-      for (let i = 0; i < opts.samples + 2000; i++) {
-        const c = calls[i % calls.length]
+    const hooks = await start(sb)
+    const status = await hooks.tool.anchor_status.execute({}, { sessionID: "bench" })
+    const active = (status.match(/^ {2}(block|warn|info) /gm) ?? []).length
+    await userMessage(hooks, "bench", FIRST_MESSAGE)
+    setups.push({ n, sb, hooks, active, times: [] as number[], byTool: TOOLS.map(() => [] as number[]), i: 0 })
+  }
+  try {
+    const run = async (setup: Setup, calls: number, timed: boolean) => {
+      const before = setup.hooks["tool.execute.before"]
+      for (let k = 0; k < calls; k++) {
+        const i = setup.i++
+        const c = callFor(setup.sb.project, i)
         const t = now()
         try {
           await before({ tool: c.tool, sessionID: "bench", callID: `c${i}` }, { args: c.args })
-        } catch {
-          blocked++
+        } catch (error) {
+          throw new Error(
+            `bench: a ${c.tool} call was blocked with ${setup.n} contracts; the bench calls must all be allowed: ${error}`,
+          )
         }
         const dt = now() - t
-        if (i >= 2000) times.push(dt) // the first 2,000 warm the JIT
-        if (i % 3 === 2) await userMessage(hooks, "bench", "ok, go on")
+        if (timed) {
+          setup.times.push(dt)
+          setup.byTool[i % 3].push(dt)
+        }
+        if (i % 3 === 2) await userMessage(setup.hooks, "bench", "ok, go on")
       }
-      if (blocked)
-        throw new Error(`bench: ${blocked} calls blocked with ${n} contracts; the bench calls must all be allowed`)
+    }
+    // The file-system floor of an edit: guard-integrity resolves links of the path it writes (realpathOf), which for
+    // a new file (the bench's edits) is an lstat of the file and one of its directory, and for an existing file an
+    // lstat and a realpath. Timed in the same rounds.
+    const floor: number[] = []
+    const existingFloor: number[] = []
+    const existing = `${setups[0].sb.project}/src/existing.ts`
+    mkdirSync(`${setups[0].sb.project}/src`, { recursive: true })
+    writeFileSync(existing, "export {}\n")
+    const lstatFloor = (i: number) => {
+      let t = now()
+      lstatSync(`${setups[0].sb.project}/src/server/handlers/user-${i % 97}.ts`, { throwIfNoEntry: false })
+      floor.push(now() - t)
+      t = now()
+      if (lstatSync(existing, { throwIfNoEntry: false })) realpathSync(existing)
+      existingFloor.push(now() - t)
+    }
+    for (const setup of setups) await run(setup, 2001, false) // warm the JIT
+    for (let round = 0; round < rounds; round++) {
+      const order = round % 2 ? [...setups].reverse() : setups
+      for (const setup of order) await run(setup, batch, true)
+      for (let i = 0; i < batch / 3; i++) lstatFloor(round * batch + i)
+    }
+    const rows: Row[] = []
+    const json: Record<string, unknown> = {}
+    for (const { n, active, times, byTool } of setups) {
       const s = summarize(times)
+      const perTool = TOOLS.map((tool, k) => `${tool} ${(summarize(byTool[k]).median / 1000).toFixed(2)}`).join(", ")
+      const target = n === 0 ? 2_000 : n === 100 ? 5_000 : undefined
       rows.push({
         group: "semantic-anchors",
         figure: `tool check, ${n} user contracts (+ built-ins; ${active} active)`,
         value: s.median,
         unit: "ns",
-        spread: `p99 ${(s.p99 / 1000).toFixed(2)} us, p10-p90 ${(s.p10 / 1000).toFixed(2)}-${(s.p90 / 1000).toFixed(2)} us, n=${s.n}`,
-        target: n === 100 ? { text: "<= 20 us median", met: s.median <= 20_000 } : undefined,
+        spread: `p10-p90 ${(s.p10 / 1000).toFixed(2)}-${(s.p90 / 1000).toFixed(2)} us; medians ${perTool} us; n=${s.n}`,
+        target: target ? { text: `<= ${target / 1000} us median`, met: s.median <= target } : undefined,
       })
-      json[`check_${n}`] = { contracts: n, activeContracts: active, ns: s }
-    } finally {
-      sb.cleanup()
+      json[`check_${n}`] = {
+        contracts: n,
+        activeContracts: active,
+        ns: s,
+        byTool: Object.fromEntries(TOOLS.map((tool, k) => [tool, summarize(byTool[k])])),
+      }
     }
+    const f = summarize(floor)
+    rows.push({
+      group: "semantic-anchors",
+      figure: "floor: one lstat of a path that does not exist (an edit's guard check makes two)",
+      value: f.median,
+      unit: "ns",
+      spread: `p10-p90 ${(f.p10 / 1000).toFixed(2)}-${(f.p90 / 1000).toFixed(2)} us; n=${f.n}`,
+    })
+    json.lstatFloor = f
+    const e = summarize(existingFloor)
+    rows.push({
+      group: "semantic-anchors",
+      figure: "floor: lstat + realpath of an existing file (an edit's guard check of a file that exists)",
+      value: e.median,
+      unit: "ns",
+      spread: `p10-p90 ${(e.p10 / 1000).toFixed(2)}-${(e.p90 / 1000).toFixed(2)} us; n=${e.n}`,
+    })
+    json.existingFloor = e
+    return { rows, json }
+  } finally {
+    for (const { sb } of setups) sb.cleanup()
   }
-  return { rows, json }
 }
 
 /** Reading, parsing and validating a project file of 100 contracts (loadConfig: the I/O included). */
@@ -195,7 +261,7 @@ export async function memoryScenario(
     const base = heapUsed()
     const hooks = await start(sb)
     out.plugin = heapUsed() - base
-    const calls = callsFor(sb.project)
+    const calls = [0, 1, 2].map((i) => callFor(sb.project, i))
     const session = async (sessionID: string, rounds: number, worst: boolean) => {
       await userMessage(hooks, sessionID, `Session ${sessionID}: fix the handler so that the tests pass.`)
       for (let i = 0; i < rounds * 3; i++) {

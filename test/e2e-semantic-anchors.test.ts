@@ -127,7 +127,10 @@ describe("e2e semantic-anchors in opencode run", () => {
     expect(fs.existsSync(path.join(sb.project, "a4.txt"))).toBe(false)
     expectBlocked(resultSeenFor(r.llm, 3), "step-confirmation")
     // The problem, naming the file, is in opencode's own log, as an ERROR line.
-    const line = r.stderr.split("\n").find((l) => l.includes(`[semantic-anchors] ${PROJECT_CONFIG}: cannot parse YAML`))
+    // opencode prints no service for a plugin's line: the message starts with the plugin's name (README: Reading the log)
+    const line = r.stderr
+      .split("\n")
+      .find((l) => l.includes(`message="semantic-anchors: ${PROJECT_CONFIG}: cannot parse YAML`))
     expect(line).toContain("level=ERROR")
     expect(line).toContain("the file is ignored and the other files stay in force")
   })
@@ -154,7 +157,7 @@ describe("e2e semantic-anchors in opencode run", () => {
     expect(
       r.stderr.split("\n").some((l) => l.includes("message=asking") && l.includes(`permission="${question}"`)),
     ).toBe(true)
-    expect(r.stderr).toContain("[semantic-anchors] anchor_bypass not approved")
+    expect(r.stderr).toContain('message="semantic-anchors: anchor_bypass not approved')
     // The model read the refusal; the same force-push was blocked again, with no override used; it never ran.
     expect(toolParts(r.events).map((p) => `${p.tool}:${p.status}`)).toEqual([
       "bash:error",

@@ -19,6 +19,7 @@ const PRODUCT_FILES = [
   "install.sh",
   "opencode-versions.json",
   "doctor/check.mjs",
+  "doctor/contracts.mjs",
   "doctor/fake-llm.mjs",
   "doctor/sandbox.mjs",
 ]
@@ -758,11 +759,13 @@ describe("usage", () => {
       "--uninstall",
       "--example-config",
       "--check",
+      "--project",
+      "--contracts-only",
       "--opencode",
     ])
       expect(r.stdout).toContain(opt)
     expect(r.stdout).toContain(`Tested opencode versions (the end-to-end suite passed on each): ${RANGE}`)
-    for (const code of [0, 1, 2, 3, 4, 5]) expect(r.stdout).toMatch(new RegExp(`^  ${code}  \\S`, "m"))
+    for (const code of [0, 1, 2, 3, 4, 5, 6]) expect(r.stdout).toMatch(new RegExp(`^  ${code}  \\S`, "m"))
   })
 
   test.each([
@@ -772,6 +775,11 @@ describe("usage", () => {
     [["--dir"], "--dir needs a value"],
     [["--check", "--dry-run"], "drop --dry-run"],
     [["--uninstall", "--example-config"], "--example-config goes with an install"],
+    [["--project", "."], "--project and --contracts-only go with --check"],
+    [["--contracts-only"], "--project and --contracts-only go with --check"],
+    [["--check", "--project"], "--project needs a value"],
+    [["--check", "--project", "no-such-dir"], "--project no-such-dir is not a directory"],
+    [["--check", "--contracts-only", "--only", "loop-guard"], "drop --only loop-guard"],
   ])("%p is a usage error (exit 2) that says what to do", (args, message) => {
     const w = world()
     const before = snapshot(w.root)
@@ -780,6 +788,221 @@ describe("usage", () => {
     expect(r.stderr).toContain(message)
     expect(snapshot(w.root)).toEqual(before)
   })
+})
+
+// --check, part 1: the person's contract files, read by the real semantic-anchors.ts on the Bun inside the real
+// opencode (or bun), in a sandbox HOME. --contracts-only skips the doctor, as a project's CI would run it.
+describe("--check: the contract files", () => {
+  const withRealOpencode = (w: World) => ({ PATH: `${path.dirname(realOpencode)}:${w.env.PATH}` })
+  const PROJECT_FILE = ".opencode/opencode-semantic-anchors.yaml"
+  const GLOBAL_LABEL = "~/.config/opencode/opencode-semantic-anchors.yaml"
+  const GOOD = `version: 1
+contracts:
+  - id: no-force-push
+    description: Never rewrite shared history.
+    mode: block
+    trigger: { type: tool, tools: [bash], args: { command: { regex: 'push\\s+--force' } } }
+`
+  const BROKEN = `version: 1
+contracts:
+  - id: deploy-ticket
+    description: Deploys need a ticket.
+    mdoe: warn
+    mode: block
+    trigger: { type: tool, tools: [bash], args: { command: { regex: 'deploy (' } } }
+  - id: fine
+    description: Still loads.
+    mode: info
+    trigger: { type: tool, tools: [edit] }
+`
+  const BROKEN_LINES = [
+    `warning: ${PROJECT_FILE}: contracts[0].mdoe: unknown key "mdoe" (did you mean "mode"?); it is ignored`,
+    `error: ${PROJECT_FILE}: contracts[0].trigger.args.command.regex: invalid regular expression (missing ))`,
+    "contract files: 1 error, 1 warning",
+  ]
+  /** A world with the real plugin (a copy of the repository), HOME as home, and a project directory. */
+  function contractWorld(files: { global?: string; project?: string } = {}) {
+    const w = world("repo")
+    // HOME's default config dir, as most people have it: XDG_CONFIG_HOME unset
+    w.env.XDG_CONFIG_HOME = ""
+    const project = path.join(w.root, "project")
+    fs.mkdirSync(path.join(project, ".opencode"), { recursive: true })
+    if (files.project !== undefined) fs.writeFileSync(path.join(project, PROJECT_FILE), files.project)
+    if (files.global !== undefined) {
+      fs.mkdirSync(path.join(w.home, ".config", "opencode"), { recursive: true })
+      fs.writeFileSync(path.join(w.home, ".config", "opencode", "opencode-semantic-anchors.yaml"), files.global)
+    }
+    return { w, project }
+  }
+  const header = (project: string, w: World) =>
+    `install.sh --check: contract files for ${project}, read by semantic-anchors.ts of this checkout (none is installed in ${path.join(w.home, ".config", "opencode", "plugins")}), on the Bun inside ${realOpencode}`
+
+  test("good files: every file and its status, no problem, exit 0; nothing written", () => {
+    const { w, project } = contractWorld({ global: GOOD, project: GOOD.replace("no-force-push", "no-push-main") })
+    const before = snapshot(w.root)
+    const r = runInstaller(w, ["--check", "--contracts-only"], { env: withRealOpencode(w), cwd: project })
+    expect(r.stdout.split("\n")).toEqual([
+      header(project, w),
+      "built-ins: 6 contracts, 12 presets",
+      `${GLOBAL_LABEL}: loaded, 1 new contract`,
+      `${PROJECT_FILE}: loaded, 1 new contract`,
+      "contract files: 0 errors, 0 warnings",
+      "",
+    ])
+    expect(r.stderr).toBe("")
+    expect(r.code).toBe(0)
+    expect(snapshot(w.root)).toEqual(before)
+  })
+
+  test("a broken project file: each problem as the log has it (file, key path, fix), exit 6", () => {
+    const { w, project } = contractWorld({ project: BROKEN })
+    const r = runInstaller(w, ["--check", "--contracts-only"], { env: withRealOpencode(w), cwd: project })
+    expect(r.stdout.split("\n")).toEqual([
+      header(project, w),
+      "built-ins: 6 contracts, 12 presets",
+      `${GLOBAL_LABEL}: not found`,
+      `${PROJECT_FILE}: loaded, 1 new contract`,
+      ...BROKEN_LINES,
+      "",
+    ])
+    expect(r.code).toBe(6)
+  })
+
+  test("examples are run: one that does not do what it says is an error with its key path, exit 6", () => {
+    const withExamples = (passes: string) =>
+      GOOD +
+      `    examples:\n      fires: [{ tool: bash, args: { command: "git push --force origin main" } }]\n      passes: [{ tool: bash, args: { command: "${passes}" } }]\n`
+    const good = contractWorld({ project: withExamples("git push origin main") })
+    const ok = runInstaller(good.w, ["--check", "--contracts-only"], {
+      env: withRealOpencode(good.w),
+      cwd: good.project,
+    })
+    expect(ok.stdout).toContain(`${PROJECT_FILE}: loaded, 1 new contract\ncontract files: 0 errors, 0 warnings\n`)
+    expect(ok.code).toBe(0)
+    const { w, project } = contractWorld({ project: withExamples("git push  --force origin main") })
+    const r = runInstaller(w, ["--check", "--contracts-only"], { env: withRealOpencode(w), cwd: project })
+    expect(r.stdout).toContain(
+      `error: ${PROJECT_FILE}: contracts[0].examples.passes[0]: listed under passes, but the contract fires: `,
+    )
+    expect(r.stdout).toContain("contract files: 1 error, 0 warnings\n")
+    expect(r.code).toBe(6)
+  })
+
+  test("warnings alone are printed and do not fail: exit 0", () => {
+    const { w, project } = contractWorld({ project: GOOD.replace("    mode: block", "    mode: block\n    mdoe: x") })
+    const r = runInstaller(w, ["--check", "--contracts-only"], { env: withRealOpencode(w), cwd: project })
+    expect(r.stdout).toContain(
+      `warning: ${PROJECT_FILE}: contracts[0].mdoe: unknown key "mdoe" (did you mean "mode"?); it is ignored\ncontract files: 0 errors, 1 warning\n`,
+    )
+    expect(r.code).toBe(0)
+  })
+
+  test("--project DIR checks that project's file from anywhere; the global file's YAML error too", () => {
+    const { w, project } = contractWorld({ global: "version: 1\ncontracts: [\n", project: BROKEN })
+    const r = runInstaller(w, ["--check", "--contracts-only", "--project", project], {
+      env: withRealOpencode(w),
+      cwd: w.tmp,
+    })
+    expect(r.stdout).toContain(`${PROJECT_FILE}: loaded, 1 new contract\n`)
+    expect(r.stdout).toContain(`${GLOBAL_LABEL}: ignored\n`)
+    expect(r.stdout).toMatch(
+      new RegExp(
+        `^error: ${GLOBAL_LABEL.replace(/[.]/g, "\\.")}: cannot parse YAML \\(.+\\); the file is ignored and the other files stay in force$`,
+        "m",
+      ),
+    )
+    expect(r.stdout).toContain("contract files: 2 errors, 1 warning\n")
+    expect(r.code).toBe(6)
+    // the current directory, when it has no contract file, is checked by default: nothing wrong there
+    const here = runInstaller(w, ["--check", "--contracts-only"], { env: withRealOpencode(w), cwd: w.tmp })
+    expect(here.stdout).toContain(`install.sh --check: contract files for ${w.tmp}, read by`)
+    expect(here.stdout).toContain(`${PROJECT_FILE}: not found\n`)
+  })
+
+  test("OPENCODE_SEMANTIC_ANCHORS_CONFIG: the file it names is the global file; a missing one is an error", () => {
+    const { w, project } = contractWorld({ global: BROKEN })
+    const team = path.join(w.root, "team", "anchors.yaml")
+    fs.mkdirSync(path.dirname(team), { recursive: true })
+    fs.writeFileSync(team, GOOD)
+    const env = { ...withRealOpencode(w), OPENCODE_SEMANTIC_ANCHORS_CONFIG: team }
+    const r = runInstaller(w, ["--check", "--contracts-only", "--project", project], { env })
+    expect(r.stdout).toContain(`${team}: loaded, 1 new contract\n`)
+    expect(r.stdout).not.toContain(GLOBAL_LABEL) // the env var replaces the default global file
+    expect(r.code).toBe(0)
+    const missing = path.join(w.root, "team", "gone.yaml")
+    const gone = runInstaller(w, ["--check", "--contracts-only", "--project", project], {
+      env: { ...env, OPENCODE_SEMANTIC_ANCHORS_CONFIG: missing },
+    })
+    expect(gone.stdout).toContain(
+      `error: ${missing}: cannot read the file (ENOENT: OPENCODE_SEMANTIC_ANCHORS_CONFIG names a file that does not exist); it is ignored and the other files stay in force\n`,
+    )
+    expect(gone.code).toBe(6)
+  })
+
+  test("the installed semantic-anchors.ts is the one that reads them; one that cannot is a failed check (exit 5)", () => {
+    const { w, project } = contractWorld({ project: BROKEN })
+    expect(runInstaller(w, ["--only", "semantic-anchors"], { env: withRealOpencode(w) }).code).toBe(0)
+    const plugins = path.join(w.home, ".config", "opencode", "plugins")
+    const r = runInstaller(w, ["--check", "--contracts-only"], { env: withRealOpencode(w), cwd: project })
+    expect(r.stdout).toStartWith(
+      `install.sh --check: contract files for ${project}, read by semantic-anchors.ts installed in ${plugins}, on the Bun inside ${realOpencode}\n`,
+    )
+    expect(r.code).toBe(6)
+    fs.writeFileSync(
+      path.join(plugins, "semantic-anchors.ts"),
+      "export default { id: 'semantic-anchors', server: async () => ({}) }\n",
+    )
+    const old = runInstaller(w, ["--check", "--contracts-only"], { env: withRealOpencode(w), cwd: project })
+    expect(old.stdout).toContain(
+      `contract files: not checked: ${path.join(plugins, "semantic-anchors.ts")} exports no loadConfig and resolvePaths: not a semantic-anchors.ts this check can read; reinstall it with ./install.sh\n`,
+    )
+    expect(old.stdout).toContain("contract files: failed: not checked (the line above says why)\n")
+    expect(old.code).toBe(5)
+  })
+
+  test("without opencode, bun on PATH reads them; with neither, a failed check that says what to install", () => {
+    const { w, project } = contractWorld({ project: BROKEN })
+    fs.symlinkSync(path.join(repo, "node_modules", ".bin", "bun"), path.join(w.bin, "bun"))
+    const r = runInstaller(w, ["--check", "--contracts-only"], { cwd: project })
+    expect(r.stdout).toContain(`, on ${path.join(w.bin, "bun")}\n`)
+    expect(r.stdout).toContain(BROKEN_LINES.join("\n"))
+    expect(r.code).toBe(6)
+    fs.rmSync(path.join(w.bin, "bun"))
+    const none = runInstaller(w, ["--check", "--contracts-only"], {
+      cwd: project,
+      env: { PATH: `${w.bin}:/usr/bin:/bin` },
+    })
+    expect(none.stdout).toContain(
+      `contract files: failed: they are read on Bun, and neither opencode nor bun was found; install opencode (npm i -g opencode-ai@${VERSIONS.pinned}) or pass --opencode PATH\n`,
+    )
+    expect(none.code).toBe(5)
+  })
+
+  test("an opencode that does not run scripts (BUN_BE_BUN ignored) is not taken for Bun: the check says so", () => {
+    const { w, project } = contractWorld({ project: GOOD })
+    const stub = stubOpencode(w.bin, "Error: Failed to change directory")
+    const r = runInstaller(w, ["--check", "--contracts-only", "--opencode", stub], {
+      cwd: project,
+      env: { PATH: `${w.bin}:/usr/bin:/bin` },
+    })
+    expect(r.stdout).toContain(
+      "contract files: failed: the check did not run (opencode: Error: Failed to change directory)\n",
+    )
+    expect(r.code).toBe(5)
+  })
+
+  test("without --contracts-only the doctor runs after them: its checks pass, and the contract error still exits 6", () => {
+    const { w, project } = contractWorld({ project: BROKEN })
+    expect(runInstaller(w, [], { env: withRealOpencode(w) }).code).toBe(0)
+    const r = runInstaller(w, ["--check", "--project", project], { env: withRealOpencode(w), timeoutMs: 180_000 })
+    expect(r.stdout).toContain(BROKEN_LINES.join("\n"))
+    expect(r.stdout).toContain("install.sh --check: doctor for the plugins in")
+    expect(r.stdout).toMatch(/^\d+ ok, 0 failed$/m)
+    expect(r.stdout).toContain(
+      "but a contract file has an error (listed at the top): that contract or file is skipped when opencode starts.\n",
+    )
+    expect(r.code).toBe(6)
+  }, 180_000)
 })
 
 describe("--check (doctor) on the real opencode of the dev toolchain", () => {
@@ -837,7 +1060,9 @@ describe("--check (doctor) on the real opencode of the dev toolchain", () => {
       expect(r.out).toContain(
         `plugins loaded (opencode's log): failed: opencode logged 'failed to load plugin' for loop-guard.ts: "boom at init"`,
       )
-      expect(r.out).toMatch(/^\d+ ok, 3 failed$/m)
+      // and the contract check before the doctor cannot read contract files with a semantic-anchors.ts like that
+      expect(r.out).toContain("contract files: failed: not checked (the line above says why)")
+      expect(r.out).toMatch(/^\d+ ok, 4 failed$/m)
       expect(r.code).toBe(5)
       const kept = /the sandbox is kept for a look: (\S+)/.exec(r.out)?.[1]
       expect(kept?.startsWith(path.join(w.tmp, "opencode-guards-check."))).toBe(true)

@@ -42,7 +42,7 @@ describe("the malformed-config corpus", () => {
         h.logs.some(
           (l) =>
             l.level === (severity === "error" ? "error" : "warn") &&
-            l.message === `[semantic-anchors] ${PROJECT_FILE}: ${text}`,
+            l.message === `semantic-anchors: ${PROJECT_FILE}: ${text}`,
         ),
       ).toBe(true)
       // one toast for all problems
@@ -149,7 +149,7 @@ describe("files and merging", () => {
       `${PROJECT_FILE}: contracts[0].anchorRefs[1]: unknown Semantic-Anchors id "arc-42" (closest: "arc42")`,
     ]
     for (const line of lines)
-      expect(h.logs.some((l) => l.level === "warn" && l.message === `[semantic-anchors] ${line}`)).toBe(true)
+      expect(h.logs.some((l) => l.level === "warn" && l.message === `semantic-anchors: ${line}`)).toBe(true)
     expect(h.toasts).toEqual([
       {
         message:
@@ -169,7 +169,7 @@ describe("locked contracts vs the project file", () => {
     `  - id: no-force-push\n    description: Never rewrite shared history.\n    mode: block\n${extra}    trigger: { type: tool, tools: [bash], args: { command: { regex: '\\bgit\\s+push\\b.*\\s(--force|-f)\\b' } } }\n`
   const global = `version: 1\ncontracts:\n${noForcePush("    locked: true\n")}  - id: step-confirmation\n    locked: true\n`
 
-  /** Error problems of a harness, as opencode's log has them: `[semantic-anchors] <file>: <keyPath>: <text>`. */
+  /** Error problems of a harness, as opencode's log has them: `semantic-anchors: <file>: <keyPath>: <text>`. */
   const errorLines = (h: Harness) =>
     h.logs.filter((l) => l.level === "error").map((l) => l.message.replace(h.dirs.globalFile, "<global>"))
 
@@ -178,22 +178,22 @@ describe("locked contracts vs the project file", () => {
     [
       "a built-in locked by the plugin, from the project file",
       { project: "version: 1\ncontracts:\n  - { id: guard-integrity, enabled: false }\n" },
-      `[semantic-anchors] ${PROJECT_FILE}: contracts[0]: contract "guard-integrity" is locked by the plugin; no file can change or disable it. Remove this entry`,
+      `semantic-anchors: ${PROJECT_FILE}: contracts[0]: contract "guard-integrity" is locked by the plugin; no file can change or disable it. Remove this entry`,
     ],
     [
       "a built-in locked by the plugin, from the global file",
       { global: "version: 1\ncontracts:\n  - { id: guard-integrity, mode: warn }\n" },
-      `[semantic-anchors] <global>: contracts[0]: contract "guard-integrity" is locked by the plugin; no file can change or disable it. Remove this entry`,
+      `semantic-anchors: <global>: contracts[0]: contract "guard-integrity" is locked by the plugin; no file can change or disable it. Remove this entry`,
     ],
     [
       "a file contract locked by the global file, from the project file",
       { global, project: "version: 1\ncontracts:\n  - { id: no-force-push, enabled: false }\n" },
-      `[semantic-anchors] ${PROJECT_FILE}: contracts[0]: contract "no-force-push" is locked by the global file (<global>); the project file cannot change or disable it. Remove this entry, or change it in the global file`,
+      `semantic-anchors: ${PROJECT_FILE}: contracts[0]: contract "no-force-push" is locked by the global file (<global>); the project file cannot change or disable it. Remove this entry, or change it in the global file`,
     ],
     [
       "a built-in locked by the global file, from the project file",
       { global, project: "version: 1\ncontracts:\n  - { id: step-confirmation, mode: info }\n" },
-      `[semantic-anchors] ${PROJECT_FILE}: contracts[0]: contract "step-confirmation" is locked by the global file (<global>); the project file cannot change or disable it. Remove this entry, or change it in the global file`,
+      `semantic-anchors: ${PROJECT_FILE}: contracts[0]: contract "step-confirmation" is locked by the global file (<global>); the project file cannot change or disable it. Remove this entry, or change it in the global file`,
     ],
   ]
   for (const [name, files, line] of refusals) {
@@ -227,7 +227,7 @@ describe("locked contracts vs the project file", () => {
     errors: string[]
   }
   const dropNote = (keyPath: string, what: string, id: string, stays: string, fix: string) =>
-    `[semantic-anchors] ${PROJECT_FILE}: ${keyPath}: ${what}contract "${id}", locked by the global file (<global>); it stays in force for ${stays}. ${fix}, or unlock the contract in the global file`
+    `semantic-anchors: ${PROJECT_FILE}: ${keyPath}: ${what}contract "${id}", locked by the global file (<global>); it stays in force for ${stays}. ${fix}, or unlock the contract in the global file`
   const lockedForDevelopers = `version: 1\ncontracts:\n${noForcePush("    locked: true\n    roles: [software-developer]\n")}`
   const lockedStep = "version: 1\ncontracts:\n  - id: step-confirmation\n    locked: true\n"
   const cases: LockCase[] = [
@@ -991,7 +991,7 @@ describe("the README section is true", () => {
     for (const files of scenarios) {
       const h = await start(files)
       for (const l of h.logs.filter((l) => l.level === "error"))
-        lines.push(l.message.replace(h.dirs.globalFile, HOME_LABEL).replace(`[semantic-anchors] ${PROJECT_FILE}: `, ""))
+        lines.push(l.message.replace(h.dirs.globalFile, HOME_LABEL).replace(`semantic-anchors: ${PROJECT_FILE}: `, ""))
     }
     // The table's third column: a full text, or a pattern where "..." stands for the rest and <agent>, <role> for names.
     const cells = [...lockSection.matchAll(/ \| `((?:contracts\[0\]|roles\.|presets\.)[^`]*)` \|$/gm)].map((m) => m[1])
@@ -1006,9 +1006,9 @@ describe("the README section is true", () => {
         matched: true,
       })
     }
-    const sample = /```\n(\[semantic-anchors\] [^\n]*roles\.agents\.build[^\n]*)\n```/.exec(lockSection)?.[1]
+    const sample = /```\n(semantic-anchors: [^\n]*roles\.agents\.build[^\n]*)\n```/.exec(lockSection)?.[1]
     expect(sample).toBeDefined()
-    expect(lines.map((line) => `[semantic-anchors] ${PROJECT_FILE}: ${line}`)).toContain(sample!)
+    expect(lines.map((line) => `semantic-anchors: ${PROJECT_FILE}: ${line}`)).toContain(sample!)
   })
 
   test("the problem samples and the corpus size are real", () => {

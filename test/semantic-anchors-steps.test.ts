@@ -340,7 +340,8 @@ describe("a warn contract's note reaches the model once per user turn", () => {
     await h.user(S, "and two more")
     const turn2 = [(await h.run(S, "write", write(6))).output, (await h.run(S, "write", write(7))).output]
     expect(notes(turn2)).toEqual([true, false])
-    expect(h.logs.filter((l) => l.message.includes("WARN source-anchor"))).toHaveLength(7)
+    const noted = "semantic-anchors: noted to the agent on a write call: Write only on a cited source (source-anchor)"
+    expect(h.logs.filter((l) => l.level === "warn" && l.message === noted)).toHaveLength(7)
   })
 
   test("a call that failed never showed its note: the next matching call carries it", async () => {

@@ -79,7 +79,10 @@ describe("built-in contracts", () => {
     )
     expect(blocked).toBeUndefined()
     expect(output).toStartWith("Wrote file successfully.\n\n[semantic-anchors] WARN source-anchor:")
-    expect(h.logs.some((l) => l.level === "warn" && l.message.includes("WARN source-anchor"))).toBe(true)
+    // the log line says the plugin, what happened and the rule once each (opencode prints the level beside it)
+    expect(h.logs.filter((l) => l.level === "warn").map((l) => l.message)).toContain(
+      "semantic-anchors: noted to the agent on a write call: Write only on a cited source (source-anchor)",
+    )
     // a call that ran without a warning keeps its result untouched
     const read = await h.run(S, "read", { filePath: "src/a.ts" }, "contents")
     expect(read.output).toBe("contents")
@@ -133,7 +136,9 @@ describe("built-in contracts", () => {
       expect(tips.length).toBe(tip ? 1 : 0)
       if (tip) {
         expect(tips[0].variant).toBe("info")
-        expect(h.logs.some((l) => l.level === "info" && l.message.includes("intent-anchor"))).toBe(true)
+        expect(h.logs.filter((l) => l.level === "info").map((l) => l.message)).toContain(
+          "semantic-anchors: tip on a user message: Say the goal and how the result can be verified (e.g. 'so that ...', 'done when the tests pass'). (intent-anchor)",
+        )
       }
     })
   }
@@ -409,7 +414,9 @@ describe("bypass: only the human grants it", () => {
     const { blocked, output } = await h.run(S, "write", { filePath: "src/z.ts", content: "" }, "done")
     expect(blocked).toBeUndefined()
     expect(output).toContain("WARN write-note")
-    expect(h.logs.some((l) => l.message.includes("bypass used for step-confirmation (write)"))).toBe(true)
+    expect(h.logs.map((l) => l.message)).toContain(
+      "semantic-anchors: bypass used: a write call blocked by step-confirmation ran once",
+    )
   })
 
   test("an info contract on a tool call shows the user a tip and lets the call run", async () => {
