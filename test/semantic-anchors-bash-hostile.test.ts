@@ -1,7 +1,8 @@
-// Review of issue 16's bash reader (guard-integrity and the changing-step classifier), through server() and
-// tool.execute.before with the default config (no YAML file), as test/semantic-anchors-bash.test.ts does. Each row
-// is a finding of the review: a hostile command that main at ad07196 blocked and the bash reader let through, a gap
-// it left, or a command that made the reader take seconds (the host waits on tool.execute.before).
+// Hostile commands against the bash reader (guard-integrity and the changing-step classifier), through server() and
+// tool.execute.before with the default config (no YAML file), as test/semantic-anchors-bash.test.ts does: commands
+// that the first version of the reader let through although the old heuristic (ad07196) blocked them, gaps both
+// had, and commands that made the reader take seconds (the host waits on tool.execute.before). The few timing
+// checks only catch a hang: 10 s is orders of magnitude above what a linear reading takes.
 import { describe, expect, test } from "bun:test"
 import { start, type Harness } from "./fixtures/semantic-anchors/harness"
 
@@ -9,7 +10,7 @@ const CONFIG = ".opencode/opencode-semantic-anchors.yaml"
 
 let counter = 0
 async function guardVerdict(h: Harness, args: Record<string, unknown>): Promise<string> {
-  const blocked = await h.tool(`ses_review16_${++counter}`, "bash", { description: "x", ...args })
+  const blocked = await h.tool(`ses_hostile_${++counter}`, "bash", { description: "x", ...args })
   if (!blocked) return "allows"
   return blocked.includes('Contract "guard-integrity"') ? "blocks" : `other: ${blocked}`
 }
@@ -110,7 +111,7 @@ describe("find: a name pattern or regex cannot hold the host", () => {
     const h = await start()
     const started = performance.now()
     expect(await guardVerdict(h, { command })).toBe(guard)
-    expect(performance.now() - started).toBeLessThan(2000)
+    expect(performance.now() - started).toBeLessThan(10_000)
   })
 })
 
@@ -144,7 +145,7 @@ test("a long run of repeated options is read in linear time", async () => {
   const h = await start()
   const started = performance.now()
   expect(await guardVerdict(h, { command: `sed ${"-e p ".repeat(60_000)}notes.txt` })).toBe("allows")
-  expect(performance.now() - started).toBeLessThan(2000)
+  expect(performance.now() - started).toBeLessThan(10_000)
 })
 
 // A glob a command writes is matched against the guard's paths by a RegExp; a run of wildcards (`rm /****...Q`) made
@@ -160,7 +161,7 @@ describe("a glob with a run of wildcards cannot hold the host", () => {
     const h = await start()
     const started = performance.now()
     expect(await guardVerdict(h, { command })).toBe(guard)
-    expect(performance.now() - started).toBeLessThan(2000)
+    expect(performance.now() - started).toBeLessThan(10_000)
   })
 })
 
@@ -188,7 +189,7 @@ describe("perl -lne and -lane are read-only filters, -lpi writes", () => {
   let h: Harness
   test.each(rows)("%p: %s", async (command, step) => {
     h ??= await start()
-    const session = `ses_review16_perl_${++counter}`
+    const session = `ses_hostile_perl_${++counter}`
     await h.user(session, "go on. Source: https://example.com/spec")
     for (let i = 1; i <= 3; i++) await h.run(session, "write", { filePath: `src/f${i}.ts`, content: "x" })
     const blocked = await h.tool(session, "bash", { command, description: "x" })
@@ -241,7 +242,7 @@ describe("perl -M, eval and require make a filter a changing step", () => {
   let h: Harness
   test.each(rows)("%p: %s", async (command, step) => {
     h ??= await start()
-    const session = `ses_review16_perlm_${++counter}`
+    const session = `ses_hostile_perlm_${++counter}`
     await h.user(session, "go on. Source: https://example.com/spec")
     for (let i = 1; i <= 3; i++) await h.run(session, "write", { filePath: `src/f${i}.ts`, content: "x" })
     const blocked = await h.tool(session, "bash", { command, description: "x" })
