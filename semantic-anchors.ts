@@ -4071,6 +4071,12 @@ function parseTestCall(text: string): TestCall {
     }
   }
   if (rest === "") return { tool, args: {} }
+  // `{"` opens a JSON object that did not parse: say so rather than test a path or command named `{"filePath": ...`
+  // (a bash brace group, `{ make; }`, is still a command)
+  if (jsonError && /^\{\s*"/.test(rest))
+    return {
+      error: `The arguments are not a JSON object (${jsonError}). Write them as one, e.g. /anchor test ${tool} {"name":"value"}, or as plain text for the tool's main argument.`,
+    }
   if (main) return { tool, args: { [main]: rest } }
   return {
     error: `${jsonError ? `The arguments are not a JSON object (${jsonError}). ` : ""}"${tool}" is not one of opencode's built-in tools, so its main argument is not known: give its arguments as a JSON object, e.g. /anchor test ${tool} {"name":"value"}`,
@@ -4090,6 +4096,8 @@ function lockText(contract: Contract): string {
     ? " [locked by the plugin]"
     : ` [locked by the global file (${contract.lockedBy.file})]`
 }
+
+const TEST_CALL_SHOWN = 300 // characters of the tested call echoed in the answer (it goes to the model too)
 
 /** The text of `/anchor test`: the verdict, then each active contract with what held and what failed. */
 function testText(anchors: Anchors, sessionID: string, text: string): string {
@@ -4121,7 +4129,7 @@ function testText(anchors: Anchors, sessionID: string, text: string): string {
   } else {
     const { tool, args } = parsed
     lines.push(
-      `call: ${tool} ${JSON.stringify(args)}`,
+      `call: ${tool} ${oneLine(JSON.stringify(args), TEST_CALL_SHOWN)}`,
       `role: ${state.role}${state.agent ? ` (agent ${state.agent})` : ""}`,
     )
     if (OWN_TOOLS.has(tool)) {
