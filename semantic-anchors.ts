@@ -2443,12 +2443,9 @@ const readFind: ProgramReader = (args, _stdin, depth) => {
 /** git: the read-only subcommands read their operands; `rm`, `mv` and `clean` write theirs; any other changes. */
 const readGit: ProgramReader = (args) => {
   if (isReadOnlyGit(args)) return reading({ reads: args.filter((arg) => !arg.startsWith("-")) })
-  // Global options: -C DIR and --git-dir=/--work-tree= name directories (read: a guard name there counts).
-  let k = 0
-  while (k < args.length && args[k].startsWith("-")) k += args[k] === "-C" || args[k] === "-c" ? 2 : 1
-  const global = args.slice(0, k).map((arg) => arg.replace(/^--(git-dir|work-tree)=/, ""))
-  const sub = args[k]
-  const rest = args.slice(k + 1)
+  const { at, global } = gitGlobals(args)
+  const sub = args[at]
+  const rest = args.slice(at + 1)
   if (sub === "clean") {
     const cleaned = gitCleanArgs(rest)
     const writes = (cleaned ?? []).map((word) => ({ word, throughLinks: false }))
@@ -2679,16 +2676,28 @@ const READ_ONLY_GIT = new Set([
 const GIT_BRANCH_LISTING =
   /^(-a|--all|-r|--remotes|-v+|--verbose|-l|--list|--show-current|--contains|--no-contains|--merged|--no-merged|--points-at|--sort(=.*)?|--format(=.*)?|--color(=.*)?|--no-color|--column(=.*)?|--no-column|-i|--ignore-case|--abbrev(=.*)?|--no-abbrev)$/
 
-function isReadOnlyGit(args: string[]): boolean {
-  let i = 0
-  // Global options before the subcommand: -C <dir>, -c <key=value>, --no-pager, --git-dir=...
-  while (i < args.length && args[i].startsWith("-")) {
-    // A config value may be a command git runs (core.fsmonitor on status, diff.external on diff, core.pager)
-    if (args[i] === "-c" || args[i].startsWith("--config-env")) return false
-    i += args[i] === "-C" ? 2 : 1
+/**
+ * git's global options, before the subcommand: where the subcommand stands, the words of the options (-C DIR,
+ * --git-dir=, --work-tree= name directories: read, so a guard name there counts), and whether one sets a config
+ * value (-c KEY=VALUE, --config-env), which may be a command git runs (core.fsmonitor on status, diff.external on
+ * diff, core.pager).
+ */
+function gitGlobals(args: string[]): { at: number; global: string[]; setsConfig: boolean } {
+  let at = 0
+  let setsConfig = false
+  while (at < args.length && args[at].startsWith("-")) {
+    if (args[at] === "-c" || args[at].startsWith("--config-env")) setsConfig = true
+    at += args[at] === "-C" || args[at] === "-c" ? 2 : 1
   }
-  const sub = args[i]
-  const rest = args.slice(i + 1)
+  const global = args.slice(0, at).map((arg) => arg.replace(/^--(git-dir|work-tree)=/, ""))
+  return { at, global, setsConfig }
+}
+
+function isReadOnlyGit(args: string[]): boolean {
+  const { at, setsConfig } = gitGlobals(args)
+  if (setsConfig) return false
+  const sub = args[at]
+  const rest = args.slice(at + 1)
   if (sub === undefined) return true
   if (sub === "diff" || sub === "log" || sub === "show") return !rest.some((arg) => arg.startsWith("--output"))
   if (sub === "branch") return isBranchListing(rest)
