@@ -23,10 +23,11 @@
  * "no"), the message says the user's rules forbid the call: ask the user, do not try it another way.
  *
  * A wait is not a loop: a cycle one of whose calls waits on purpose (a bash command that sleeps 5 s or more before
- * anything else: `sleep 60`, `sleep 30 && gh run view 1`; see sleepSeconds) is timed instead of blocked, from the
- * cycle rule's window on, whatever its results (a poll's output often changes while it waits). Its calls run while
- * the time its waits slept, in a row, stays within a budget (30 minutes) and their number within a lap cap (60);
- * then the wait that would go past it is blocked, and the agent is told to report to the user what it is waiting
+ * anything else: `sleep 60`, `sleep 30 && gh run view 1`; see sleepSeconds) is timed instead of blocked, from its
+ * 2nd lap (a wait that repeats one of the last calls), whatever its results (a poll's output often changes while it
+ * waits), so the time slept is checked before each wait runs. Its calls run while the time its waits slept, in a
+ * row, stays within a budget (30 minutes) and their number within a lap cap (60); then the wait that would go past
+ * it is blocked (and every later wait of the cycle), and the agent is told to report to the user what it is waiting
  * for. Only the sleep a command asks for counts, never the time the model takes to answer. The count starts over
  * when a call outside the cycle runs, at a new turn and at a compaction.
  *
@@ -566,7 +567,7 @@ function resultsRepeat(history: readonly Call[], calls: number, k: number): bool
  * A waiting cycle being timed: the signatures of one turn of it, and what its waits have slept so far. A lap is
  * one wait of the cycle (in a sleep + poll cycle, one sleep and its poll).
  */
-type Waiting = { members: string[]; slept: number; laps: number }
+type Waiting = { members: string[]; tools: string[]; slept: number; laps: number }
 
 /** A waiting cycle past its budget or its lap cap: the wait that would go past it is blocked. */
 type WaitOver = {
@@ -611,6 +612,44 @@ function findWaitingCycle(
   return 0
 }
 
+/**
+ * The length k of the turn a wait closes when it repeats a call of the last MAX_CYCLE (the nearest one with its
+ * signature: the calls in between are one lap of the pattern), 0 when it is no wait or repeats none. A waiting
+ * cycle is thus timed from its 2nd lap, before the cycle rule's window (its 3rd lap), so the time slept is checked
+ * before each wait runs: with `sleep 20m` + poll the 2nd sleep, which would pass the 30-minute budget, is blocked.
+ */
+function repeatedWait(history: readonly Call[], current: Call, isExempt: (tool: string) => boolean): number {
+  if (current.wait <= 0) return 0
+  for (let k = 1; k <= MAX_CYCLE && k <= history.length; k++) {
+    if (history[history.length - k].signature !== current.signature) continue
+    return lastTurn(history, current, k).every((call) => isExempt(call.tool)) ? 0 : k
+  }
+  return 0
+}
+
+/**
+ * The timing of a waiting cycle recognized at its 2nd lap (repeatedWait, turn length k): the waits of the calls that
+ * ran just before in the same pattern, i.e. the run at the end of the history in which each call is the one k calls
+ * later, plus the calls of the current turn, from index `from` on (the first call after one that ended a timing:
+ * a call outside the cycle starts the count over). A call that broke the pattern ends the run: what ran before it
+ * is not counted.
+ */
+function secondLap(history: readonly Call[], current: Call, k: number, from: number): Waiting {
+  const turn = lastTurn(history, current, k)
+  const timed: Waiting = {
+    members: turn.map((call) => call.signature),
+    tools: turn.map((call) => call.tool),
+    slept: 0,
+    laps: 0,
+  }
+  const signatureAt = (i: number) => (i < history.length ? history[i].signature : current.signature)
+  for (let i = history.length - 1; i >= from; i--) {
+    if (i + k <= history.length && history[i].signature !== signatureAt(i + k)) break
+    addLap(timed, history[i])
+  }
+  return timed
+}
+
 /** Whether a cycle waits on purpose: one of the calls of its turn is a wait. */
 function isWaiting(turn: readonly Call[]): boolean {
   return turn.some((call) => call.wait > 0)
@@ -624,7 +663,7 @@ function isWaiting(turn: readonly Call[]): boolean {
 function timedWaiting(waiting: Waiting | null, history: readonly Call[], turn: readonly Call[]): Waiting {
   const members = turn.map((call) => call.signature)
   if (waiting && sameMembers(waiting.members, members)) return waiting
-  const timed: Waiting = { members, slept: 0, laps: 0 }
+  const timed: Waiting = { members, tools: turn.map((call) => call.tool), slept: 0, laps: 0 }
   for (let i = history.length - 1; i >= 0 && members.includes(history[i].signature); i--) addLap(timed, history[i])
   return timed
 }
@@ -647,7 +686,7 @@ function addLap(waiting: Waiting, call: Call): void {
  */
 function checkWait(
   waiting: Waiting,
-  turn: readonly Call[],
+  tools: string[],
   current: Call,
   k: number,
   budget: number,
@@ -656,8 +695,19 @@ function checkWait(
   if (current.wait <= 0) return null
   const limit = waiting.slept + current.wait > budget ? "budget" : waiting.laps + 1 > lapCap ? "laps" : null
   if (!limit) return null
-  const tools = turn.map((call) => call.tool)
   return { reason: "wait", limit, k, tools, slept: waiting.slept, laps: waiting.laps, budget, lapCap }
+}
+
+/**
+ * A wait of the cycle being timed that completes no window: a blocked wait is not recorded, so after a block and a
+ * poll the next wait breaks the window, yet it is the same waiting and is held to the same limits (otherwise two
+ * waits of every three would run past the budget). Null for a call outside the timed cycle.
+ */
+function continuedWait(waiting: Waiting | null, current: Call, budget: number, lapCap: number): WaitOver | null {
+  const at = waiting ? waiting.members.indexOf(current.signature) : -1
+  if (!waiting || at < 0) return null
+  const tools = [...waiting.tools.slice(at + 1), ...waiting.tools.slice(0, at + 1)] // ending with the current call
+  return checkWait(waiting, tools, current, waiting.members.length, budget, lapCap)
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -828,7 +878,7 @@ export function duration(seconds: number): string {
 function waitText(wait: WaitOver): string {
   const cycle = wait.tools.join(" -> ")
   return wait.limit === "budget"
-    ? `a wait past its budget (${duration(wait.slept)} slept in ${wait.laps} laps of ${cycle})`
+    ? `a wait past its budget (${duration(wait.slept)} slept in ${wait.laps} ${wait.laps === 1 ? "lap" : "laps"} of ${cycle})`
     : `a wait past its lap cap (${wait.laps} laps of ${cycle}, ${duration(wait.slept)} slept)`
 }
 
@@ -937,10 +987,11 @@ function article(n: number): string {
  * a quoted log with timestamps has that shape too.
  *
  * Whole lines of code, tables and diagrams: a passage that holds a line break, inside a Markdown code fence or
- * made only of table or diagram rows (lines that start with |, + or a box-drawing character), is repeated code,
- * data or layout (the same row of a dummy weights file 16 times, the empty rows of a box). It stops only at a
- * backstop of STREAM_CODE_REPEATS copies and STREAM_CODE_CHARS characters. A cycle inside a line (a made-up hash
- * degenerating into `JibdJibd...`) is no line of code and follows the main rule.
+ * made only of table or diagram rows (lines that start with |, + or a box-drawing character, or hold a cell
+ * separator, a | with a blank beside it, further on), is repeated code, data or layout (the same row of a dummy
+ * weights file 16 times, the empty rows of a box, a table without outer pipes). It stops only at a backstop of
+ * STREAM_CODE_REPEATS copies and STREAM_CODE_CHARS characters. A cycle inside a line (a made-up hash degenerating
+ * into `JibdJibd...`) is no line of code and follows the main rule.
  *
  * Cost: bounded work per character, never a rescan of the part. The last STREAM_WINDOW characters sit in a ring;
  * a rolling hash of the last STREAM_GRAM characters indexes a table of the position where that gram was last seen,
@@ -1002,10 +1053,22 @@ const BACKTICK = 96
 const TILDE = 126
 const SPACE = 32
 const TAB = 9
+const QUOTE_MARK = 62
 
-/** A table or diagram row starts with | or + or a box-drawing character (U+2500 to U+257F). */
+const PIPE = 124
+
+/**
+ * A table or diagram row starts with | or + or a box-drawing character (U+2500 to U+257F); a line that holds a cell
+ * separator further on is a row too (a Markdown table may leave out its outer pipes: `n/a | skipped | none`).
+ */
 function isRowStart(c: number): boolean {
-  return c === 124 || c === 43 || (c >= 0x2500 && c <= 0x257f)
+  return c === PIPE || c === 43 || (c >= 0x2500 && c <= 0x257f)
+}
+
+/** A table cell separator inside a line, seen at its second character: a | after a blank, or a blank after a |. */
+function isCellSeparator(previous: number, c: number): boolean {
+  const blank = (x: number) => x === SPACE || x === TAB
+  return (c === PIPE && blank(previous)) || (previous === PIPE && blank(c))
 }
 
 export class StreamWatcher {
@@ -1017,16 +1080,24 @@ export class StreamWatcher {
   private readonly periods = new Int32Array(STREAM_CANDIDATES)
   private readonly runs = new Int32Array(STREAM_CANDIDATES)
   private candidates = 0
-  /** Markdown fence state: position after the last line feed, fence characters at the line's start, inside or not */
-  private lineStart = 0
+  /** Markdown fence state: fence characters at the line's start, inside or not */
   private fenceChars = 0
   private fenceChar = 0
   private inFence = false
   private lastFence = -1
   private lastLineFeed = -1
-  /** the first character of the last line that is no table or diagram row, and whether this line's was seen */
+  /**
+   * The first character of the last line that is no table or diagram row, whether this line's first character was
+   * seen, and the first character of this line while it may still be plain: a line that does not start as a row is
+   * plain when it ends without a cell separator (a | with a blank beside it); one makes it a row at once. Until
+   * then it counts as neither (its first characters, `n/a ` of `n/a | skipped`, do not tell), so a verdict taken
+   * inside it rests on the lines before. A | between two other characters is no separator: chat-template tokens
+   * such as `<|im_end|>`, repeated by a looping model, are text. The previous character tells a separator.
+   */
   private lastPlainLine = -1
   private lineOpened = false
+  private plainStart = -1
+  private previous = 0
   /** the repetition region: its first character, its last, and the period it began with */
   private regionStart = 0
   private regionEnd = -1
@@ -1135,21 +1206,30 @@ export class StreamWatcher {
     }
   }
 
-  /** Line feeds and Markdown code fences: ``` or ~~~ after at most 3 spaces at a line's start opens or closes one. */
+  /**
+   * Line feeds and Markdown code fences: ``` or ~~~ at a line's start opens or closes one, after any indentation or
+   * blockquote marks (a fence inside a nested list item is indented 4 spaces or more, one in a quote follows `>`;
+   * taking an indented code block's ``` line for a fence only gives its lines the code backstop).
+   */
   private trackLines(c: number, n: number): void {
+    const previous = this.previous
+    this.previous = c
     if (c === LINE_FEED) {
       this.lastLineFeed = n
-      this.lineStart = n + 1
       this.fenceChars = 0
       this.lineOpened = false
+      if (this.plainStart >= 0) this.lastPlainLine = this.plainStart // it ended with no |: a plain line
+      this.plainStart = -1
       return
     }
     if (!this.lineOpened && c !== SPACE && c !== TAB) {
       this.lineOpened = true
-      if (!isRowStart(c)) this.lastPlainLine = n
+      if (!isRowStart(c)) this.plainStart = n
+    } else if (isCellSeparator(previous, c)) {
+      this.plainStart = -1 // a table row without outer pipes
     }
     if (this.fenceChars < 0) return // this line is no fence line
-    if (c === SPACE && this.fenceChars === 0 && n - this.lineStart < 3) return
+    if (this.fenceChars === 0 && (c === SPACE || c === TAB || c === QUOTE_MARK)) return
     if ((c === BACKTICK || c === TILDE) && (this.fenceChars === 0 || c === this.fenceChar)) {
       this.fenceChar = c
       this.fenceChars += 1
@@ -1393,49 +1473,95 @@ type SessionState = {
   lastBlock: { signature: string; recorded: number; retries: number } | null
   /** the waiting cycle being timed, until a call outside it runs or the history starts over */
   waiting: Waiting | null
+  /** `recorded` when a call outside the timed cycle ended its timing: a count started later never reaches back */
+  waitEnded: number
 }
 
 export function newSessionState(): SessionState {
-  return { history: [], blocks: 0, errorLogged: false, recorded: 0, lastBlock: null, waiting: null }
+  return { history: [], blocks: 0, errorLogged: false, recorded: 0, lastBlock: null, waiting: null, waitEnded: 0 }
 }
 
-/** Per-session histories in a Map whose insertion order doubles as the LRU order. */
+/**
+ * The one eviction rule: a Map in LRU order (insertion order, refreshed on use), bounded; beyond its capacity the
+ * least recently used entry is dropped. Sessions, watched parts, cuts and the stream's logged sessions all use it.
+ */
+class Bounded<V> {
+  private readonly map = new Map<string, V>()
+  /** The most recently used key: consecutive uses of one key skip the Map reordering. */
+  private newest: string | null = null
+  constructor(readonly capacity: number) {}
+
+  /** The value, marked most recently used; undefined when it is not kept. */
+  get(key: string): V | undefined {
+    const value = this.map.get(key)
+    if (value !== undefined && key !== this.newest) {
+      this.map.delete(key)
+      this.map.set(key, value)
+      this.newest = key
+    }
+    return value
+  }
+
+  /** The value without changing the LRU order. */
+  peek(key: string): V | undefined {
+    return this.map.get(key)
+  }
+
+  set(key: string, value: V): void {
+    this.map.delete(key)
+    this.map.set(key, value)
+    this.newest = key
+    if (this.map.size > this.capacity) this.map.delete(this.map.keys().next().value as string)
+  }
+
+  has(key: string): boolean {
+    return this.map.has(key)
+  }
+
+  delete(key: string): void {
+    this.map.delete(key)
+    if (key === this.newest) this.newest = null
+  }
+
+  /** Deletes every entry whose value matches. */
+  deleteWhere(matches: (value: V) => boolean): void {
+    for (const [key, value] of [...this.map]) if (matches(value)) this.delete(key)
+  }
+
+  get size(): number {
+    return this.map.size
+  }
+}
+
+/** Per-session states, bounded by MAX_SESSIONS (the least recently used dropped). */
 export class Sessions {
-  private readonly map = new Map<string, SessionState>()
-  /** The most recently used session: consecutive calls of one session skip the Map reordering. */
-  private lastID: string | null = null
-  private last: SessionState | null = null
-  constructor(readonly capacity = MAX_SESSIONS) {}
+  private readonly states: Bounded<SessionState>
+  constructor(readonly capacity = MAX_SESSIONS) {
+    this.states = new Bounded<SessionState>(capacity)
+  }
 
   /** The session's state, created when new, and marked most recently used. */
   get(sessionID: string): SessionState {
-    if (sessionID === this.lastID && this.last) return this.last // already the most recent: nothing to reorder
-    let state = this.map.get(sessionID)
-    if (state) this.map.delete(sessionID)
-    else state = newSessionState()
-    this.map.set(sessionID, state)
-    if (this.map.size > this.capacity) this.map.delete(this.map.keys().next().value as string)
-    this.lastID = sessionID
-    this.last = state
+    let state = this.states.get(sessionID)
+    if (!state) this.states.set(sessionID, (state = newSessionState()))
     return state
   }
 
   /** The session's state if it is kept, without creating it or changing the LRU order (for results). */
   peek(sessionID: string): SessionState | undefined {
-    return this.map.get(sessionID)
+    return this.states.peek(sessionID)
   }
 
   has(sessionID: string): boolean {
-    return this.map.has(sessionID)
+    return this.states.has(sessionID)
   }
 
   reset(sessionID: string): void {
-    this.map.delete(sessionID)
-    if (sessionID === this.lastID) this.last = this.lastID = null
+    this.states.delete(sessionID)
   }
 
   get size(): number {
-    return this.map.size
+    return this.states.size
   }
 }
 
@@ -1448,7 +1574,10 @@ export function record(state: SessionState, call: Call, capacity: number): void 
   state.history.push(call)
   if (state.history.length > capacity) state.history.splice(0, state.history.length - capacity)
   if (state.waiting?.members.includes(call.signature)) addLap(state.waiting, call)
-  else state.waiting = null
+  else if (state.waiting) {
+    state.waiting = null
+    state.waitEnded = state.recorded
+  }
 }
 
 /** The recorded call with this callID (the newest first: results arrive soon after their call), or undefined. */
@@ -1488,31 +1617,6 @@ export const MAX_STREAM_PARTS = 64
 export const MAX_STREAM_CUTS = 256
 
 type WatchedPart = { sessionID: string; kind: StreamKind; watcher: StreamWatcher }
-
-/** A Map in LRU order (insertion order, refreshed on use), bounded. */
-class Bounded<V> {
-  readonly map = new Map<string, V>()
-  constructor(readonly capacity: number) {}
-  get(key: string): V | undefined {
-    const value = this.map.get(key)
-    if (value !== undefined) {
-      this.map.delete(key)
-      this.map.set(key, value)
-    }
-    return value
-  }
-  set(key: string, value: V): void {
-    this.map.delete(key)
-    this.map.set(key, value)
-    if (this.map.size > this.capacity) this.map.delete(this.map.keys().next().value as string)
-  }
-  delete(key: string): void {
-    this.map.delete(key)
-  }
-  get size(): number {
-    return this.map.size
-  }
-}
 
 /** What a streaming event says: a part starts or ends (with its type), or a piece of its text arrives. */
 type StreamEvent =
@@ -1624,7 +1728,7 @@ function streamGuard(mode: Mode, log: Log, toast: Toast, abort: (sessionID: stri
       sessionID = (event?.properties as { sessionID?: unknown } | undefined)?.sessionID
       const reset = resetTarget(event)
       if (reset?.scope === "turn") {
-        for (const [partID, part] of [...parts.map]) if (part.sessionID === reset.sessionID) parts.delete(partID)
+        parts.deleteWhere((part) => part.sessionID === reset.sessionID)
         return
       }
       const what = streamEvent(event)
@@ -1718,17 +1822,28 @@ const server: Plugin = async (input, _options) => {
   /**
    * A cycle one of whose calls waits is timed instead of blocked: it runs until its time slept or its laps pass
    * the settings (then the wait is blocked); a cycle without a wait is returned as it is. A waiting cycle is timed
-   * from the window of the cycle rule on, whatever its results (a poll's output often changes while it waits).
-   * With no wait budget (0) every cycle is a loop.
+   * from the window of the cycle rule on, whatever its results (a poll's output often changes while it waits), and
+   * before it from its 2nd lap: a wait of the cycle being timed is held to its limits (continuedWait), a wait that
+   * repeats one of the last calls starts the timing (repeatedWait). With no wait budget (0) every cycle is a loop.
    */
   function cycleOrWait(state: SessionState, call: Call, cycle: Cycle | null): Finding | null {
     if (settings.waitBudget === 0) return cycle
     const k = cycle?.k ?? findWaitingCycle(state.history, call, settings.repetitions, isExempt)
-    if (k === 0) return cycle
-    const turn = lastTurn(state.history, call, k)
-    if (!isWaiting(turn)) return cycle
-    state.waiting = timedWaiting(state.waiting, state.history, turn)
-    return checkWait(state.waiting, turn, call, k, settings.waitBudget, settings.waitLaps)
+    if (k > 0) {
+      const turn = lastTurn(state.history, call, k)
+      if (!isWaiting(turn)) return cycle
+      state.waiting = timedWaiting(state.waiting, state.history, turn)
+      const tools = turn.map((member) => member.tool)
+      return checkWait(state.waiting, tools, call, k, settings.waitBudget, settings.waitLaps)
+    }
+    if (state.waiting?.members.includes(call.signature)) {
+      return continuedWait(state.waiting, call, settings.waitBudget, settings.waitLaps)
+    }
+    const lap = repeatedWait(state.history, call, isExempt)
+    if (lap === 0) return null
+    const after = Math.max(0, state.history.length - (state.recorded - state.waitEnded)) // calls since a timing ended
+    state.waiting = secondLap(state.history, call, lap, after)
+    return checkWait(state.waiting, state.waiting.tools, call, lap, settings.waitBudget, settings.waitLaps)
   }
 
   /** A block: counted, logged, shown to the human; at the turn's limit the run is stopped. Not recorded. */

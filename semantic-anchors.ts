@@ -1674,6 +1674,9 @@ function editTargets(args: unknown): string[] {
   return targets
 }
 
+/** The files install.sh installs into a plugins directory. */
+const PLUGIN_FILES = ["semantic-anchors.ts", "loop-guard.ts", "opencode-semantic-anchors.schema.json"]
+
 /**
  * The guard's own files: config files, opencode config, plugin directories. `mentioned` holds when a text contains
  * any of `mentions` (one regex test instead of a search per name, on every bash call).
@@ -1702,6 +1705,9 @@ function guardFiles(paths: Paths): GuardFiles {
     `${paths.globalDir}/plugin`,
     `${paths.globalDir}/plugins`,
   ]
+  // The plugins install.sh puts there: every file in a plugins directory is a guard file (isGuardPath), but a find
+  // name test or a glob is judged on known paths only, so these stand for them (`find / -name '*.ts' -delete`).
+  for (const dir of roots.slice(2)) for (const name of PLUGIN_FILES) exact.add(`${dir}/${name}`)
   const mentions = [
     ".opencode",
     "opencode/plugin",
@@ -1912,7 +1918,8 @@ function scanCommand(command: string, depth = 0): Scan | null {
         // a here-document: its body, on the lines after this one, is the command's input, not commands
         const stripTabs = command[i + 2] === "-"
         const target = redirectTarget(command, i + (stripTabs ? 3 : 2))
-        heredocs.push({ delimiter: target.word, stripTabs, into: current })
+        // the delimiter is the word after quote removal: `<<\EOF` and `<<'EOF'` both end at a line `EOF`
+        heredocs.push({ delimiter: target.word.replace(/\\/g, ""), stripTabs, into: current })
         i = target.end - 1
       } else {
         let at = i + 1
@@ -1981,6 +1988,7 @@ type Reading = {
   changing: boolean
   opaque: boolean
   lists?: Target[] // what it prints as paths, when that is narrower than its reads (find: what its tests select)
+  codeFromPipe?: boolean // a shell that runs what it reads from a pipe: the line's here-documents may be that code
 }
 type ProgramReader = (args: string[], stdin: string[], depth: number) => Reading
 
@@ -1994,19 +2002,25 @@ function reading(part: Partial<Reading> = {}): Reading {
     opaque: part.opaque ?? false,
   }
   if (part.lists) one.lists = part.lists
+  if (part.codeFromPipe) one.codeFromPipe = true
   return one
 }
 const OPAQUE = (): Reading => reading({ changing: true, opaque: true })
 
 /** Options and operands the way getopt splits them. `values`: short options that take a value (the rest of the
- * cluster, or the next word); `optional`: short options whose value can only be attached (`-i.bak`); `long`: long
+ * cluster, or the next word); `optional`: short options whose value can only be attached (`-i.bak`); `numeric`:
+ * short options whose attached value is only a number, the cluster going on after it (perl's `-l0ne`); `long`: long
  * options that take the next word when written without `=`. `--` ends the options; options may follow operands. */
-type OptionSpec = { values?: string; optional?: string; long?: string[] }
+type OptionSpec = { values?: string; optional?: string; numeric?: string; long?: string[] }
 type Getopt = { options: Map<string, string[]>; operands: string[] }
 
 function getopt(args: readonly string[], spec: OptionSpec = {}): Getopt {
   const options = new Map<string, string[]>()
-  const add = (name: string, value = "") => options.set(name, [...(options.get(name) ?? []), value])
+  const add = (name: string, value = "") => {
+    const list = options.get(name)
+    if (list) list.push(value)
+    else options.set(name, [value])
+  }
   const operands: string[] = []
   for (let k = 0; k < args.length; k++) {
     const arg = args[k]
@@ -2031,6 +2045,12 @@ function getopt(args: readonly string[], spec: OptionSpec = {}): Getopt {
         if (spec.optional?.includes(letter)) {
           add(letter, arg.slice(c + 1))
           break
+        }
+        if (spec.numeric?.includes(letter)) {
+          const number = /^(?:x[0-9a-fA-F]*|[0-9]*)/.exec(arg.slice(c + 1))?.[0] ?? ""
+          add(letter, number)
+          c += number.length
+          continue
         }
         add(letter)
       }
@@ -2143,12 +2163,24 @@ function runs(valueLetters: string, skipOperands = 0): ProgramReader {
   }
 }
 
+/**
+ * `xargs [OPTION]... COMMAND [ARG]...`: COMMAND runs on the words xargs reads from its input (`-a FILE` or a pipe),
+ * which this reader does not follow: when COMMAND changes something (or is shell code) it is opaque, so a guard name anywhere in the
+ * command line (`echo .opencode/x.yaml | xargs rm`) blocks as it did before the reader; a read-only one stays so.
+ */
+const readXargs: ProgramReader = (args, stdin, depth) => {
+  const inner = runs("nILPsdEa")(args, stdin, depth)
+  return inner.changing || inner.nested.length ? { ...inner, opaque: true, changing: true } : inner
+}
+
 /** `bash -c CODE`, `sh <<EOF`, `eval CODE`: shell code, read like a command line; a script file is opaque. */
 const shell: ProgramReader = (args, stdin) => {
   const parsed = getopt(args, { values: "oO" })
-  if (has(parsed, "c")) return reading({ nested: parsed.operands.slice(0, 1) })
+  // `sh -c CODE NAME ARG...`: NAME and the ARGs are $0, $1, ...: the files CODE works on, read like operands
+  if (has(parsed, "c")) return reading({ nested: parsed.operands.slice(0, 1), reads: parsed.operands.slice(1) })
   if (parsed.operands.length) return OPAQUE() // runs a script file
-  return stdin.length ? reading({ nested: stdin }) : OPAQUE() // its code comes from a here-document, or a pipe
+  // its code comes from its own here-document, or from a pipe (`cat <<EOF | sh`: that document is read as well)
+  return stdin.length ? reading({ nested: stdin }) : { ...OPAQUE(), codeFromPipe: true }
 }
 
 // sed ---------------------------------------------------------------------------------------------------------------
@@ -2278,7 +2310,9 @@ function sedScriptEffects(
       if (line) effects.commands.push(line)
       else effects.runs = true
     } else if ("btT:v".includes(command)) {
-      while (i < script.length && !/[;\n]/.test(script[i])) i++
+      // a label ends at a blank or `;` (GNU sed 4.9): in `:a w FILE` the `w FILE` is a command of its own
+      blanks()
+      while (i < script.length && !/[\s;]/.test(script[i])) i++
     } else if ("qQlL".includes(command)) {
       blanks()
       while (/[0-9]/.test(script[i] ?? "")) i++
@@ -2306,28 +2340,62 @@ const FIND_NAME_TESTS = new Set([
   "-iregex",
 ])
 const FIND_EXEC = new Set(["-exec", "-execdir", "-ok", "-okdir"])
+const FIND_REGEX_REPEATS = 3 // unbounded repeats a -regex may have to be judged: C(path length + 3, 3) tries at worst
 const FIND_WRITES_FILE = new Set(["-fprint", "-fprint0", "-fls", "-fprintf"])
 
-/** A shell pattern as find's -name and -path read it (fnmatch: `*` and `?` also match `/` and a leading dot). */
-function fnmatchRegExp(pattern: string, ignoreCase: boolean): RegExp {
-  if (pattern.includes("[:") || pattern.includes("[=") || pattern.includes("[.")) return /[\s\S]*/ // POSIX classes
-  let source = ""
+/**
+ * A shell pattern as find's -name and -path read it (fnmatch: `*` and `?` also match `/` and a leading dot), as a test
+ * whose time is at most pattern x text: a backtracking RegExp of `**********Q` held the host for seconds.
+ */
+function fnmatchTest(pattern: string, ignoreCase: boolean): (text: string) => boolean {
+  if (pattern.includes("[:") || pattern.includes("[=") || pattern.includes("[.")) return () => true // POSIX classes
+  const literal = (ch: string) =>
+    ignoreCase ? (c: string) => c.toLowerCase() === ch.toLowerCase() : (c: string) => c === ch
+  // Each item matches one character; null is a `*`, any run of characters.
+  const items: (((c: string) => boolean) | null)[] = []
   for (let i = 0; i < pattern.length; i++) {
     const ch = pattern[i]
-    if (ch === "*") source += "[\\s\\S]*"
-    else if (ch === "?") source += "[\\s\\S]"
-    else if (ch === "\\" && i + 1 < pattern.length) source += escapeRegex(pattern[++i])
+    if (ch === "*") items.push(null)
+    else if (ch === "?") items.push(() => true)
+    else if (ch === "\\" && i + 1 < pattern.length) items.push(literal(pattern[++i]))
     else if (ch === "[" && pattern.indexOf("]", i + 2) !== -1) {
       const end = pattern.indexOf("]", i + 2)
       const body = pattern.slice(i + 1, end).replace(/\\/g, "\\\\")
-      source += `[${body.startsWith("!") ? `^${body.slice(1)}` : body}]`
+      let set: RegExp
+      try {
+        set = new RegExp(`^[${body.startsWith("!") ? `^${body.slice(1)}` : body}]$`, ignoreCase ? "i" : "")
+      } catch {
+        return () => true // a pattern this cannot read may match anything
+      }
+      items.push((c) => set.test(c))
       i = end
-    } else source += escapeRegex(ch)
+    } else items.push(literal(ch))
   }
-  try {
-    return new RegExp(`^${source}$`, ignoreCase ? "i" : "")
-  } catch {
-    return /[\s\S]*/ // a pattern this cannot read may match anything
+  return (text) => {
+    // The classic wildcard match: on a mismatch, the last `*` takes one more character and the rest is tried again.
+    let p = 0
+    let t = 0
+    let star = -1
+    let resume = 0
+    while (t < text.length) {
+      const item = items[p]
+      if (item) {
+        if (item(text[t])) {
+          p++
+          t++
+          continue
+        }
+      } else if (item === null) {
+        star = p++
+        resume = t
+        continue
+      }
+      if (star === -1) return false
+      p = star + 1
+      t = ++resume
+    }
+    while (items[p] === null) p++
+    return p === items.length
   }
 }
 
@@ -2335,12 +2403,16 @@ function fnmatchRegExp(pattern: string, ignoreCase: boolean): RegExp {
 function findNameTest(test: string, pattern: string): ((path: string) => boolean) | undefined {
   const ignoreCase = test.startsWith("-i")
   if (test.endsWith("name") && !test.endsWith("wholename")) {
-    const re = fnmatchRegExp(pattern, ignoreCase)
-    return (path) => re.test(path.replace(/\/+$/, "").replace(/^.*\//, "") || path)
+    const matches = fnmatchTest(pattern, ignoreCase)
+    return (path) => matches(path.replace(/\/+$/, "").replace(/^.*\//, "") || path)
   }
   if (test.endsWith("regex")) {
-    // Emacs groups, alternatives, intervals and POSIX classes are not read: such a regex may match anything.
-    if (/\\[(|{]|\[[:=.]/.test(pattern)) return undefined
+    // Not read, so it may match anything: an Emacs escape other than of a special character (groups \( \|,
+    // intervals \{, anchors \' \` \< \>, classes \w \s-: JavaScript reads most as literals), a POSIX class,
+    // and a regex that could backtrack for long on the host's event loop (nested, or more than FIND_REGEX_REPEATS
+    // unbounded repeats: `.*.*.*.*.*.*.*.*.*.*Q` took seconds).
+    if (/\\[^.*+?[\]^$\\/]|\[[:=.]/.test(pattern)) return undefined
+    if (regexHazard(pattern) || (pattern.match(/[*+]|\{\d*,\}/g)?.length ?? 0) > FIND_REGEX_REPEATS) return undefined
     try {
       const re = new RegExp(`^(?:${pattern})$`, ignoreCase ? "i" : "")
       return (path) => re.test(path)
@@ -2348,8 +2420,7 @@ function findNameTest(test: string, pattern: string): ((path: string) => boolean
       return undefined
     }
   }
-  const re = fnmatchRegExp(pattern, ignoreCase)
-  return (path) => re.test(path)
+  return fnmatchTest(pattern, ignoreCase)
 }
 
 /** Whether a path may make a find expression (or a part of it) true. */
@@ -2438,37 +2509,42 @@ const readFind: ProgramReader = (args, _stdin, depth) => {
 /** git: the read-only subcommands read their operands; `rm`, `mv` and `clean` write theirs; any other changes. */
 const readGit: ProgramReader = (args) => {
   if (isReadOnlyGit(args)) return reading({ reads: args.filter((arg) => !arg.startsWith("-")) })
-  // Global options: -C DIR and --git-dir=/--work-tree= name directories (read: a guard name there counts).
-  let k = 0
-  while (k < args.length && args[k].startsWith("-")) k += args[k] === "-C" || args[k] === "-c" ? 2 : 1
-  const global = args.slice(0, k).map((arg) => arg.replace(/^--(git-dir|work-tree)=/, ""))
-  const sub = args[k]
-  const rest = args.slice(k + 1)
+  const { at, global } = gitGlobals(args)
+  const sub = args[at]
+  const rest = args.slice(at + 1)
   if (sub === "clean") {
     const cleaned = gitCleanArgs(rest)
     const writes = (cleaned ?? []).map((word) => ({ word, throughLinks: false }))
     return reading({ writes, reads: global, changing: !!cleaned })
   }
-  // A commit or tag message (-m TEXT, -am TEXT, --message=TEXT) is text; the other operands are paths or names.
+  // A commit or tag message (-m TEXT, -am TEXT, --message=TEXT) is text; the other operands are paths or names, and
+  // so is the value of any other --option=VALUE (`--directory=DIR`); `--output=FILE` (diff, log, archive) is written.
   const operands: string[] = []
+  const output: string[] = []
   for (let j = 0; j < rest.length; j++) {
+    const value = /^--([^=]+)=([\s\S]*)$/.exec(rest[j])
     if (rest[j] === "--") {
       operands.push(...rest.slice(j + 1))
       break
     }
     if (/^-[a-zA-Z]*m$/.test(rest[j]) || rest[j] === "--message") j++
+    else if (value?.[1] === "output") output.push(value[2])
+    else if (value && value[1] !== "message") operands.push(value[2])
     else if (!rest[j].startsWith("-")) operands.push(rest[j])
   }
-  if (sub === "rm" || sub === "mv")
-    return reading({ writes: operands.map((word) => ({ word, throughLinks: false })), reads: global, changing: true })
-  return reading({ reads: [...global, ...operands], changing: true })
+  const removes = sub === "rm" || sub === "mv"
+  const writes = [
+    ...output.map((word) => ({ word, throughLinks: true })),
+    ...(removes ? operands : []).map((word) => ({ word, throughLinks: false })),
+  ]
+  return reading({ writes, reads: removes ? global : [...global, ...operands], changing: true })
 }
 
 /** An awk program that writes or runs something: `system(...)`, `print > file`, `print | cmd`, `cmd | getline`. */
 const AWK_EFFECTS = /\bsystem\s*\(|\bprintf?\b[^;{}]*[>|]|\|\s*getline/
-/** A perl filter (-n/-p) that does more than print: these words write files or run commands. */
+/** A perl filter (-n/-p) that does more than print: these words write files, run commands or run code it reads. */
 const PERL_EFFECTS =
-  /\b(?:system|exec|unlink|rename|open|sysopen|mkdir|rmdir|symlink|link|chmod|chown|truncate|utime|qx)\b|`/
+  /\b(?:system|exec|unlink|rename|open|sysopen|mkdir|rmdir|symlink|link|chmod|chown|truncate|utime|qx|eval|require)\b|`/
 
 /**
  * `awk [-F FS] [-v VAR=VALUE] [-f FILE | PROGRAM] [FILE | VAR=VALUE]...`: the program is a script, the operands are
@@ -2494,12 +2570,12 @@ const readAwk: ProgramReader = (args) => {
  * function that writes or runs (PERL_EFFECTS).
  */
 const readPerl: ProgramReader = (args) => {
-  const parsed = getopt(args, { values: "eEIMm", optional: "ilF0xCdD" })
+  const parsed = getopt(args, { values: "eEIMm", optional: "iFxCdD", numeric: "l0" })
   const code = values(parsed, "e", "E")
   const operands = [...parsed.operands]
   const programFile = code.length === 0 ? operands.shift() : undefined
   const inPlace = has(parsed, "i")
-  const filter = has(parsed, "n", "p") && programFile === undefined
+  const filter = has(parsed, "n", "p") && programFile === undefined && !has(parsed, "M", "m") // a module can do anything
   return reading({
     writes: inPlace ? operands.map((word) => ({ word, throughLinks: false })) : [],
     reads: [...(inPlace ? [] : operands), ...(programFile ? [programFile] : [])],
@@ -2566,7 +2642,7 @@ const PROGRAMS: Record<string, ProgramReader> = {
   ...each("nohup time exec", runs("a")),
   timeout: runs("sk", 1),
   stdbuf: runs("ioe"),
-  xargs: runs("nILPsdEa"),
+  xargs: readXargs,
   env: (args, stdin, depth) =>
     args.some((arg) => arg === "-S" || arg.startsWith("--split-string")) ? OPAQUE() : runs("uC")(args, stdin, depth),
   command: (args, stdin, depth) => (args.some((arg) => /^-[vV]$/.test(arg)) ? reading() : runs("")(args, stdin, depth)),
@@ -2631,7 +2707,8 @@ function readCommandAt(command: string, depth: number): CommandReading {
     result.readings.push(one)
     result.changing ||= one.changing
     result.opaque ||= one.opaque
-    for (const code of one.nested) {
+    const piped = one.codeFromPipe ? scan.commands.flatMap((other) => other.heredocs) : []
+    for (const code of [...one.nested, ...piped]) {
       const inner = readCommandAt(code, depth + 1)
       result.readings.push(...inner.readings)
       result.redirects.push(...inner.redirects)
@@ -2672,12 +2749,28 @@ const READ_ONLY_GIT = new Set([
 const GIT_BRANCH_LISTING =
   /^(-a|--all|-r|--remotes|-v+|--verbose|-l|--list|--show-current|--contains|--no-contains|--merged|--no-merged|--points-at|--sort(=.*)?|--format(=.*)?|--color(=.*)?|--no-color|--column(=.*)?|--no-column|-i|--ignore-case|--abbrev(=.*)?|--no-abbrev)$/
 
+/**
+ * git's global options, before the subcommand: where the subcommand stands, the words of the options (-C DIR,
+ * --git-dir=, --work-tree= name directories: read, so a guard name there counts), and whether one sets a config
+ * value (-c KEY=VALUE, --config-env), which may be a command git runs (core.fsmonitor on status, diff.external on
+ * diff, core.pager).
+ */
+function gitGlobals(args: string[]): { at: number; global: string[]; setsConfig: boolean } {
+  let at = 0
+  let setsConfig = false
+  while (at < args.length && args[at].startsWith("-")) {
+    if (args[at] === "-c" || args[at].startsWith("--config-env")) setsConfig = true
+    at += args[at] === "-C" || args[at] === "-c" ? 2 : 1
+  }
+  const global = args.slice(0, at).map((arg) => arg.replace(/^--(git-dir|work-tree)=/, ""))
+  return { at, global, setsConfig }
+}
+
 function isReadOnlyGit(args: string[]): boolean {
-  let i = 0
-  // Global options before the subcommand: -C <dir>, -c <key=value>, --no-pager, --git-dir=...
-  while (i < args.length && args[i].startsWith("-")) i += args[i] === "-C" || args[i] === "-c" ? 2 : 1
-  const sub = args[i]
-  const rest = args.slice(i + 1)
+  const { at, setsConfig } = gitGlobals(args)
+  if (setsConfig) return false
+  const sub = args[at]
+  const rest = args.slice(at + 1)
   if (sub === undefined) return true
   if (sub === "diff" || sub === "log" || sub === "show") return !rest.some((arg) => arg.startsWith("--output"))
   if (sub === "branch") return isBranchListing(rest)
@@ -2742,13 +2835,23 @@ function guardPathsAndParents(guard: GuardFiles): string[] {
 
 const isUnder = (path: string, dir: string) => path === dir || path.startsWith(dir.endsWith("/") ? dir : `${dir}/`)
 
+/**
+ * A glob with each run of wildcards made one (`***` -> `**`, `*?*` -> `?*`, `**\/**\/` -> `**\/`): the same paths or
+ * more, without the splits a backtracking RegExp tries for a run (`rm /************Q` held the host for 5-20 s).
+ */
+function collapseWildcards(glob: string): string {
+  return glob
+    .replace(/(?:\*\*\/)+/g, "**/")
+    .replace(/[*?]*\*[*?]*/g, (run) => (run.includes("**") ? "**" : `${"?".repeat(run.split("?").length - 1)}*`))
+}
+
 /** Whether writing `target` (a file, a directory and all under it, a glob, a find root with its tests) reaches a
  * guard file or directory. */
 function targetHitsGuard(target: Target, paths: Paths, guard: GuardFiles, realpath: RealPath): boolean {
   const expanded = target.word.replace(/^\$\{?HOME\}?(?=\/|$)/, "~")
   const abs = resolvePath(paths.directory, expanded, paths.home)
   if (/[*?]/.test(abs)) {
-    const pattern = globToRegExp(abs, true)
+    const pattern = globToRegExp(collapseWildcards(abs), true)
     return guardPathsAndParents(guard).some((path) => pattern.test(path))
   }
   const filter = target.filter
@@ -2806,8 +2909,18 @@ function bashTouchesGuard(
   paths: Paths,
   guard: GuardFiles,
   realpath: RealPath = (abs) => abs,
+  workdir?: string,
 ): string | undefined {
   const read = readCommand(command)
+  // opencode runs the command in the bash tool's `workdir` (its prompt says to use it instead of `cd`): relative
+  // paths resolve there, and the directory is read like `cd DIR`: a guard name in it, or a guard directory (or a
+  // directory inside one), counts when the command changes something or cannot be followed.
+  const here = workdir ? { ...paths, directory: resolvePath(paths.directory, workdir, paths.home) } : paths
+  if (workdir && (read.changing || read.opaque)) {
+    const inGuardDir = [...guard.roots].some((root) => isUnder(here.directory, root))
+    const hit = mentionIn(workdir, guard) ?? (inGuardDir ? workdir : undefined)
+    if (hit) return hit
+  }
   if (read.opaque) {
     // Quotes and backslashes taken out, so `.open''code` names `.opencode`; a command without them is read as it is.
     const hit = mentionIn(
@@ -2824,7 +2937,7 @@ function bashTouchesGuard(
     targets.push(...substitutionsIn(target.word).flatMap(listedPaths))
   for (const target of targets) {
     const hit =
-      mentionIn(target.word, guard) ?? (targetHitsGuard(target, paths, guard, realpath) ? target.word : undefined)
+      mentionIn(target.word, guard) ?? (targetHitsGuard(target, here, guard, realpath) ? target.word : undefined)
     if (hit) return hit
   }
   if (read.changing) {
@@ -3206,7 +3319,8 @@ function checkApplicable(
         return hit ? `${hit} is a guard file` : undefined
       }
       if (isMapping(args) && typeof args.command === "string") {
-        const hit = bashTouchesGuard(args.command, env.paths, env.guard, env.realpath)
+        const workdir = typeof args.workdir === "string" && args.workdir.trim() ? args.workdir : undefined
+        const hit = bashTouchesGuard(args.command, env.paths, env.guard, env.realpath, workdir)
         why?.push(hit ? `the command touches ${hit}, a guard file or directory` : "the command touches no guard file")
         return hit ? `the command touches ${hit}, a guard file or directory` : undefined
       }
@@ -4112,6 +4226,12 @@ function parseTestCall(text: string): TestCall {
     }
   }
   if (rest === "") return { tool, args: {} }
+  // `{"` opens a JSON object that did not parse: say so rather than test a path or command named `{"filePath": ...`
+  // (a bash brace group, `{ make; }`, is still a command)
+  if (jsonError && /^\{\s*"/.test(rest))
+    return {
+      error: `The arguments are not a JSON object (${jsonError}). Write them as one, e.g. /anchor test ${tool} {"name":"value"}, or as plain text for the tool's main argument.`,
+    }
   if (main) return { tool, args: { [main]: rest } }
   return {
     error: `${jsonError ? `The arguments are not a JSON object (${jsonError}). ` : ""}"${tool}" is not one of opencode's built-in tools, so its main argument is not known: give its arguments as a JSON object, e.g. /anchor test ${tool} {"name":"value"}`,
@@ -4131,6 +4251,8 @@ function lockText(contract: Contract): string {
     ? " [locked by the plugin]"
     : ` [locked by the global file (${contract.lockedBy.file})]`
 }
+
+const TEST_CALL_SHOWN = 300 // characters of the tested call echoed in the answer (it goes to the model too)
 
 /** The text of `/anchor test`: the verdict, then each active contract with what held and what failed. */
 function testText(anchors: Anchors, sessionID: string, text: string): string {
@@ -4162,7 +4284,7 @@ function testText(anchors: Anchors, sessionID: string, text: string): string {
   } else {
     const { tool, args } = parsed
     lines.push(
-      `call: ${tool} ${JSON.stringify(args)}`,
+      `call: ${tool} ${oneLine(JSON.stringify(args), TEST_CALL_SHOWN)}`,
       `role: ${state.role}${state.agent ? ` (agent ${state.agent})` : ""}`,
     )
     if (OWN_TOOLS.has(tool)) {

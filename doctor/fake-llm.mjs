@@ -6,14 +6,28 @@
 // "@ai-sdk/openai-compatible" provider, with `options.baseURL` pointing here.
 //
 // How: `POST .../chat/completions` answers with streaming SSE. The reply is chosen by the number of `assistant`
-// messages already in the request's `messages` (step i = i previous model turns in this session), so one script
-// serves every session of an `opencode serve` process. A script step is one of
+// messages already in the request's `messages` (step i = i previous model turns in this session; opencode 1.18.33
+// sends no message back for a turn aborted in its reasoning, so such a turn does not count), so one script serves
+// every session of an `opencode serve` process. A script step is one of
 //   { tool: "read", args: {...} }                      one tool call
 //   { tools: [{ tool, args }, ...] }                   parallel calls in one step
 //   { text: "..." }                                    a plain answer, ending the agent loop
+//   { reasoning: "...", text: "...", chunk: 40, delayMs: 5 }
+//                                                      a streamed answer: the reasoning first, as
+//                                                      `delta.reasoning_content` pieces, then the text as
+//                                                      `delta.content` pieces, `delayMs` between two pieces
+// Streaming: `reasoning` and `text` are each optional (one of them is needed) and each a string or an array of
+// strings. A string is cut into pieces of `chunk` characters (code points; no `chunk`: one piece); an array is sent
+// piece by piece as given. `delayMs` (default 0: no pause) is waited before every piece but the first, so a client
+// can close the stream between two pieces; the server then stops writing. The bundled
+// "@ai-sdk/openai-compatible" provider turns `reasoning_content` into a reasoning part of the message.
 // Past the end of the script the server answers a short text and stops. Requests with no `tools` array are
 // opencode's title requests: they get a short title and are marked `_fake.title = true`. Every parsed request body
 // is kept (in order) with an added `_fake: { title, step }` field, and appended as one JSON line to `logFile`.
+// For each streamed reply, `_fake` also records what was sent, updated as the reply goes (in `requests`, not in
+// `logFile`, which is written on arrival): `chunksTotal` (reasoning and text pieces of the step), `chunksSent`
+// (pieces written before the client closed the stream or the reply ended), `closedEarly` (true when the client
+// closed the stream before its end: opencode aborted the run) and `finished` (true once the reply ended either way).
 //
 // Module use:  const llm = await startFakeLLM({ script, logFile });  llm.baseURL, llm.port, llm.requests, llm.close()
 //              Optional `beforeReply(body)`: awaited before answering a request (e.g. a barrier that makes two
@@ -55,19 +69,61 @@ function toolCallsOf(step, stepNo) {
   }))
 }
 
+/** A streamed field: absent, a string, or an array of strings. */
+const isStreamable = (v) => typeof v === "string" || (Array.isArray(v) && v.every((p) => typeof p === "string"))
+
+/** A text step: `text` and/or `reasoning`, each streamable, with a positive `chunk` and a `delayMs` >= 0 if given. */
+function isTextStep(step) {
+  const fields = [step.reasoning, step.text].filter((v) => v !== undefined)
+  return (
+    fields.length > 0 &&
+    fields.every(isStreamable) &&
+    (step.chunk === undefined || (Number.isInteger(step.chunk) && step.chunk > 0)) &&
+    (step.delayMs === undefined || (Number.isFinite(step.delayMs) && step.delayMs >= 0))
+  )
+}
+
 function validateScript(script) {
   if (!Array.isArray(script)) throw new Error("fake-llm: script must be an array of steps")
   script.forEach((step, i) => {
     const ok =
       step &&
-      (typeof step.text === "string" ||
-        typeof step.tool === "string" ||
-        (Array.isArray(step.tools) && step.tools.length > 0 && step.tools.every((c) => typeof c?.tool === "string")))
-    if (!ok) throw new Error(`fake-llm: script[${i}] must be {tool,args}, {tools:[{tool,args}]} or {text}`)
+      (typeof step.tool === "string" ||
+        (Array.isArray(step.tools) && step.tools.length > 0 && step.tools.every((c) => typeof c?.tool === "string")) ||
+        isTextStep(step))
+    if (!ok)
+      throw new Error(
+        `fake-llm: script[${i}] must be {tool,args}, {tools:[{tool,args}]} or {text?, reasoning?, chunk?, delayMs?} ` +
+          "(text and reasoning: a string or an array of strings; chunk: a positive integer; delayMs: >= 0)",
+      )
   })
 }
 
-/** The SSE chunks (already JSON objects) of one streamed reply. */
+/** The pieces a streamed field is sent in: an array as given, a string cut every `chunk` code points. */
+export function piecesOf(value, chunk) {
+  if (value === undefined) return []
+  if (Array.isArray(value)) return value
+  if (!chunk) return [value]
+  const points = Array.from(value)
+  const pieces = []
+  for (let i = 0; i < points.length; i += chunk) pieces.push(points.slice(i, i + chunk).join(""))
+  return pieces
+}
+
+/** The deltas of a text step, in order: reasoning pieces, then text pieces (the end-of-script text if it has none). */
+function textDeltas(step) {
+  const reasoning = piecesOf(step?.reasoning, step?.chunk).map((p) => ({ reasoning_content: p }))
+  const hasText = step?.text !== undefined || step?.reasoning === undefined
+  const text = hasText ? piecesOf(step?.text ?? END_OF_SCRIPT_TEXT, step?.chunk).map((p) => ({ content: p })) : []
+  return [...reasoning, ...text]
+}
+
+const joined = (value) => (Array.isArray(value) ? value.join("") : value)
+
+/**
+ * The SSE chunks (already JSON objects) of one streamed reply: `head` (the role), `pieces` (one chunk per reasoning
+ * or text piece: what `delayMs` spaces out and `chunksSent` counts), `tail` (finish and usage).
+ */
 function replyChunks(body, step, stepNo) {
   const base = {
     id: `chatcmpl-${stepNo}-${Date.now()}`,
@@ -76,18 +132,50 @@ function replyChunks(body, step, stepNo) {
     model: body?.model ?? "fake-model",
   }
   const chunk = (delta, finish_reason = null) => ({ ...base, choices: [{ index: 0, delta, finish_reason }] })
+  const usage = { ...base, choices: [], usage: usageOf(step) }
   const calls = step ? toolCallsOf(step, stepNo) : null
-  const out = []
-  if (calls) {
-    out.push(chunk({ role: "assistant", content: null, tool_calls: calls }))
-    out.push(chunk({}, "tool_calls"))
-  } else {
-    out.push(chunk({ role: "assistant", content: "" }))
-    out.push(chunk({ content: step?.text ?? END_OF_SCRIPT_TEXT }))
-    out.push(chunk({}, "stop"))
+  if (calls)
+    return {
+      head: [chunk({ role: "assistant", content: null, tool_calls: calls })],
+      pieces: [],
+      tail: [chunk({}, "tool_calls"), usage],
+    }
+  return {
+    head: [chunk({ role: "assistant", content: "" })],
+    pieces: textDeltas(step).map((delta) => chunk(delta)),
+    tail: [chunk({}, "stop"), usage],
   }
-  out.push({ ...base, choices: [], usage: usageOf(step) })
-  return out
+}
+
+/**
+ * Writes a reply's chunks as SSE, pausing `delayMs` before every piece but the first, and stops as soon as the client
+ * has closed the stream. Records in `fake` (the request's `_fake`) how many pieces were written and how it ended.
+ */
+async function streamReply(res, chunks, delayMs, fake) {
+  fake.chunksTotal = chunks.pieces.length
+  fake.chunksSent = 0
+  fake.closedEarly = false
+  fake.finished = false
+  let closed = false
+  // The response's "close" comes at its end too: only a close before `end()` finished is the client's doing.
+  res.on("finish", () => (fake.finished = true))
+  res.on("close", () => {
+    closed = true
+    if (!res.writableFinished) fake.closedEarly = true
+    fake.finished = true
+  })
+  const send = (c) => res.write(`data: ${JSON.stringify(c)}\n\n`)
+  res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" })
+  chunks.head.forEach(send)
+  for (const [i, piece] of chunks.pieces.entries()) {
+    if (i > 0 && delayMs > 0) await new Promise((r) => setTimeout(r, delayMs))
+    if (closed || res.destroyed) return
+    send(piece)
+    fake.chunksSent += 1
+  }
+  if (closed) return
+  chunks.tail.forEach(send)
+  res.end("data: [DONE]\n\n")
 }
 
 /** The usage a reply reports: the step's own `usage.prompt_tokens` when it has one. */
@@ -101,7 +189,12 @@ function replyCompletion(body, step, stepNo) {
   const calls = step ? toolCallsOf(step, stepNo) : null
   const message = calls
     ? { role: "assistant", content: null, tool_calls: calls.map(({ index, ...c }) => c) }
-    : { role: "assistant", content: step?.text ?? END_OF_SCRIPT_TEXT }
+    : {
+        role: "assistant",
+        content:
+          step?.text === undefined && step?.reasoning !== undefined ? "" : (joined(step?.text) ?? END_OF_SCRIPT_TEXT),
+        ...(step?.reasoning === undefined ? {} : { reasoning_content: joined(step.reasoning) }),
+      }
   return {
     id: `chatcmpl-${stepNo}`,
     object: "chat.completion",
@@ -159,9 +252,7 @@ export async function startFakeLLM({ script = [], logFile, beforeReply, pickStep
         res.end(JSON.stringify(replyCompletion(body, step, stepNo)))
         return
       }
-      res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" })
-      for (const c of replyChunks(body, step, stepNo)) res.write(`data: ${JSON.stringify(c)}\n\n`)
-      res.end("data: [DONE]\n\n")
+      await streamReply(res, replyChunks(body, step, stepNo), step?.delayMs ?? 0, body._fake)
     })
   })
   server.keepAliveTimeout = 1000

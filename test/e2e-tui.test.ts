@@ -408,3 +408,60 @@ tuiDescribe("e2e in the opencode TUI (tmux)", () => {
     })
   })
 })
+
+// Issue 17, item 5: a model whose reasoning repeats one sentence. loop-guard alone (semantic-anchors' tip toasts
+// would replace its toast). The reply is held 2 s so the session view is up before the stream starts (a toast sent
+// while the first message switches views is painted over); then 20-character pieces, 10 ms apart.
+const LOOPING_SENTENCE = "I should check the configuration file once more. " // 49 characters
+tuiDescribe("e2e in the opencode TUI (tmux): a reasoning loop", () => {
+  let tui: Tui
+  let since = 0
+  let toastFrame: string | undefined
+  let finalFrame = ""
+  beforeAll(async () => {
+    const sb = sandbox({ install: ["--only", "loop-guard"] })
+    tui = await startTui(sb, {
+      script: [
+        {
+          reasoning: "The build fails in the config loader. " + LOOPING_SENTENCE.repeat(400),
+          text: "This answer is never reached.",
+          chunk: 20,
+          delayMs: 10,
+        },
+      ],
+      beforeReply: holdStep(0, 2000),
+    })
+    since = tui.mark()
+    await tui.submit("fix the failing build")
+    toastFrame = await tui.waitForScreen(toastShows("loop-guard: stopped the agent"), 90_000, {
+      since,
+      what: "loop-guard's stop toast",
+    })
+    // The aborted message's footer says so once the run has ended.
+    finalFrame = await tui.waitForScreen((s) => /▣\s+Build · fake-model · interrupted/.test(s), 60_000, {
+      since,
+      what: "the interrupted message",
+    })
+    await tui.close()
+  }, TEST_TIMEOUT)
+
+  test("the person sees loop-guard's error toast: the reasoning, the passage's length and count, not its text", () => {
+    const text = flat(toastText(toastFrame!))
+    expect(text).toMatch(
+      new RegExp(flat("loop-guard: stopped the agent: its reasoning repeated a 49-character passage \\d+ times")),
+    )
+    expect(text).not.toContain(flat("configuration"))
+    keepCapture("loop-guard-stream", toastFrame!)
+  })
+
+  test("the stream was closed long before its end; the screen shows the message interrupted, its thinking folded", () => {
+    const fake = tui.llm.requests.find((r) => !r._fake.title)?._fake
+    expect(fake?.closedEarly).toBe(true)
+    expect(fake.chunksSent).toBeLessThan(fake.chunksTotal / 4)
+    // The TUI folds reasoning into one `Thought` row: the loop itself is never on screen.
+    expect(finalFrame).toMatch(/\+ Thought: [\d.]+m?s/)
+    expect(finalFrame).not.toContain(LOOPING_SENTENCE.trim())
+    expect(finalFrame).not.toContain("This answer is never reached.")
+    keepCapture("loop-guard-stream-interrupted", finalFrame)
+  })
+})

@@ -12,11 +12,13 @@
 //      results changed, when the last max(3r*k, 3r+1) calls repeat it; or when the last 3 recorded calls were of
 //      the current call's tool (not bash) and failed with one error. "Same call" = same tool and deep-equal
 //      arguments (bash's description left out), object key order ignored, types strict. A cycle one of whose
-//      calls is a wait (bash sleeping 5 s or more first; recognized by its calls alone, whatever the results) is
-//      not blocked but timed: its waits run while the time
+//      calls is a wait (bash sleeping 5 s or more first; recognized by its calls alone, whatever the results,
+//      from its 2nd lap: a wait that repeats one of the last 4 calls, the calls in between one lap, counting the
+//      calls before it that repeat with that period, back to a call that ended a timing) is not blocked but timed: its waits run while the time
 //      they slept and their count stay within the budget and the lap cap, counted over the calls of that cycle
-//      that ran in a row (reaching back at most the history's length when the cycle is first seen); a call
-//      outside it, idle and compaction start the count over;
+//      that ran in a row (reaching back at most the history's length when the cycle is first seen), a wait of
+//      that cycle held to them even when a blocked wait broke its window; a call outside it, idle and compaction
+//      start the count over;
 //   4. a planted cycle of length k (members possibly key-shuffled clones) is blocked at exactly call max(r*k, r+1),
 //      and, when its results change every time, at exactly call max(3r*k, 3r+1).
 //
@@ -297,6 +299,8 @@ class ReferenceRule {
   private histories = new Map<string, RefCall[]>()
   /** per session, the waiting cycle being timed: its calls, and the index of the first call its count covers */
   private timing = new Map<string, { members: Set<string>; from: number }>()
+  /** per session, the history length just after a call outside the timed cycle ended its timing */
+  private ended = new Map<string, number>()
   constructor(
     readonly r: number,
     readonly waits: RefWaits = { budget: 1800, laps: 60 },
@@ -307,11 +311,21 @@ class ReferenceRule {
     this.histories.set(sessionID, history)
     let k = this.cycle(history, key)
     if (k === 0 && this.waits.budget > 0) k = this.waitingCycle(history, key, wait)
+    const timedMember = this.timing.get(sessionID)?.members.has(key) ?? false
+    if (k === 0 && wait > 0 && this.waits.budget > 0 && !timedMember) {
+      const lap = this.repeatedWait(history, key)
+      if (lap > 0 && !this.secondLapRuns(sessionID, history, key, wait, lap)) return "X"
+    }
     if (k > 0 && !this.waitRuns(sessionID, history, key, wait, k)) return "X"
+    if (k === 0 && wait > 0 && this.waits.budget > 0 && !this.continuedWaitRuns(sessionID, history, key, wait))
+      return "X"
     if (this.streak(history, tool)) return "X"
     history.push({ key, tool, result: "none", wait })
     const timed = this.timing.get(sessionID)
-    if (timed && !timed.members.has(key)) this.timing.delete(sessionID)
+    if (timed && !timed.members.has(key)) {
+      this.timing.delete(sessionID)
+      this.ended.set(sessionID, history.length)
+    }
     return "."
   }
   /** Whether a call completing a k-cycle runs: only when the cycle waits and this call stays within the limits. */
@@ -331,6 +345,32 @@ class ReferenceRule {
     const waits = history.slice(timed.from).filter((c) => c.wait > 0)
     const slept = waits.reduce((sum, c) => sum + c.wait, 0)
     return wait === 0 || (slept + wait <= this.waits.budget && waits.length + 1 <= this.waits.laps)
+  }
+  /** A wait of the timed cycle that completes no window (its last wait was blocked): the same limits apply. */
+  private continuedWaitRuns(sessionID: string, history: RefCall[], key: string, wait: number): boolean {
+    const timed = this.timing.get(sessionID)
+    if (!timed || !timed.members.has(key)) return true
+    const waits = history.slice(timed.from).filter((c) => c.wait > 0)
+    const slept = waits.reduce((sum, c) => sum + c.wait, 0)
+    return slept + wait <= this.waits.budget && waits.length + 1 <= this.waits.laps
+  }
+  /** A wait before the window: the distance back to the same call among the last 4 (its 2nd lap), or 0. */
+  private repeatedWait(history: RefCall[], key: string): number {
+    for (let k = 1; k <= 4 && k <= history.length; k++) if (history[history.length - k].key === key) return k
+    return 0
+  }
+  /**
+   * A wait at its 2nd lap starts a timing of its turn (the last k - 1 calls and itself), counting the calls that
+   * ran just before with period k (each the same call as the one k later), as far back as the plugin remembers and
+   * never before a call that ended a timing.
+   */
+  private secondLapRuns(sessionID: string, history: RefCall[], key: string, wait: number, k: number): boolean {
+    const keys = [...history.map((c) => c.key), key]
+    const reach = Math.max(0, history.length - (12 * this.r - 1), this.ended.get(sessionID) ?? 0)
+    let from = history.length
+    while (from > reach && (from - 1 + k > history.length || keys[from - 1] === keys[from - 1 + k])) from--
+    this.timing.set(sessionID, { members: new Set(keys.slice(keys.length - k)), from })
+    return this.continuedWaitRuns(sessionID, history, key, wait)
   }
   /** The result of the session's newest call (as the host reports it right after the call). */
   result(sessionID: string, result: string) {
@@ -375,6 +415,7 @@ class ReferenceRule {
   reset(sessionID: string) {
     this.histories.delete(sessionID)
     this.timing.delete(sessionID)
+    this.ended.delete(sessionID)
   }
 }
 

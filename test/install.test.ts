@@ -868,6 +868,26 @@ contracts:
     expect(r.code).toBe(6)
   })
 
+  test("examples are run: one that does not do what it says is an error with its key path, exit 6", () => {
+    const withExamples = (passes: string) =>
+      GOOD +
+      `    examples:\n      fires: [{ tool: bash, args: { command: "git push --force origin main" } }]\n      passes: [{ tool: bash, args: { command: "${passes}" } }]\n`
+    const good = contractWorld({ project: withExamples("git push origin main") })
+    const ok = runInstaller(good.w, ["--check", "--contracts-only"], {
+      env: withRealOpencode(good.w),
+      cwd: good.project,
+    })
+    expect(ok.stdout).toContain(`${PROJECT_FILE}: loaded, 1 new contract\ncontract files: 0 errors, 0 warnings\n`)
+    expect(ok.code).toBe(0)
+    const { w, project } = contractWorld({ project: withExamples("git push  --force origin main") })
+    const r = runInstaller(w, ["--check", "--contracts-only"], { env: withRealOpencode(w), cwd: project })
+    expect(r.stdout).toContain(
+      `error: ${PROJECT_FILE}: contracts[0].examples.passes[0]: listed under passes, but the contract fires: `,
+    )
+    expect(r.stdout).toContain("contract files: 1 error, 0 warnings\n")
+    expect(r.code).toBe(6)
+  })
+
   test("warnings alone are printed and do not fail: exit 0", () => {
     const { w, project } = contractWorld({ project: GOOD.replace("    mode: block", "    mode: block\n    mdoe: x") })
     const r = runInstaller(w, ["--check", "--contracts-only"], { env: withRealOpencode(w), cwd: project })

@@ -160,6 +160,14 @@ const LOOPS: LoopCase[] = [
     times: 12,
   },
   {
+    // `<|im_end|>` holds a | with no blank beside it: no table cell separator, so the lines are text, not rows
+    name: "a chat-template turn repeated as text (<|im_end|>, <|im_start|>)",
+    kind: "text",
+    before: PROSE,
+    unit: "tell me something about you?<|im_end|>\n<|im_start|>assistant\n",
+    times: 60,
+  },
+  {
     name: "whole lines in a code fence, past the code backstop",
     kind: "text",
     before: "```python\n",
@@ -231,6 +239,23 @@ describe("a part that repeats itself is stopped", () => {
     }
   })
 
+  test("a line looping inside an indented fence is still stopped, at the code backstop", async () => {
+    const run = await start()
+    const text = "1. Run:\n    ```\n" + repeat("    0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n", 400)
+    const stoppedAt = await stream(run, "ses_a", "prt_1", "text", text, [40])
+    expect(run.aborts).toEqual([{ path: { id: "ses_a" } }])
+    expect(stoppedAt!).toBeGreaterThanOrEqual(STREAM_CODE_CHARS) // not at the main rule's 800 characters
+  })
+
+  test("a cycle inside a line in an indented fence follows the main rule", async () => {
+    const run = await start()
+    await stream(run, "ses_a", "prt_1", "text", "1. Config:\n    ```\n    key = 'ab" + repeat("Qxzp", 400), [40])
+    expect(run.aborts).toEqual([{ path: { id: "ses_a" } }])
+    expect(run.toasts[0].message).toBe(
+      "loop-guard: stopped the agent: its answer repeated a 4-character passage 200 times",
+    )
+  })
+
   test("the toast counts the passage's copies and names its length", async () => {
     const run = await start()
     await stream(run, "ses_a", "prt_1", "reasoning", repeat("Let me check the entity model. ", 200), [40])
@@ -243,6 +268,9 @@ describe("a part that repeats itself is stopped", () => {
 // ---------------------------------------------------------------------------------------------------------------
 // Legitimate repetition: never stopped
 // ---------------------------------------------------------------------------------------------------------------
+
+/** A row of a grid file, 40 characters: 30 of them make 1,200. */
+const ZERO_ROW = "0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
 
 function table(rows: number): string {
   let text = "| file | status | owner | notes |\n| --- | --- | --- | --- |\n"
@@ -320,6 +348,29 @@ const LEGIT: { name: string; kind: "reasoning" | "text"; text: string }[] = [
     text: "+-----+-----+\n" + repeat("| n/a | n/a |\n+-----+-----+\n", 60),
   },
   {
+    name: "a fenced block inside a nested list item (indented 4 spaces) with 30 identical lines",
+    kind: "text",
+    text:
+      "Steps:\n\n1. Setup\n    - Create `grid.txt`:\n\n    ```\n" +
+      repeat("    " + ZERO_ROW, 30) +
+      "    ```\n\nThen run it.\n",
+  },
+  {
+    name: "a fenced block inside a blockquote with 30 identical lines",
+    kind: "text",
+    text: "As the README says:\n\n> ```\n" + repeat("> " + ZERO_ROW, 30) + "> ```\n",
+  },
+  {
+    name: "a table without outer pipes, 80 identical rows",
+    kind: "text",
+    text: "name | status | owner\n--- | --- | ---\n" + repeat("n/a | skipped | none\n", 80),
+  },
+  {
+    name: "a table without outer pipes, cells unpadded on one side, 60 identical rows",
+    kind: "text",
+    text: "Results:\n\nname |status\n--- |---\n" + repeat("pending |none\n", 60) + "\nDone.\n",
+  },
+  {
     name: "padding: a table with wide blank cells",
     kind: "text",
     text: Array.from({ length: 20 }, (_, i) => `| row ${i}${repeat(" ", 80)}| ${i * 7} |`).join("\n"),
@@ -342,6 +393,21 @@ describe("legitimate repetition is never stopped", () => {
       })
     }
   }
+  // Whole lines repeated outside a fence, a table or a diagram follow the main rule: the watcher cannot tell a quoted
+  // log from a model repeating a pair of lines (the recorded real loop of a 2-line pair must still be caught early).
+  test("a log of identical lines outside a code fence is stopped like prose: a known limit, see README", async () => {
+    const run = await start()
+    const text =
+      "The test output was:\n" +
+      repeat("npm WARN deprecated inflight@1.0.6: not supported\n", 25) +
+      "So the warnings are noise; the real failure is elsewhere.\n"
+    const stoppedAt = await stream(run, "ses_l", "prt_1", "reasoning", text, [40])
+    expect(run.aborts).toEqual([{ path: { id: "ses_l" } }])
+    expect(stoppedAt!).toBeLessThan(text.length) // stopped inside the log, at the main rule
+    expect(run.toasts[0].message).toBe(
+      "loop-guard: stopped the agent: its reasoning repeated a 50-character passage 16 times",
+    )
+  })
 })
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -120,6 +120,7 @@ const CALLS: Record<string, [string, unknown]> = {
   V: ["bash", { command: "sleep 5", description: "Wait" }],
   Y: ["bash", { command: "sleep 30 && gh run view 123 --json status" }],
   U: ["bash", { command: "sleep 10m", description: "Wait ten minutes" }],
+  S: ["bash", { command: "sleep 20m", description: "Wait twenty minutes" }],
   K: ["bash", { command: "npm test", description: "Run the tests again" }],
   L: ["bash", { command: "npm  test", description: "run tests" }],
   M: ["task", { description: "look around", prompt: "find the config", subagent_type: "general" }],
@@ -695,12 +696,23 @@ describe("a wait is not a loop: a cycle with a wait runs until its budget", () =
       ".".repeat(20) + "X",
     ],
     [
-      "10-minute waits, the poll's result changing: timed from the 3rd lap whatever the results, the 4th blocked",
+      "10-minute waits, the poll's result changing: timed from the 2nd lap whatever the results, the 4th blocked",
       "U R=1 U R=2 U R=3 U R=4",
       {},
       "......X.",
     ],
     ["budget 3m: the 4th minute is blocked", laps("Z R=p", 4), { OPENCODE_LOOP_GUARD_WAIT_BUDGET: "3m" }, "......X."],
+    // A waiting cycle is timed from its 2nd lap (a wait repeating one of the last calls), before the cycle rule's
+    // window: a long sleep that would pass the budget never runs.
+    ["sleep 20m + poll: the 2nd sleep (minutes 20-40) is blocked", laps("S R=p", 2), {}, "..X."],
+    ["sleep 20m alone, twice: the 2nd is blocked", "S S", {}, ".X"],
+    ["budget 1m: the 2nd minute is blocked", laps("Z R=p", 2), { OPENCODE_LOOP_GUARD_WAIT_BUDGET: "1m" }, "..X."],
+    [
+      "a call outside the cycle starts the count over at the 2nd lap too: 3 more minutes after the read",
+      laps("Z R=p", 2) + " A=x " + laps("Z R=p", 4),
+      { OPENCODE_LOOP_GUARD_WAIT_BUDGET: "3m" },
+      "...." + "." + "......X.",
+    ],
     [
       "a call outside the cycle restarts the budget (5 more minutes after the read, not 1)",
       laps("Z R=p", 4) + " A=x " + laps("Z R=p", 6),
@@ -771,6 +783,35 @@ describe("a wait is not a loop: a cycle with a wait runs until its budget", () =
     expect(toasts.at(-1)?.message).toStartWith("loop-guard: blocked a wait past its budget (30m slept in 30 laps")
   })
 
+  test("after the 31st minute is blocked, a poll and then a sleep: the sleep is blocked too", async () => {
+    const { trace, toasts, aborts } = await start()
+    expect(await trace(laps("Z R=p", 30))).toBe(".".repeat(60))
+    expect(await trace("Z R=p Z")).toBe("X.X") // the 31st minute, its poll, still past the budget
+    expect(toasts.at(-1)?.message).toBe(
+      "loop-guard: blocked a wait past its budget (30m slept in 30 laps of bash -> bash); the agent was told to " +
+        "stop and report what it is waiting for",
+    )
+    expect(await trace("Z Z Z")).toBe("XXX") // the 5th block in the turn stops the run
+    expect(aborts).toEqual([{ path: { id: "s1" } }])
+  })
+
+  test("a call outside the timed cycle still starts the count over, after a block as before", async () => {
+    const { trace } = await start()
+    expect(await trace(laps("Z R=p", 30) + " Z")).toBe(".".repeat(60) + "X")
+    expect(await trace("A=x Z")).toBe("..")
+  })
+
+  test("a wait blocked at its 2nd lap: the message and the toast say 1 wait, 1 lap", async () => {
+    const { trace, call, toasts } = await start()
+    await trace("S R=p")
+    const message = await call("s1", ...CALLS.S)
+    expect(message).toContain("1 wait so far, 20m slept in all")
+    expect(toasts.at(-1)?.message).toBe(
+      "loop-guard: blocked a wait past its budget (20m slept in 1 lap of bash -> bash); the agent was told to stop " +
+        "and report what it is waiting for",
+    )
+  })
+
   test("the blocked wait tells the agent to stop and report what it waits for; the human gets a toast; no argument", async () => {
     const { trace, call, toasts, logs } = await start()
     await trace(laps("Z R=p", 30))
@@ -817,7 +858,7 @@ describe("a wait is not a loop: a cycle with a wait runs until its budget", () =
 
   test("a blocked wait retried is blocked again, and a wait's blocks count toward the bounded stop", async () => {
     const { trace, aborts, toasts } = await start({ OPENCODE_LOOP_GUARD_WAIT_BUDGET: "2m" })
-    expect(await trace(laps("Z R=p", 3) + " Z Z Z Z Z")).toBe("......XXXXX")
+    expect(await trace(laps("Z R=p", 2) + " Z Z Z Z Z")).toBe("....XXXXX")
     expect(aborts).toEqual([{ path: { id: "s1" } }])
     expect(toasts.at(-1)?.message).toStartWith(
       "loop-guard: stopped the agent after 5 blocks in one turn (the last: a wait past its budget",
@@ -828,7 +869,7 @@ describe("a wait is not a loop: a cycle with a wait runs until its budget", () =
     const { trace, aborts } = await start({ OPENCODE_LOOP_GUARD_WAIT_BUDGET: "2m" })
     expect(await trace("A A A A A A A")).toBe("...XXXX")
     expect(aborts).toEqual([])
-    expect(await trace(laps("Z R=p", 4))).toBe("......X.")
+    expect(await trace(laps("Z R=p", 3))).toBe("....X.")
     expect(aborts).toEqual([{ path: { id: "s1" } }])
   })
 

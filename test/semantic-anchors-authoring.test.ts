@@ -589,6 +589,18 @@ describe("/anchor test and examples never take the session down", () => {
     expect(h.logs.filter((l) => l.message.includes("internal error"))).toEqual([])
   })
 
+  test("a JSON object that does not parse is said so; a bash brace group is a command; a long call is echoed capped", async () => {
+    const h = await start()
+    const broken = await dryRun(h, 'read {"filePath": "x"')
+    expect(broken).toContain("The arguments are not a JSON object (")
+    expect(broken).not.toContain("verdict:")
+    expect(await dryRun(h, "bash { make; make test; }")).toContain('call: bash {"command":"{ make; make test; }"}')
+    const long = await dryRun(h, "bash echo " + "x".repeat(5_000))
+    const echoed = long.split("\n").find((line) => line.startsWith("call: "))!
+    expect(echoed.length).toBeLessThanOrEqual("call: bash ".length + 300)
+    expect(echoed).toEndWith("...")
+  })
+
   test("an example naming a tool like an Object property is judged like any other", async () => {
     const h = await start({
       project: `${oneContract("{ type: tool, args: { cmd: { regex: x } } }")}    examples:\n      passes: [{ tool: constructor }, { tool: __proto__ }, { tool: toString, args: { cmd: y } }]\n`,

@@ -42,10 +42,21 @@ const SANDBOX_PATH = [
 export const OPENCODE_VERSION = opencodeVersion(OPENCODE_BIN, SANDBOX_PATH)
 if (!OPENCODE_VERSION) throw new Error(`${OPENCODE_BIN} --version reported no version: is it an opencode executable?`)
 
-/** One reply of the scripted model; `usage.prompt_tokens` is the prompt size it reports (default 10). */
+/**
+ * One reply of the scripted model; `usage.prompt_tokens` is the prompt size it reports (default 10). A text step may
+ * stream: its `reasoning` then its `text`, cut every `chunk` characters (or given as pieces), `delayMs` between pieces
+ * (doctor/fake-llm.mjs, header).
+ */
 export type Step = (
-  { tool: string; args?: unknown } | { tools: { tool: string; args?: unknown }[] } | { text: string }
+  { tool: string; args?: unknown } | { tools: { tool: string; args?: unknown }[] } | { text: string } | StreamedStep
 ) & { usage?: { prompt_tokens: number } }
+
+export type StreamedStep = {
+  reasoning?: string | string[]
+  text?: string | string[]
+  chunk?: number
+  delayMs?: number
+}
 
 export interface FakeLLM {
   baseURL: string

@@ -1,0 +1,313 @@
+// End-to-end: loop-guard's stream rule in a real opencode (issue 17, item 5). The scripted model streams its
+// reasoning (`reasoning_content`) and its answer (`content`) in small pieces with a pause between them
+// (doctor/fake-llm.mjs); loop-guard watches every piece through `message.part.delta` and stops a part that repeats
+// itself with `client.session.abort`. Asserted here, under `opencode serve`:
+// - what the model server saw: its stream closed long before its end (`_fake.chunksSent` of `_fake.chunksTotal`);
+// - what the run reports: the prompt ends with `MessageAbortedError`;
+// - what the human is shown: loop-guard's error toast (`tui.toast.show` events of GET /event) and a log line;
+// - what the model receives with the human's next message: the looping part cut, with loop-guard's note;
+// - and that a long legitimate answer (a table, a list, code blocks with repeated lines) runs to its end.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test"
+import {
+  agentRequests,
+  createSandbox,
+  startServe,
+  userTexts,
+  type Sandbox,
+  type Serve,
+  type StreamedStep,
+} from "./e2e/harness"
+
+// Each describe starts one opencode serve and sends two prompts; slow when the machine is loaded.
+const SETUP_TIMEOUT = 240_000
+
+const sandboxes: Sandbox[] = []
+afterAll(() => sandboxes.forEach((sb) => sb.cleanup()))
+
+/** loop-guard alone: the stream rule is loop-guard's, and semantic-anchors' tips would add toasts of their own. */
+function loopGuardOnly() {
+  const sb = createSandbox({ install: ["--only", "loop-guard"] })
+  sandboxes.push(sb)
+  return sb
+}
+
+/** Pieces of 20 characters, 5 ms apart: a loop of 400 copies would stream for about 5 s. */
+const LOOP_STREAM = { chunk: 20, delayMs: 5 }
+const COPIES = 400
+const REASONING_PASSAGE = "I should check the configuration file once more. " // 49 characters
+const ANSWER_PASSAGE = "Let me re-run the tests to be sure they pass. " // 46 characters
+
+/** How many times `passage` occurs in `text`. */
+const occurrences = (text: string, passage: string) => text.split(passage).length - 1
+
+/** Polls until the fake model's reply to `request` has ended (completed, or closed by opencode). */
+async function replyEnded(request: any, timeoutMs = 10_000): Promise<any> {
+  const deadline = Date.now() + timeoutMs
+  while (!request._fake.finished) {
+    if (Date.now() > deadline) throw new Error("the scripted model's reply did not end")
+    await new Promise((r) => setTimeout(r, 20))
+  }
+  return request._fake
+}
+
+/** The parts of a session's messages (GET /session/:id/message), with their message's role and error. */
+async function sessionParts(
+  serve: Serve,
+  id: string,
+): Promise<{ role: string; error?: string; type: string; text?: string }[]> {
+  const r = await serve.api("GET", `/session/${id}/message`)
+  return (r.json ?? []).flatMap((m: any) =>
+    (m.parts ?? []).map((p: any) => ({ role: m.info?.role, error: m.info?.error?.name, type: p.type, text: p.text })),
+  )
+}
+
+/** loop-guard's toasts, as the TUI is told them. */
+const loopGuardToasts = (serve: Serve) =>
+  serve.events
+    .filter((e) => e.type === "tui.toast.show" && String(e.properties?.message).startsWith("loop-guard"))
+    .map((e) => e.properties as { message: string; variant: string })
+
+/** The request that answers the user message containing `text` (its first step). */
+const requestFor = (serve: Serve, text: string) =>
+  agentRequests(serve.llm).find((q) => userTexts(q).at(-1)?.includes(text))
+
+/** The assistant messages of a request, as the model reads them back. */
+const assistantsOf = (request: any): { content?: string; reasoning_content?: string }[] =>
+  (request?.messages ?? []).filter((m: any) => m.role === "assistant")
+
+/**
+ * One session: a first prompt answered by `first` (a streamed step), then a second prompt answered with a plain
+ * text. Resolves with what each prompt returned.
+ */
+async function twoPrompts(first: StreamedStep) {
+  const sb = loopGuardOnly()
+  const serve = await startServe(sb, {
+    script: [first],
+    pickStep: (body) => (userTexts(body).at(-1)?.includes("second message") ? { text: "Second answer." } : undefined),
+  })
+  try {
+    const id = await serve.createSession()
+    const firstReply = await serve.prompt(id, "fix the failing build")
+    const secondReply = await serve.prompt(id, "second message: what now?")
+    return { sb, serve, id, firstReply, secondReply }
+  } catch (error) {
+    await serve.close() // the describe's afterAll has no serve to close then
+    throw error
+  }
+}
+
+describe("e2e stream: a looping reasoning is stopped", () => {
+  let s: Awaited<ReturnType<typeof twoPrompts>>
+  beforeAll(async () => {
+    s = await twoPrompts({
+      reasoning: "The build fails in the config loader. " + REASONING_PASSAGE.repeat(COPIES),
+      text: "This answer is never reached.",
+      ...LOOP_STREAM,
+    })
+  }, SETUP_TIMEOUT)
+  afterAll(() => s?.serve.close())
+
+  test("the model server sees its stream closed long before its end; the run reports the abort", async () => {
+    expect(s.firstReply.info?.error?.name).toBe("MessageAbortedError")
+    const fake = await replyEnded(agentRequests(s.serve.llm)[0])
+    console.log(
+      `reasoning loop: ${fake.chunksSent} of ${fake.chunksTotal} pieces of 20 characters sent; toast: ${loopGuardToasts(s.serve)[0]?.message}`,
+    )
+    expect(fake.closedEarly).toBe(true)
+    expect(fake.chunksTotal).toBeGreaterThan(950)
+    // The rule stops 800 characters into the loop (piece 42, after the first sentence); what else was sent is the
+    // host's latency.
+    expect(fake.chunksSent).toBeGreaterThanOrEqual(40)
+    expect(fake.chunksSent).toBeLessThan(fake.chunksTotal / 4)
+    // The reasoning part was saved with what had arrived; the answer never started.
+    const parts = await sessionParts(s.serve, s.id)
+    const reasoning = parts.filter((p) => p.type === "reasoning")
+    expect(reasoning.length).toBe(1)
+    expect(reasoning[0].error).toBe("MessageAbortedError")
+    expect(occurrences(reasoning[0].text ?? "", REASONING_PASSAGE)).toBeGreaterThanOrEqual(6)
+    expect(parts.some((p) => p.type === "text" && p.text?.includes("never reached"))).toBe(false)
+  })
+
+  test("the human is told, in an error toast naming the reasoning, the passage's length and count, not its text", () => {
+    const toasts = loopGuardToasts(s.serve)
+    expect(toasts.length).toBe(1)
+    expect(toasts[0].variant).toBe("error")
+    expect(toasts[0].message).toMatch(
+      /^loop-guard: stopped the agent: its reasoning repeated a 49-character passage \d+ times$/,
+    )
+    expect(toasts[0].message).not.toContain("configuration")
+    expect(s.sb.log()).toContain("loop-guard: stopped the session's run: its reasoning repeated")
+  })
+
+  test("the next message works, and the loop is not in what the model receives", () => {
+    expect(s.secondReply.info?.error).toBeUndefined()
+    expect(s.secondReply.parts?.find((p: any) => p.type === "text")?.text).toBe("Second answer.")
+    const next = requestFor(s.serve, "second message")
+    expect(next).toBeDefined()
+    expect(occurrences(JSON.stringify(next.messages), REASONING_PASSAGE)).toBeLessThanOrEqual(2)
+    // What opencode 1.18.33 sends back for a turn aborted in its reasoning: nothing. The assistant message holds
+    // only a reasoning part, and the request carries no assistant message for it (reasoning goes back to the model,
+    // as `reasoning_content`, only beside a text: see the answer's case).
+    expect(assistantsOf(next)).toEqual([])
+  })
+})
+
+describe("e2e stream: a looping answer is stopped", () => {
+  let s: Awaited<ReturnType<typeof twoPrompts>>
+  beforeAll(async () => {
+    s = await twoPrompts({
+      reasoning: "The user wants the build fixed.",
+      text: "I fixed the import in the loader.\n\n" + ANSWER_PASSAGE.repeat(COPIES),
+      ...LOOP_STREAM,
+    })
+  }, SETUP_TIMEOUT)
+  afterAll(() => s?.serve.close())
+
+  test("the model server sees its stream closed long before its end; the run reports the abort", async () => {
+    expect(s.firstReply.info?.error?.name).toBe("MessageAbortedError")
+    const fake = await replyEnded(agentRequests(s.serve.llm)[0])
+    console.log(
+      `answer loop: ${fake.chunksSent} of ${fake.chunksTotal} pieces of 20 characters sent; toast: ${loopGuardToasts(s.serve)[0]?.message}`,
+    )
+    expect(fake.closedEarly).toBe(true)
+    expect(fake.chunksTotal).toBeGreaterThan(900)
+    expect(fake.chunksSent).toBeGreaterThanOrEqual(40)
+    expect(fake.chunksSent).toBeLessThan(fake.chunksTotal / 4)
+    const parts = await sessionParts(s.serve, s.id)
+    const text = parts.filter((p) => p.type === "text" && p.error === "MessageAbortedError")
+    expect(text.length).toBe(1)
+    expect(occurrences(text[0].text ?? "", ANSWER_PASSAGE)).toBeGreaterThanOrEqual(6)
+  })
+
+  test("the human is told, in an error toast naming the answer, the passage's length and count, not its text", () => {
+    const toasts = loopGuardToasts(s.serve)
+    expect(toasts.length).toBe(1)
+    expect(toasts[0].variant).toBe("error")
+    expect(toasts[0].message).toMatch(
+      /^loop-guard: stopped the agent: its answer repeated a 46-character passage \d+ times$/,
+    )
+    expect(toasts[0].message).not.toContain("tests")
+  })
+
+  test("the next message works; the model receives the answer cut after the passage, with loop-guard's note", () => {
+    expect(s.secondReply.info?.error).toBeUndefined()
+    expect(s.secondReply.parts?.find((p: any) => p.type === "text")?.text).toBe("Second answer.")
+    const next = requestFor(s.serve, "second message")
+    const [cut] = assistantsOf(next)
+    expect(cut).toBeDefined()
+    const content = String(cut.content)
+    expect(content.startsWith("I fixed the import in the loader.\n\n" + ANSWER_PASSAGE)).toBe(true)
+    expect(occurrences(content, ANSWER_PASSAGE)).toBeLessThanOrEqual(2)
+    expect(content).toContain("[loop-guard stopped a repetition here")
+    // The reasoning of that turn goes back too, untouched.
+    expect(cut.reasoning_content).toBe("The user wants the build fixed.")
+    // Nowhere else in the request: the loop is gone from the model's context.
+    expect(occurrences(JSON.stringify(next.messages), ANSWER_PASSAGE)).toBeLessThanOrEqual(2)
+  })
+})
+
+/**
+ * A 20 KB answer a coding agent writes: prose, a Markdown table, a list of near-identical paths, a code block whose
+ * lines repeat (a zero-filled byte table, 40 identical lines) and a quoted log with repeated lines. Every number
+ * differs from row to row, as in real reports; the repetition is in the code and the log, where it is legitimate.
+ */
+function legitimateAnswer(): string {
+  const out: string[] = ["# Migration report", ""]
+  const verbs = ["loaded", "parsed", "validated", "migrated", "indexed", "compiled", "bundled"]
+  const section = (n: number) => {
+    out.push(`## Part ${n}`, "")
+    for (let i = 0; i < 6; i++) {
+      const k = n * 10 + i
+      out.push(
+        `Module ${k} ${verbs[k % verbs.length]} its settings from \`config/part_${n}/module_${k}.yaml\` in ${(k * 37) % 991} ms; ` +
+          `${(k * 13) % 97} of its ${100 + k} checks were rewritten, and the cache hit rate went from ${(k * 7) % 61}% to ${(k * 11) % 89}%.`,
+      )
+    }
+    out.push("")
+  }
+  for (let n = 1; n <= 8; n++) section(n)
+  out.push("| module | time (ms) | status | notes |", "| --- | --- | --- | --- |")
+  for (let i = 1; i <= 60; i++)
+    out.push(
+      `| module_${String(i).padStart(3, "0")} | ${(i * 53) % 907} | ${i % 9 === 0 ? "failed" : "passed"} | run ${i} |`,
+    )
+  out.push("", "Files changed:", "")
+  for (let i = 1; i <= 50; i++) out.push(`- src/services/handlers/handler_${String(i).padStart(3, "0")}.ts`)
+  out.push("", "The lookup table is zero-filled on purpose:", "", "```c", "static const uint8_t table[320] = {")
+  for (let i = 0; i < 40; i++) out.push("    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,")
+  out.push("};", "```", "", "The log of the failed run:", "", "```")
+  for (let i = 0; i < 30; i++) out.push("WARN  connection refused, retrying in 5s")
+  out.push("ERROR gave up after 30 retries", "```", "", "---", "")
+  for (let n = 9; n <= 24; n++) section(n)
+  out.push("All checks pass now.")
+  return out.join("\n")
+}
+
+describe("e2e stream: a 20 KB legitimate answer runs to its end", () => {
+  const answer = legitimateAnswer()
+  let serve: Serve
+  let reply: any
+  let id: string
+  beforeAll(async () => {
+    serve = await startServe(loopGuardOnly(), {
+      script: [{ reasoning: "The user wants a report of the migration.", text: answer, chunk: 40, delayMs: 2 }],
+    })
+    try {
+      id = await serve.createSession()
+      reply = await serve.prompt(id, "write the migration report")
+    } catch (error) {
+      await serve.close()
+      throw error
+    }
+  }, SETUP_TIMEOUT)
+  afterAll(() => serve?.close())
+
+  test("the answer is 20 KB with a table, a list, a code block and a log whose lines repeat", () => {
+    expect(answer.length).toBeGreaterThanOrEqual(20_000)
+    expect(answer).toContain("| --- | --- | --- | --- |")
+    expect(answer).toContain("- src/services/handlers/handler_050.ts")
+    expect(occurrences(answer, "    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,\n")).toBe(40)
+    expect(occurrences(answer, "WARN  connection refused, retrying in 5s\n")).toBe(30)
+  })
+
+  test("every piece was sent, the run finished normally, the whole answer was saved, no toast", async () => {
+    expect(reply.info?.error).toBeUndefined()
+    const fake = await replyEnded(agentRequests(serve.llm)[0])
+    expect(fake.closedEarly).toBe(false)
+    expect(fake.chunksSent).toBe(fake.chunksTotal)
+    expect(fake.chunksTotal).toBeGreaterThan(500)
+    const text = (await sessionParts(serve, id)).find((p) => p.type === "text" && p.role === "assistant")
+    expect(text?.text).toBe(answer)
+    expect(loopGuardToasts(serve)).toEqual([])
+  })
+})
+
+describe("e2e stream: OPENCODE_LOOP_GUARD_STREAM=warn tells, and stops nothing", () => {
+  let serve: Serve
+  let reply: any
+  beforeAll(async () => {
+    const sb = loopGuardOnly()
+    sb.env.OPENCODE_LOOP_GUARD_STREAM = "warn"
+    serve = await startServe(sb, { script: [{ text: ANSWER_PASSAGE.repeat(200), chunk: 40, delayMs: 2 }] })
+    try {
+      reply = await serve.prompt(await serve.createSession(), "fix the failing build")
+    } catch (error) {
+      await serve.close()
+      throw error
+    }
+  }, SETUP_TIMEOUT)
+  afterAll(() => serve?.close())
+
+  test("the looping answer streams to its end; the human gets a warning toast that says it was not stopped", async () => {
+    expect(reply.info?.error).toBeUndefined()
+    const fake = await replyEnded(agentRequests(serve.llm)[0])
+    expect(fake.closedEarly).toBe(false)
+    expect(fake.chunksSent).toBe(fake.chunksTotal)
+    const toasts = loopGuardToasts(serve)
+    expect(toasts.length).toBe(1)
+    expect(toasts[0].variant).toBe("warning")
+    expect(toasts[0].message).toMatch(
+      /^loop-guard: its answer repeated a 46-character passage \d+ times \(warn mode: not stopped\)$/,
+    )
+  })
+})

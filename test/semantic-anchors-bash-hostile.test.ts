@@ -1,0 +1,275 @@
+// Hostile commands against the bash reader (guard-integrity and the changing-step classifier), through server() and
+// tool.execute.before with the default config (no YAML file), as test/semantic-anchors-bash.test.ts does: commands
+// that the first version of the reader let through although the old heuristic (ad07196) blocked them, gaps both
+// had, and commands that made the reader take seconds (the host waits on tool.execute.before). The few timing
+// checks only catch a hang: 10 s is orders of magnitude above what a linear reading takes.
+import { describe, expect, test } from "bun:test"
+import { start, type Harness } from "./fixtures/semantic-anchors/harness"
+
+const CONFIG = ".opencode/opencode-semantic-anchors.yaml"
+
+let counter = 0
+async function guardVerdict(h: Harness, args: Record<string, unknown>): Promise<string> {
+  const blocked = await h.tool(`ses_hostile_${++counter}`, "bash", { description: "x", ...args })
+  if (!blocked) return "allows"
+  return blocked.includes('Contract "guard-integrity"') ? "blocks" : `other: ${blocked}`
+}
+
+type Row = [command: string, guard: "blocks" | "allows"]
+
+function table(name: string, rows: Row[]) {
+  describe(name, () => {
+    let h: Harness
+    test.each(rows)("%p: guard-integrity %s", async (command, guard) => {
+      h ??= await start()
+      expect(await guardVerdict(h, { command })).toBe(guard)
+    })
+  })
+}
+
+// xargs runs its command on words it reads from its input: what they are is not known, so a guard name anywhere
+// in the command line counts, as for any command the reader cannot follow. At ad07196 all of these were blocked.
+table("xargs: the operands come from its input, which the reader does not follow", [
+  [`echo ${CONFIG} | xargs rm`, "blocks"],
+  [`printf '%s\\n' ${CONFIG} | xargs truncate -s0`, "blocks"],
+  ["find . -name opencode-semantic-anchors.yaml | xargs rm", "blocks"],
+  ["find . -name opencode-semantic-anchors.yaml -print0 | xargs -0 rm -f", "blocks"],
+  ["echo .opencode | xargs rm -rf", "blocks"],
+  [`dirname ${CONFIG} | xargs rm -rf`, "blocks"],
+  [`echo ${CONFIG} | xargs -I{} cp /tmp/evil.yaml {}`, "blocks"],
+  [`echo ${CONFIG} | xargs -I% sh -c 'echo x > %'`, "blocks"],
+  ["find . -name '*.yaml' -exec xargs rm \\;", "blocks"],
+  // ordinary work stays allowed
+  ["find . -name '*.tmp' | xargs rm -f", "allows"],
+  ["git ls-files -z '*.py' | xargs -0 sed -i 's/a/b/'", "allows"],
+  ["find . -name '*.py' | xargs grep -l TODO", "allows"],
+])
+
+// GNU sed (4.9, checked by running it) ends a label of `:`, `b`, `t` and `T` at a blank or `;`: in `:a w FILE` the
+// `w FILE` is a command of its own, and sed writes FILE. The parser skipped to the next `;` or newline.
+table("sed: a label ends at a blank, and the command after it is read", [
+  [`sed -n ':a w ${CONFIG}' /tmp/evil.yaml`, "blocks"],
+  [`sed ':top w ${CONFIG}' /tmp/evil.yaml`, "blocks"],
+  [`sed -n 'bx w ${CONFIG}\n:x' /tmp/evil.yaml`, "blocks"],
+  [`sed -n 'ta w ${CONFIG}\n:a' /tmp/evil.yaml`, "blocks"],
+  // ordinary scripts with labels stay allowed
+  ["sed ':a;N;$!ba;s/\\n/ /g' notes.txt", "allows"],
+  ["sed -e ':a' -e 'N' -e '$!ba' -e 's/\\n/ /g' notes.txt", "allows"],
+  ["sed -i ':a;s/^\\(\\s*\\)\\t/\\1    /;ta' src/app.py", "allows"],
+])
+
+// git's `--option=VALUE` words were dropped with the other options: a guard path there was neither written nor read.
+table("git: the value of --option=VALUE is a file it reads or writes", [
+  [`git diff --output=${CONFIG}`, "blocks"],
+  [`git log -p --output=.opencode/opencode.json`, "blocks"],
+  [`git archive --output=${CONFIG} HEAD`, "blocks"],
+  ["git apply --directory=.opencode /tmp/evil.patch", "blocks"],
+  ["git checkout --pathspec-from-file=.opencode/list", "blocks"],
+  // a message is text, and ordinary options stay allowed
+  [`git commit --message="fix the .opencode loader"`, "allows"],
+  ["git diff --output=/tmp/changes.diff", "allows"],
+  ["git log --format='%H %s' --since=2.weeks", "allows"],
+])
+
+// The files install.sh puts in a plugins directory are guard files (isGuardPath: any file in plugin(s)/), but find's
+// name tests were judged only on the guard's known paths and their parents, none of which is a plugin file: from a
+// root above the config dir (/, ~, ~/.config) find deleted the plugins themselves. ad07196 blocked these (the root is
+// a parent of the config dir).
+table("find: the plugin files under its root are judged by its name tests too", [
+  ["find / -name semantic-anchors.ts -delete", "blocks"],
+  ["find / -name 'loop-guard.ts' -delete", "blocks"],
+  ["find / -name '*.ts' -delete", "blocks"],
+  ["find / -path '*/plugins/*' -delete", "blocks"],
+  ["find . -path '*/plugins/*' -exec rm {} +", "blocks"],
+  ["find / -name '*.pyc' -delete", "allows"],
+  ["find . -name '*.ts' -path '*/src/*' -exec sed -i 's/a/b/' {} +", "allows"],
+])
+
+// find -regex is an Emacs regex: an escape such as \' (end of text), \` (start), \< (word start) matches where the
+// JavaScript reading (a literal quote, backquote, <) does not, so the guard file was judged unreachable. GNU find 4.9
+// deletes .opencode/opencode-semantic-anchors.yaml with each of these (checked by running it).
+table("find -regex: an Emacs escape the reader does not know may match anything", [
+  [`find . -regex ".*yaml\\\\'" -delete`, "blocks"],
+  ["find . -regex '.*\\<yaml' -delete", "blocks"],
+  ["find . -regex '.*\\`.*yaml' -exec rm {} +", "blocks"],
+  ["find . -regex '.*\\.pyc' -delete", "allows"],
+  ["find . -regex '\\./build/.*' -delete", "allows"],
+])
+
+// tool.execute.before runs on opencode's event loop: a name pattern or regex that backtracks holds the host. Before
+// the fix each of these took seconds (10 stars: 7 s; 12 stars: 57 s; 12 `.*`: over 20 s). The bound is three orders
+// of magnitude above what a linear match takes, so the test does not measure speed, it catches a hang.
+describe("find: a name pattern or regex cannot hold the host", () => {
+  const cases: [string, string][] = [
+    ["find . -name '**********Q' -delete", "allows"],
+    [`find . -path '${"*[a-z]".repeat(14)}*Q' -delete`, "allows"],
+    [`find . -name '${"*?".repeat(12)}Q' -delete`, "allows"],
+    ["find . -regex '(.*)*Q' -delete", "blocks"],
+    [`find . -regex '${".*".repeat(10)}Q' -delete`, "blocks"],
+  ]
+  test.each(cases)("%p answers at once: guard-integrity %s", async (command, guard) => {
+    const h = await start()
+    const started = performance.now()
+    expect(await guardVerdict(h, { command })).toBe(guard)
+    expect(performance.now() - started).toBeLessThan(10_000)
+  })
+})
+
+// opencode's bash tool takes `workdir`, "the working directory to run the command in ... Use this instead of 'cd'
+// commands" (its prompt tells the model so). guard-integrity resolved every relative path against the project, at
+// ad07196 as now: with workdir .opencode, `rm -rf plugins` deleted the project's plugins unseen, while
+// `cd .opencode && rm -rf plugins` is blocked.
+describe("bash workdir: relative paths are resolved in it, and it is read like cd DIR", () => {
+  const rows: [command: string, workdir: string, guard: "blocks" | "allows"][] = [
+    ["rm -rf plugins", ".opencode", "blocks"],
+    ["mv plugins plugins.bak", ".opencode", "blocks"],
+    ["rm -f *.ts", ".opencode/plugins", "blocks"],
+    ["cp /tmp/evil.ts loop-guard.ts", ".opencode/plugins", "blocks"],
+    ["python3 -c \"import shutil; shutil.rmtree('plugins')\"", ".opencode", "blocks"],
+    ["rm -rf project", "..", "blocks"],
+    ["rm -f *.ts", "~/.config/opencode/plugins", "blocks"],
+    // ordinary work in a subdirectory stays allowed, and looking around in .opencode too
+    ["rm -rf build && make", "src", "allows"],
+    ["sed -i 's/a/b/' app.ts", "src", "allows"],
+    ["cat opencode-semantic-anchors.yaml", ".opencode", "allows"],
+  ]
+  let h: Harness
+  test.each(rows)("%p in %p: guard-integrity %s", async (command, workdir, guard) => {
+    h ??= await start()
+    expect(await guardVerdict(h, { command, workdir })).toBe(guard)
+  })
+})
+
+// getopt copied an option's value list for every value: 20,000 `-e p` took 1.7 s, 60,000 (a 300 KB command) ~15 s.
+test("a long run of repeated options is read in linear time", async () => {
+  const h = await start()
+  const started = performance.now()
+  expect(await guardVerdict(h, { command: `sed ${"-e p ".repeat(60_000)}notes.txt` })).toBe("allows")
+  expect(performance.now() - started).toBeLessThan(10_000)
+})
+
+// A glob a command writes is matched against the guard's paths by a RegExp; a run of wildcards (`rm /****...Q`) made
+// it try every split: 12 stars took 5-7 s (at ad07196 too), 16 more than 20 s.
+describe("a glob with a run of wildcards cannot hold the host", () => {
+  const cases: [string, string][] = [
+    ["rm /************Q", "allows"],
+    [`rm -rf ${"*?".repeat(12)}Q`, "allows"],
+    [`rm -rf ${"**/".repeat(40)}Q`, "allows"],
+    ["rm -rf /************", "blocks"],
+  ]
+  test.each(cases)("%p answers at once: guard-integrity %s", async (command, guard) => {
+    const h = await start()
+    const started = performance.now()
+    expect(await guardVerdict(h, { command })).toBe(guard)
+    expect(performance.now() - started).toBeLessThan(10_000)
+  })
+})
+
+// `sh -c CODE NAME ARG...` runs CODE with NAME as $0 and the ARGs as $1...: the words after CODE are the files the
+// code works on, and were dropped (ad07196 blocked these: a guard name anywhere in a changing command).
+table("sh -c: the words after the code are its $0, $1, ...: read like any operand", [
+  [`sh -c 'rm "$0"' ${CONFIG}`, "blocks"],
+  [`bash -c 'rm -rf "$@"' _ .opencode`, "blocks"],
+  [`timeout 5 sh -c 'rm $1' _ ${CONFIG}`, "blocks"],
+  [`sh -c 'cat /tmp/evil > "$1"' sh ${CONFIG}`, "blocks"],
+  [`sh -c 'cat "$1"' sh ${CONFIG}`, "allows"],
+  [`bash -c 'rm -rf "$1"' _ build`, "allows"],
+])
+
+// perl's -l and -0 take only digits (`-l[octnum]`, `-0[octal/hex]`): in `-lne` the n and the e are options of their
+// own. getopt gave -l the rest of the cluster, so the code became a program file and the filter a changing step.
+describe("perl -lne and -lane are read-only filters, -lpi writes", () => {
+  const rows: [command: string, step: "changes" | "reads"][] = [
+    ["perl -lne 'print $1 if /(\\d+)/' notes.txt", "reads"],
+    ["perl -lane 'print $F[0]' data.txt", "reads"],
+    ["perl -00 -ne 'print if /TODO/' notes.txt", "reads"],
+    ["perl -lpi -e 's/a/b/' src/app.ts", "changes"],
+    ["perl -0777 -pi -e 's/a/b/' src/app.ts", "changes"],
+  ]
+  let h: Harness
+  test.each(rows)("%p: %s", async (command, step) => {
+    h ??= await start()
+    const session = `ses_hostile_perl_${++counter}`
+    await h.user(session, "go on. Source: https://example.com/spec")
+    for (let i = 1; i <= 3; i++) await h.run(session, "write", { filePath: `src/f${i}.ts`, content: "x" })
+    const blocked = await h.tool(session, "bash", { command, description: "x" })
+    expect(blocked?.includes('Contract "step-confirmation"') ? "changes" : (blocked ?? "reads")).toBe(step)
+  })
+  test("perl -lpi on the config is blocked", async () => {
+    h ??= await start()
+    expect(await guardVerdict(h, { command: `perl -lpi -e 's/block/warn/' ${CONFIG}` })).toBe("blocks")
+  })
+})
+
+// Not fixed here (at ad07196 too): brace expansion and bracket globs build a guard name the word scan does not see.
+// test.failing: each passes while the guard lets the command through, and fails (to be flipped) once it is blocked.
+describe("known gaps, at ad07196 too: a name built by brace expansion or a bracket glob", () => {
+  let h: Harness
+  for (const command of ["rm -rf .{opencode,x}", "rm -rf .open{c,}ode", "rm -rf .[o]pencode"])
+    test.failing(`${command}: guard-integrity blocks`, async () => {
+      h ??= await start()
+      expect(await guardVerdict(h, { command })).toBe("blocks")
+    })
+})
+
+// `<<\EOF` (a backslash quotes the delimiter, as `<<'EOF'` does) ends at a line `EOF`: the scanner looked for a line
+// `\EOF`, so the rest of the command line was taken for the document's body and never read (ad07196 blocked these).
+table("here-documents: a backslash-quoted delimiter ends the body at its unquoted word", [
+  ["cat <<\\EOF\nhello\nEOF\nrm -rf .opencode", "blocks"],
+  ["cat <<E\\OF\nhello\nEOF\nrm -rf .opencode", "blocks"],
+  ["cat > notes.md <<\\EOF\nnever rm -rf .opencode\nEOF\nls", "allows"],
+])
+
+// git -c KEY=VALUE sets a config value for the one command, and some values are commands git runs: core.fsmonitor
+// on `git status`, diff.external on `git diff` (both checked with git 2.x). The read-only check skipped -c with its
+// value, so these were read-only and their words never looked at, at ad07196 as after.
+table("git -c: a config value may be a command git runs", [
+  ["git -c core.fsmonitor='rm -rf .opencode; echo' status", "blocks"],
+  ["git -c diff.external='rm -rf .opencode; true' diff", "blocks"],
+  ["git -c color.ui=never status", "allows"],
+  ["git -c core.quotepath=off diff --stat", "allows"],
+])
+
+// A perl -n/-p filter is read-only unless its code writes or runs something (PERL_EFFECTS). A module loaded with -M
+// (File::Path's rmtree, File::Copy's move) or code it evals or requires can do anything: a changing step.
+describe("perl -M, eval and require make a filter a changing step", () => {
+  const rows: [command: string, step: "changes" | "reads"][] = [
+    ["perl -MFile::Path=rmtree -ne 'chomp; rmtree $_' dirs.txt", "changes"],
+    ["perl -MFile::Copy -ne 'chomp; move($_, \"/tmp\")' files.txt", "changes"],
+    ["perl -ne 'eval $_' code.txt", "changes"],
+    ["perl -ne 'print if /TODO/' src/app.ts", "reads"],
+  ]
+  let h: Harness
+  test.each(rows)("%p: %s", async (command, step) => {
+    h ??= await start()
+    const session = `ses_hostile_perlm_${++counter}`
+    await h.user(session, "go on. Source: https://example.com/spec")
+    for (let i = 1; i <= 3; i++) await h.run(session, "write", { filePath: `src/f${i}.ts`, content: "x" })
+    const blocked = await h.tool(session, "bash", { command, description: "x" })
+    expect(blocked?.includes('Contract "step-confirmation"') ? "changes" : (blocked ?? "reads")).toBe(step)
+  })
+})
+
+// Not fixed here (at ad07196 too): an assignment before a read-only program can make it run a command
+// (GIT_EXTERNAL_DIFF on git diff, GIT_PAGER/PAGER, LD_PRELOAD on any program); the values are read, but only a
+// changing command has its read words looked at. test.failing until such a command counts as one that changes.
+describe("known gap, at ad07196 too: an environment variable that makes a read-only program run a command", () => {
+  let h: Harness
+  for (const command of [
+    "GIT_EXTERNAL_DIFF='rm -rf .opencode; true' git diff",
+    "env GIT_PAGER='rm -rf .opencode' git -p log",
+  ])
+    test.failing(`${command}: guard-integrity blocks`, async () => {
+      h ??= await start()
+      expect(await guardVerdict(h, { command })).toBe("blocks")
+    })
+})
+
+// `cat <<EOF | sh`: the document's body is the code the shell runs. The shell reading a pipe was opaque (a guard
+// name anywhere blocks), but a body that deletes the project without naming a guard file (`rm -rf *`) was not read.
+table("a here-document piped into a shell is read as its code", [
+  ["cat <<'EOF' | sh\nrm -rf *\nEOF", "blocks"],
+  ["cat <<'EOF' | bash -s\ngit clean -fdx\nEOF", "blocks"],
+  ["cat <<'EOF' | sh\nrm -rf build\nEOF", "allows"],
+  ["cat <<'EOF' > notes.md\nrm -rf *\nEOF", "allows"],
+])
