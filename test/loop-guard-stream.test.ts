@@ -2,6 +2,7 @@
 // host's streaming events (message.part.updated at a part's start and end, message.part.delta for each chunk) and
 // the `experimental.chat.messages.transform` hook. The texts are synthetic, written for these tests.
 import { describe, expect, test } from "bun:test"
+import { startLoopGuard } from "./lib/loop-guard.ts"
 import plugin, {
   MAX_STREAM_PARTS,
   STREAM_MAX_PERIOD,
@@ -18,28 +19,10 @@ const RULE_CHARS = 1000
 /** Less than a stop needs, and enough that twice it is a stop. */
 const HALF = STREAM_MIN_CHARS - 100
 
-type LogBody = { service: string; level: string; message: string; extra?: Record<string, any> }
-type ToastBody = { message: string; variant: string }
-const ENV_KEYS = ["OPENCODE_LOOP_GUARD", "OPENCODE_LOOP_GUARD_STREAM"]
-
+/** Starts the plugin as opencode does (test/lib/loop-guard.ts), with the given environment, and drives its hooks. */
 async function start(env: Record<string, string> = {}) {
-  const logs: LogBody[] = []
-  const toasts: ToastBody[] = []
-  const aborts: any[] = []
-  const client = {
-    app: { log: async ({ body }: { body: LogBody }) => (logs.push(body), true) },
-    tui: { showToast: async ({ body }: { body: ToastBody }) => (toasts.push(body), true) },
-    session: { abort: async (options: unknown) => (aborts.push(options), true) },
-  }
-  const saved = ENV_KEYS.map((key) => [key, process.env[key]] as const)
-  for (const key of ENV_KEYS) delete process.env[key]
-  Object.assign(process.env, env)
-  try {
-    const hooks: any = await plugin.server({ client, directory: "/tmp/p", worktree: "/tmp/p" } as any)
-    return { hooks, logs, toasts, aborts, ...host(hooks) }
-  } finally {
-    for (const [key, value] of saved) value === undefined ? delete process.env[key] : (process.env[key] = value)
-  }
+  const started = await startLoopGuard(env)
+  return { ...started, ...host(started.hooks) }
 }
 
 /** The host's event shapes (opencode 1.18.33, ../shared/opencode-host.md "Streamed text and reasoning"). */

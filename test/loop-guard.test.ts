@@ -1,5 +1,6 @@
 // loop-guard through the interface opencode uses: `server(input)`, then the `tool.execute.before` and `event` hooks.
 import { describe, expect, test } from "bun:test"
+import { startLoopGuard } from "./lib/loop-guard.ts"
 import plugin, {
   IGNORED_KEYS,
   LEAF_DIGEST_MIN,
@@ -17,37 +18,10 @@ import plugin, {
   sleepSeconds,
 } from "../loop-guard.ts"
 
-type LogBody = { service: string; level: string; message: string; extra?: Record<string, unknown> }
-type ToastBody = { message: string; variant: string }
-const ENV_KEYS = [
-  "OPENCODE_LOOP_GUARD",
-  "OPENCODE_LOOP_GUARD_REPETITIONS",
-  "OPENCODE_LOOP_GUARD_EXEMPT",
-  "OPENCODE_LOOP_GUARD_FAILURES",
-  "OPENCODE_LOOP_GUARD_MAX_BLOCKS",
-  "OPENCODE_LOOP_GUARD_WAIT_BUDGET",
-  "OPENCODE_LOOP_GUARD_WAIT_LAPS",
-]
-
-/** Starts the plugin as opencode does, with the given environment and a client that records logs, toasts, aborts. */
+/** Starts the plugin as opencode does (test/lib/loop-guard.ts), with the given environment, and drives its hooks. */
 async function start(env: Record<string, string> = {}) {
-  const logs: LogBody[] = []
-  const toasts: ToastBody[] = []
-  const aborts: unknown[] = []
-  const client = {
-    app: { log: async ({ body }: { body: LogBody }) => (logs.push(body), true) },
-    tui: { showToast: async ({ body }: { body: ToastBody }) => (toasts.push(body), true) },
-    session: { abort: async (options: unknown) => (aborts.push(options), true) },
-  }
-  const saved = ENV_KEYS.map((key) => [key, process.env[key]] as const)
-  for (const key of ENV_KEYS) delete process.env[key]
-  Object.assign(process.env, env)
-  try {
-    const hooks = await plugin.server({ client, directory: "/tmp/p", worktree: "/tmp/p" } as any)
-    return { hooks, logs, toasts, aborts, ...driver(hooks) }
-  } finally {
-    for (const [key, value] of saved) value === undefined ? delete process.env[key] : (process.env[key] = value)
-  }
+  const started = await startLoopGuard(env)
+  return { ...started, ...driver(started.hooks) }
 }
 
 let callNumber = 0
