@@ -96,6 +96,19 @@ async function twoPrompts(first: StreamedStep) {
   }
 }
 
+/**
+ * Whether opencode's log holds `text`, read again for up to 10 s: `serve` writes its log file in batches, so a line
+ * logged at the abort can reach the file after the run's reply has come back.
+ */
+async function logOnceWritten(sb: { log(): string }, text: string, timeoutMs = 10_000): Promise<boolean> {
+  const until = Date.now() + timeoutMs
+  while (!sb.log().includes(text)) {
+    if (Date.now() > until) return false
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+  return true
+}
+
 describe("e2e stream: a looping reasoning is stopped", () => {
   let s: Awaited<ReturnType<typeof twoPrompts>>
   beforeAll(async () => {
@@ -128,7 +141,7 @@ describe("e2e stream: a looping reasoning is stopped", () => {
     expect(parts.some((p) => p.type === "text" && p.text?.includes("never reached"))).toBe(false)
   })
 
-  test("the human is told, in an error toast naming the reasoning, the passage's length and count, not its text", () => {
+  test("the human is told, in an error toast naming the reasoning, the passage's length and count, not its text", async () => {
     const toasts = loopGuardToasts(s.serve)
     expect(toasts.length).toBe(1)
     expect(toasts[0].variant).toBe("error")
@@ -136,7 +149,7 @@ describe("e2e stream: a looping reasoning is stopped", () => {
       /^loop-guard: stopped the agent: its reasoning repeated a 49-character passage \d+ times$/,
     )
     expect(toasts[0].message).not.toContain("configuration")
-    expect(s.sb.log()).toContain("loop-guard: stopped the session's run: its reasoning repeated")
+    expect(await logOnceWritten(s.sb, "loop-guard: stopped the session's run: its reasoning repeated")).toBe(true)
   })
 
   test("the next message works, and the loop is not in what the model receives", () => {
