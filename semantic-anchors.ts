@@ -2836,13 +2836,17 @@ function guardPathsAndParents(guard: GuardFiles): string[] {
 const isUnder = (path: string, dir: string) => path === dir || path.startsWith(dir.endsWith("/") ? dir : `${dir}/`)
 
 /**
- * A glob with each run of wildcards made one (`***` -> `**`, `*?*` -> `?*`, `**\/**\/` -> `**\/`): the same paths or
- * more, without the splits a backtracking RegExp tries for a run (`rm /************Q` held the host for 5-20 s).
+ * A shell word's glob with each run of wildcards made one, without the splits a backtracking RegExp tries for a run
+ * (`rm /************Q` held the host for 5-20 s). As the shell reads it, a `*` never crosses a `/`: a run inside a
+ * path component is one `*` (`***` -> `*`, `*?*` -> `?*`); a component that is only wildcards with a `**` in it is
+ * `**`, taken as crossing directories (bash does with globstar; the guard assumes it may be on), and repeated
+ * `**\/` are one.
  */
 function collapseWildcards(glob: string): string {
-  return glob
-    .replace(/(?:\*\*\/)+/g, "**/")
-    .replace(/[*?]*\*[*?]*/g, (run) => (run.includes("**") ? "**" : `${"?".repeat(run.split("?").length - 1)}*`))
+  return glob.replace(/(?:\*\*\/)+/g, "**/").replace(/[*?]*\*[*?]*/g, (run: string, at: number, word: string) => {
+    const wholeComponent = (at === 0 || word[at - 1] === "/") && (word[at + run.length] ?? "/") === "/"
+    return wholeComponent && run.includes("**") ? "**" : `${"?".repeat(run.split("?").length - 1)}*`
+  })
 }
 
 /** Whether writing `target` (a file, a directory and all under it, a glob, a find root with its tests) reaches a

@@ -156,6 +156,11 @@ describe("a glob with a run of wildcards cannot hold the host", () => {
     [`rm -rf ${"*?".repeat(12)}Q`, "allows"],
     [`rm -rf ${"**/".repeat(40)}Q`, "allows"],
     ["rm -rf /************", "blocks"],
+    // as the shell reads it: a run inside a component is one `*`, which never crosses a `/` (the project's random
+    // temp directory may end in Q: that is no match for `/*Q`); a whole component of wildcards may cross
+    ["rm -rf /tmp/semantic-anchors-**Q", "allows"],
+    ["rm -rf .open**", "blocks"],
+    ["rm -rf ../**/.opencode", "blocks"],
   ]
   test.each(cases)("%p answers at once: guard-integrity %s", async (command, guard) => {
     const h = await start()
