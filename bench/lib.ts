@@ -88,6 +88,19 @@ export function printTable(rows: readonly Row[]): void {
   for (const r of rows) if (r.note) console.log(`  * ${r.group} / ${r.figure}: ${r.note}`)
 }
 
+/**
+ * A table of counts: the first column left-aligned, the others right-aligned, under a header and (by default) a rule
+ * of dashes. The replays (bench/traces.ts, bench/traces-anchors.ts) and the loop table of bench/texts.ts print with it.
+ */
+export function printColumns(header: string[], rows: string[][], { separator = " | ", rule = true } = {}): void {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)))
+  const line = (cells: string[]) =>
+    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join(separator)
+  console.log(line(header))
+  if (rule) console.log(widths.map((w) => "-".repeat(w)).join(separator.replace(/ /g, "-")))
+  for (const r of rows) console.log(line(r))
+}
+
 /** Load average and core count, printed with the results: the figures mean little on a busy machine. */
 export function machine(): Record<string, unknown> {
   return {

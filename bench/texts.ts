@@ -19,6 +19,7 @@ import { readFileSync } from "node:fs"
 import path from "node:path"
 import { gunzipSync } from "node:zlib"
 import plugin, { MAX_STREAM_PARTS, StreamWatcher } from "../loop-guard.ts"
+import { printColumns } from "./lib.ts"
 
 type Text = { id: string; kind: "text" | "reasoning"; text: string; session: string }
 type Loop = { id: string; kind: string; text: string; unit: string; note?: string }
@@ -241,11 +242,7 @@ export async function streamTexts(dir: string): Promise<Record<string, unknown>>
     ])
     results.push({ id: loop.id, chars: text.length, began, period, bound, stops, verdict, required: need })
   }
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)))
-  const line = (cells: string[]) =>
-    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join("  ")
-  console.log(line(header))
-  for (const r of rows) console.log(line(r))
+  printColumns(header, rows, { separator: "  ", rule: false })
   console.log(
     `required loops stopped within the bound: ${withinBound} of ${required}; ` +
       `cost while a loop streams: ${((loopMs * 1e6) / loopChars).toFixed(0)} ns per character (hook, until the stop)`,

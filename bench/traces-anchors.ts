@@ -17,7 +17,8 @@ import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import path from "node:path"
 import plugin from "../semantic-anchors.ts"
-import { loadTraces } from "./traces.ts"
+import { printColumns } from "./lib.ts"
+import { emitError, loadTraces } from "./traces.ts"
 
 type Call = { tool: string; args: unknown; obs?: string; err?: boolean }
 type Trajectory = { id: string; system: string; turns: Call[][] }
@@ -107,7 +108,7 @@ export async function replayAnchors(
           }
         }
         if (blocked !== undefined || call.err)
-          await partError(hooks, sessionID, callID, call, blocked ?? call.obs ?? "")
+          await emitError(hooks, sessionID, callID, call.tool, blocked ?? call.obs ?? "", call.args)
         else
           await hooks["tool.execute.after"](
             { tool: call.tool, sessionID, callID, args: call.args },
@@ -120,12 +121,6 @@ export async function replayAnchors(
     await hooks.event({ event: { type: "session.deleted", properties: { sessionID, info: { id: sessionID } } } })
   }
   return { figures, guardBlocks }
-}
-
-/** The event opencode publishes when a tool part ends in error (a failed call, or a call a plugin blocked). */
-async function partError(hooks: any, sessionID: string, callID: string, call: Call, error: string) {
-  const part = { type: "tool", tool: call.tool, callID, sessionID, state: { status: "error", input: call.args, error } }
-  await hooks.event({ event: { type: "message.part.updated", properties: { sessionID, part } } })
 }
 
 /** Runs the replay over DIR and prints the figures and every guard-integrity block. */
@@ -170,12 +165,8 @@ export async function replayAnchorTraces(
     `${f.turnsStopped} (${pct(f.turnsStopped, f.turns)})`,
     `${f.turnsStoppedBy["step-confirmation"] ?? 0} (${pct(f.turnsStoppedBy["step-confirmation"] ?? 0, f.turns)})`,
   ])
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)))
-  const line = (cells: string[]) => cells.map((c, i) => (i ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join(" | ")
   console.log(`\nsemantic-anchors, default config (agent build: software-developer), replay of ${dir}\n`)
-  console.log(line(header))
-  console.log(widths.map((w) => "-".repeat(w)).join("-|-"))
-  for (const r of rows) console.log(line(r))
+  printColumns(header, rows)
   console.log(
     `\na user message opens each turn (it confirms); a turn stopped = a turn with a blocked call, where the agent would` +
       ` have had to ask the user.\nBlocks after the first of a turn are counterfactual (the replay feeds the calls the` +

@@ -16,6 +16,7 @@ import { readdirSync, readFileSync } from "node:fs"
 import path from "node:path"
 import { gunzipSync } from "node:zlib"
 import plugin from "../loop-guard.ts"
+import { printColumns } from "./lib.ts"
 
 type Call = { tool: string; args: unknown; obs?: string; err?: boolean }
 type Trajectory = { id: string; system: string; turns: Call[][] }
@@ -151,13 +152,17 @@ export async function replaySystem(
 }
 
 /** The event opencode publishes when a tool part ends in error (a failed call, or a call a plugin blocked). */
-async function emitError(hooks: any, sessionID: string, callID: string, tool: string, error: string) {
-  await hooks.event?.({
-    event: {
-      type: "message.part.updated",
-      properties: { sessionID, part: { type: "tool", tool, callID, sessionID, state: { status: "error", error } } },
-    },
-  })
+export async function emitError(
+  hooks: any,
+  sessionID: string,
+  callID: string,
+  tool: string,
+  error: string,
+  input?: unknown,
+) {
+  const state = input === undefined ? { status: "error", error } : { status: "error", input, error }
+  const part = { type: "tool", tool, callID, sessionID, state }
+  await hooks.event?.({ event: { type: "message.part.updated", properties: { sessionID, part } } })
 }
 
 /** Runs the replay over DIR and prints the figures and the episodes. */
@@ -188,12 +193,8 @@ export async function replayTraces(dir: string): Promise<{ figures: SystemFigure
     String(f.stops),
     String(f.callsAfterStop),
   ])
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)))
-  const line = (cells: string[]) => cells.map((c, i) => (i ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join(" | ")
   console.log(`\nreal-trajectory replay: ${dir}\n`)
-  console.log(line(header))
-  console.log(widths.map((w) => "-".repeat(w)).join("-|-"))
-  for (const r of rows) console.log(line(r))
+  printColumns(header, rows)
   console.log(
     `\nblocks by reason: cycle = a repeat whose results did not change, backstop = a repeat whose results changed,`,
   )
