@@ -109,6 +109,21 @@ async function logOnceWritten(sb: { log(): string }, text: string, timeoutMs = 1
   return true
 }
 
+/**
+ * The first agent request's stream of `more than` pieces was closed by the client long before its end (piece 40 or
+ * later, before a quarter of them); prints the figures and the toast for the README.
+ */
+async function expectClosedEarly(serve: Serve, label: string, more: number) {
+  const fake = await replyEnded(agentRequests(serve.llm)[0])
+  console.log(
+    `${label}: ${fake.chunksSent} of ${fake.chunksTotal} pieces of 20 characters sent; toast: ${loopGuardToasts(serve)[0]?.message}`,
+  )
+  expect(fake.closedEarly).toBe(true)
+  expect(fake.chunksTotal).toBeGreaterThan(more)
+  expect(fake.chunksSent).toBeGreaterThanOrEqual(40)
+  expect(fake.chunksSent).toBeLessThan(fake.chunksTotal / 4)
+}
+
 describe("e2e stream: a looping reasoning is stopped", () => {
   let s: Awaited<ReturnType<typeof twoPrompts>>
   beforeAll(async () => {
@@ -122,16 +137,9 @@ describe("e2e stream: a looping reasoning is stopped", () => {
 
   test("the model server sees its stream closed long before its end; the run reports the abort", async () => {
     expect(s.firstReply.info?.error?.name).toBe("MessageAbortedError")
-    const fake = await replyEnded(agentRequests(s.serve.llm)[0])
-    console.log(
-      `reasoning loop: ${fake.chunksSent} of ${fake.chunksTotal} pieces of 20 characters sent; toast: ${loopGuardToasts(s.serve)[0]?.message}`,
-    )
-    expect(fake.closedEarly).toBe(true)
-    expect(fake.chunksTotal).toBeGreaterThan(950)
     // The rule stops 800 characters into the loop (piece 42, after the first sentence); what else was sent is the
     // host's latency.
-    expect(fake.chunksSent).toBeGreaterThanOrEqual(40)
-    expect(fake.chunksSent).toBeLessThan(fake.chunksTotal / 4)
+    await expectClosedEarly(s.serve, "reasoning loop", 950)
     // The reasoning part was saved with what had arrived; the answer never started.
     const parts = await sessionParts(s.serve, s.id)
     const reasoning = parts.filter((p) => p.type === "reasoning")
@@ -178,14 +186,7 @@ describe("e2e stream: a looping answer is stopped", () => {
 
   test("the model server sees its stream closed long before its end; the run reports the abort", async () => {
     expect(s.firstReply.info?.error?.name).toBe("MessageAbortedError")
-    const fake = await replyEnded(agentRequests(s.serve.llm)[0])
-    console.log(
-      `answer loop: ${fake.chunksSent} of ${fake.chunksTotal} pieces of 20 characters sent; toast: ${loopGuardToasts(s.serve)[0]?.message}`,
-    )
-    expect(fake.closedEarly).toBe(true)
-    expect(fake.chunksTotal).toBeGreaterThan(900)
-    expect(fake.chunksSent).toBeGreaterThanOrEqual(40)
-    expect(fake.chunksSent).toBeLessThan(fake.chunksTotal / 4)
+    await expectClosedEarly(s.serve, "answer loop", 900)
     const parts = await sessionParts(s.serve, s.id)
     const text = parts.filter((p) => p.type === "text" && p.error === "MessageAbortedError")
     expect(text.length).toBe(1)
