@@ -20,6 +20,8 @@ import {
 
 // Each describe starts one opencode serve and sends two prompts; slow when the machine is loaded.
 const SETUP_TIMEOUT = 240_000
+// serve.close() gives opencode 5 s to end before SIGKILL (harness.ts): more than bun's 5 s hook default.
+const CLOSE_TIMEOUT = 30_000
 
 const sandboxes: Sandbox[] = []
 afterAll(() => sandboxes.forEach((sb) => sb.cleanup()))
@@ -133,7 +135,7 @@ describe("e2e stream: a looping reasoning is stopped", () => {
       ...LOOP_STREAM,
     })
   }, SETUP_TIMEOUT)
-  afterAll(() => s?.serve.close())
+  afterAll(() => s?.serve.close(), CLOSE_TIMEOUT)
 
   test("the model server sees its stream closed long before its end; the run reports the abort", async () => {
     expect(s.firstReply.info?.error?.name).toBe("MessageAbortedError")
@@ -182,7 +184,7 @@ describe("e2e stream: a looping answer is stopped", () => {
       ...LOOP_STREAM,
     })
   }, SETUP_TIMEOUT)
-  afterAll(() => s?.serve.close())
+  afterAll(() => s?.serve.close(), CLOSE_TIMEOUT)
 
   test("the model server sees its stream closed long before its end; the run reports the abort", async () => {
     expect(s.firstReply.info?.error?.name).toBe("MessageAbortedError")
@@ -274,7 +276,7 @@ describe("e2e stream: a 20 KB legitimate answer runs to its end", () => {
       throw error
     }
   }, SETUP_TIMEOUT)
-  afterAll(() => serve?.close())
+  afterAll(() => serve?.close(), CLOSE_TIMEOUT)
 
   test("the answer is 20 KB with a table, a list, a code block and a log whose lines repeat", () => {
     expect(answer.length).toBeGreaterThanOrEqual(20_000)
@@ -310,7 +312,7 @@ describe("e2e stream: OPENCODE_LOOP_GUARD_STREAM=warn tells, and stops nothing",
       throw error
     }
   }, SETUP_TIMEOUT)
-  afterAll(() => serve?.close())
+  afterAll(() => serve?.close(), CLOSE_TIMEOUT)
 
   test("the looping answer streams to its end; the human gets a warning toast that says it was not stopped", async () => {
     expect(reply.info?.error).toBeUndefined()

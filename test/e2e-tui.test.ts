@@ -28,12 +28,15 @@ const tuiDescribe = run ? describe : describe.skip
 const TEST_TIMEOUT = 200_000
 const NOTES = "hello notes, line one\n"
 
+// Closing a TUI waits up to ~5 s for its processes to end (tui.ts): more than bun's 5 s hook default under load.
+const CLOSE_TIMEOUT = 30_000
+
 const sandboxes: Sandbox[] = []
-afterEach(() => closeAllTuis())
+afterEach(() => closeAllTuis(), CLOSE_TIMEOUT)
 afterAll(async () => {
   await closeAllTuis()
   sandboxes.forEach((sb) => sb.cleanup())
-})
+}, CLOSE_TIMEOUT)
 
 function sandbox(opts: SandboxOptions = {}) {
   const sb = createSandbox({ ...opts, files: { "notes.txt": NOTES, ...(opts.files ?? {}) } })
@@ -329,9 +332,12 @@ tuiDescribe("e2e in the opencode TUI (tmux)", () => {
       // 2: the same question is asked again ("always" was not remembered); "Allow once" grants.
       since = tui.mark()
       await tui.submit("push again so that the demo works")
-      const dialog2 = await tui.answerPermission("once", 120_000)
-      dialogShowsFacts(dialog2)
+      await tui.waitForScreen((s) => s.includes("Permission required"), 120_000, { since, what: "dialog 2" })
+      // The question's toast before the answer: the outcome's toast replaces it, and under load a toast that came
+      // after the dialog could be replaced before a frame of it was kept.
       await askToast(since)
+      const dialog2 = await tui.answerPermission("once")
+      dialogShowsFacts(dialog2)
       const granted = await tui.waitForScreen(
         toastShows("semantic-anchors: bypass granted once (override 1 of 3)"),
         60_000,
