@@ -1681,7 +1681,13 @@ const PLUGIN_FILES = ["semantic-anchors.ts", "loop-guard.ts", "opencode-semantic
  * The guard's own files: config files, opencode config, plugin directories. `mentioned` holds when a text contains
  * any of `mentions` (one regex test instead of a search per name, on every bash call).
  */
-type GuardFiles = { exact: Set<string>; roots: string[]; mentions: string[]; mentioned: RegExp }
+type GuardFiles = {
+  exact: Set<string>
+  roots: string[]
+  mentions: string[]
+  mentioned: RegExp
+  mentionedQuoted: RegExp
+}
 
 function guardFiles(paths: Paths): GuardFiles {
   const projectDir = `${paths.directory}/.opencode`
@@ -1723,8 +1729,13 @@ function guardFiles(paths: Paths): GuardFiles {
     const base = paths.globalFile.split("/").pop()
     if (base) mentions.push(base)
   }
-  const mentioned = new RegExp(mentions.filter(Boolean).map(escapeRegex).join("|") || "(?!)")
-  return { exact, roots, mentions, mentioned }
+  const names = mentions.filter(Boolean)
+  const mentioned = new RegExp(names.map(escapeRegex).join("|") || "(?!)")
+  // The same names with quotes and backslashes allowed between their characters (`.open''code`): a test on the raw
+  // command line that holds whenever the line with them taken out would name one, without making that line.
+  const quotable = (name: string) => [...name].map(escapeRegex).join(`["'\\\\]*`)
+  const mentionedQuoted = new RegExp(names.map(quotable).join("|") || "(?!)")
+  return { exact, roots, mentions, mentioned, mentionedQuoted }
 }
 
 const PLUGIN_DIR_FILE = /(?:^|\/)\.?opencode\/plugins?\/[^/]+/
@@ -1789,39 +1800,73 @@ function plainRunEnd(command: string, start: number, special: Uint8Array): numbe
   return at
 }
 
+/** The arrays a SimpleCommand has until its first redirect or here-document (most have none): never written to. */
+const NO_WORDS: string[] = Object.freeze([]) as unknown as string[]
+
+function newSimpleCommand(): SimpleCommand {
+  return { words: [], redirects: NO_WORDS, heredocs: NO_WORDS }
+}
+
+type PendingHeredoc = { delimiter: string; stripTabs: boolean; into: SimpleCommand }
+
 /** The simple commands of a command line, or null when it cannot be followed (an unterminated quote, too deep). */
 function scanCommand(command: string, depth = 0): Scan | null {
   if (depth > MAX_NESTING) return null
-  const scan: Scan = { commands: [], substituted: false }
-  let current: SimpleCommand = { words: [], redirects: [], heredocs: [] }
-  let word = ""
-  let inWord = false
-  let quote = ""
-  const heredocs: { delimiter: string; stripTabs: boolean; into: SimpleCommand }[] = []
-  const endWord = () => {
-    if (inWord) current.words.push(word)
-    word = ""
-    inWord = false
+  return new LineScanner(command, depth).run()
+}
+
+/**
+ * scanCommand's state while it reads one line: the word being built and the simple command it belongs to. A class,
+ * not closures over locals: every bash call of every session goes through it, and the closures were a third of it.
+ */
+class LineScanner {
+  readonly scan: Scan = { commands: [], substituted: false }
+  private current: SimpleCommand = newSimpleCommand()
+  private word = ""
+  private inWord = false
+  private readonly heredocs: PendingHeredoc[] = []
+
+  constructor(
+    private readonly command: string,
+    private readonly depth: number,
+  ) {}
+
+  private endWord(): void {
+    if (this.inWord) this.current.words.push(this.word)
+    this.word = ""
+    this.inWord = false
   }
-  const endCommand = () => {
-    endWord()
-    if (current.words.length || current.redirects.length) scan.commands.push(current)
-    current = { words: [], redirects: [], heredocs: [] }
+
+  private endCommand(): void {
+    this.endWord()
+    const current = this.current
+    if (current.words.length || current.redirects.length) this.scan.commands.push(current)
+    else if (!this.heredocs.length || this.heredocs[this.heredocs.length - 1].into !== current) return // kept for the next
+    this.current = newSimpleCommand()
   }
+
+  private addRedirect(target: string): void {
+    if (harmlessTarget(target)) return
+    if (this.current.redirects === NO_WORDS) this.current.redirects = []
+    this.current.redirects.push(target)
+  }
+
   // `$(...)`, backquotes, `<(...)`, `>(...)`: the inner command is read as well; what it prints is not known.
-  const substitute = (inner: string): boolean => {
-    const nested = scanCommand(inner, depth + 1)
+  private substitute(inner: string): boolean {
+    const nested = scanCommand(inner, this.depth + 1)
     if (!nested) return false
-    scan.commands.push(...nested.commands)
-    scan.substituted = true
+    for (const one of nested.commands) this.scan.commands.push(one)
+    this.scan.substituted = true
     return true
   }
-  // Returns the index of the substitution's last character, or -1 when it cannot be followed.
-  const substitution = (i: number): number => {
+
+  /** The index of the substitution's last character, or -1 when it cannot be followed. */
+  private substitution(i: number): number {
+    const command = this.command
     if (command[i] === "`") {
       let end = i + 1
       while (end < command.length && command[end] !== "`") end += command[end] === "\\" ? 2 : 1
-      return end < command.length && substitute(command.slice(i + 1, end)) ? end : -1
+      return end < command.length && this.substitute(command.slice(i + 1, end)) ? end : -1
     }
     if (command.startsWith("$((", i)) {
       const end = command.indexOf("))", i + 3) // arithmetic: no command inside
@@ -1829,121 +1874,122 @@ function scanCommand(command: string, depth = 0): Scan | null {
     }
     const open = command[i] === "$" || command[i] === "<" || command[i] === ">" ? i + 1 : i
     const end = closingParen(command, open + 1)
-    return end !== -1 && substitute(command.slice(open + 1, end)) ? end : -1
+    return end !== -1 && this.substitute(command.slice(open + 1, end)) ? end : -1
   }
-  for (let i = 0; i < command.length; i++) {
-    const ch = command[i]
-    if (quote === "'") {
-      // Nothing is special inside single quotes: the word takes everything up to the closing quote at once.
-      const close = command.indexOf("'", i)
-      word += command.slice(i, close === -1 ? command.length : close)
-      if (close === -1) break
-      quote = ""
-      i = close
-      continue
-    }
-    if (quote === '"') {
-      if (ch === '"') quote = ""
-      else if (ch === "\\" && i + 1 < command.length) {
-        // Inside double quotes a backslash escapes only $ ` " \ and a newline; elsewhere it stays (sed needs it).
-        const next = command[++i]
-        if (next !== "\n") word += '$`"\\'.includes(next) ? next : `\\${next}`
-      } else if (ch === "`" || (ch === "$" && command[i + 1] === "(")) {
-        const end = substitution(i)
-        if (end === -1) return null
-        word += command.slice(i, end + 1)
-        i = end
-      } else {
-        const end = plainRunEnd(command, i + 1, IN_DOUBLE_QUOTES)
-        word += command.slice(i, end)
-        i = end - 1
-      }
-      continue
-    }
-    if (ch === "'" || ch === '"') {
-      quote = ch
-      inWord = true
-    } else if (ch === "\\") {
-      if (command[i + 1] === "\n")
-        i++ // a line continuation
-      else if (i + 1 < command.length) {
-        word += command[++i]
-        inWord = true
-      }
-    } else if (ch === "`" || (ch === "$" && command[i + 1] === "(")) {
-      const end = substitution(i)
-      if (end === -1) return null
-      word += command.slice(i, end + 1)
-      inWord = true
-      i = end
-    } else if (ch === "#" && !inWord) {
-      while (i + 1 < command.length && command[i + 1] !== "\n") i++
-    } else if (ch === " " || ch === "\t") endWord()
-    else if (ch === "\n") {
-      endCommand()
-      i = readHeredocs(command, i, heredocs)
-    } else if (ch === "|" || ch === ";" || ch === "(" || ch === ")") endCommand()
-    else if (ch === "&") {
-      if (command[i + 1] === ">") {
-        // &> and &>> send both streams to a file
-        endWord()
-        const target = redirectTarget(command, i + (command[i + 2] === ">" ? 3 : 2))
-        if (!harmlessTarget(target.word)) current.redirects.push(target.word)
-        i = target.end - 1
-      } else endCommand()
-    } else if (ch === ">") {
-      // [n]>, >>, >|, n>&m: a write unless it goes to /dev/null or duplicates a descriptor; >(...) runs a command
-      if (inWord && /^\d+$/.test(word)) {
-        word = ""
-        inWord = false
-      } else endWord()
-      if (command[i + 1] === "(") {
-        const end = substitution(i)
-        if (end === -1) return null
-        i = end
+
+  run(): Scan | null {
+    const command = this.command
+    let quote = ""
+    for (let i = 0; i < command.length; i++) {
+      const ch = command[i]
+      if (quote === "'") {
+        // Nothing is special inside single quotes: the word takes everything up to the closing quote at once.
+        const close = command.indexOf("'", i)
+        this.word += command.slice(i, close === -1 ? command.length : close)
+        if (close === -1) break
+        quote = ""
+        i = close
         continue
       }
-      let at = i + 1
-      if (command[at] === ">" || command[at] === "|") at++
-      const target = redirectTarget(command, at)
-      if (!harmlessTarget(target.word)) current.redirects.push(target.word)
-      i = target.end - 1
-    } else if (ch === "<") {
-      endWord()
-      if (command[i + 1] === "(") {
-        const end = substitution(i)
-        if (end === -1) return null
-        i = end
-      } else if (command[i + 1] === "<" && command[i + 2] !== "<") {
-        // a here-document: its body, on the lines after this one, is the command's input, not commands
-        const stripTabs = command[i + 2] === "-"
-        const target = redirectTarget(command, i + (stripTabs ? 3 : 2))
-        // the delimiter is the word after quote removal: `<<\EOF` and `<<'EOF'` both end at a line `EOF`
-        heredocs.push({ delimiter: target.word.replace(/\\/g, ""), stripTabs, into: current })
-        i = target.end - 1
-      } else {
-        let at = i + 1
-        while (command[at] === "<") at++
-        i = redirectTarget(command, at).end - 1 // input redirection and here-strings read: skip their word
+      if (quote === '"') {
+        if (ch === '"') quote = ""
+        else if (ch === "\\" && i + 1 < command.length) {
+          // Inside double quotes a backslash escapes only $ ` " \ and a newline; elsewhere it stays (sed needs it).
+          const next = command[++i]
+          if (next !== "\n") this.word += '$`"\\'.includes(next) ? next : `\\${next}`
+        } else if (ch === "`" || (ch === "$" && command[i + 1] === "(")) {
+          const end = this.substitution(i)
+          if (end === -1) return null
+          this.word += command.slice(i, end + 1)
+          i = end
+        } else {
+          const end = plainRunEnd(command, i + 1, IN_DOUBLE_QUOTES)
+          this.word += command.slice(i, end)
+          i = end - 1
+        }
+        continue
       }
-    } else {
-      const end = plainRunEnd(command, i + 1, UNQUOTED)
-      word += command.slice(i, end)
-      inWord = true
-      i = end - 1
+      if (ch === "'" || ch === '"') {
+        quote = ch
+        this.inWord = true
+      } else if (ch === "\\") {
+        if (command[i + 1] === "\n")
+          i++ // a line continuation
+        else if (i + 1 < command.length) {
+          this.word += command[++i]
+          this.inWord = true
+        }
+      } else if (ch === "`" || (ch === "$" && command[i + 1] === "(")) {
+        const end = this.substitution(i)
+        if (end === -1) return null
+        this.word += command.slice(i, end + 1)
+        this.inWord = true
+        i = end
+      } else if (ch === "#" && !this.inWord) {
+        while (i + 1 < command.length && command[i + 1] !== "\n") i++
+      } else if (ch === " " || ch === "\t") this.endWord()
+      else if (ch === "\n") {
+        this.endCommand()
+        i = readHeredocs(command, i, this.heredocs)
+      } else if (ch === "|" || ch === ";" || ch === "(" || ch === ")") this.endCommand()
+      else if (ch === "&") {
+        if (command[i + 1] === ">") {
+          // &> and &>> send both streams to a file
+          this.endWord()
+          const target = redirectTarget(command, i + (command[i + 2] === ">" ? 3 : 2))
+          this.addRedirect(target.word)
+          i = target.end - 1
+        } else this.endCommand()
+      } else if (ch === ">") {
+        // [n]>, >>, >|, n>&m: a write unless it goes to /dev/null or duplicates a descriptor; >(...) runs a command
+        if (this.inWord && /^\d+$/.test(this.word)) {
+          this.word = ""
+          this.inWord = false
+        } else this.endWord()
+        if (command[i + 1] === "(") {
+          const end = this.substitution(i)
+          if (end === -1) return null
+          i = end
+          continue
+        }
+        let at = i + 1
+        if (command[at] === ">" || command[at] === "|") at++
+        const target = redirectTarget(command, at)
+        this.addRedirect(target.word)
+        i = target.end - 1
+      } else if (ch === "<") {
+        this.endWord()
+        if (command[i + 1] === "(") {
+          const end = this.substitution(i)
+          if (end === -1) return null
+          i = end
+        } else if (command[i + 1] === "<" && command[i + 2] !== "<") {
+          // a here-document: its body, on the lines after this one, is the command's input, not commands
+          const stripTabs = command[i + 2] === "-"
+          const target = redirectTarget(command, i + (stripTabs ? 3 : 2))
+          // the delimiter is the word after quote removal: `<<\EOF` and `<<'EOF'` both end at a line `EOF`
+          this.heredocs.push({ delimiter: target.word.replace(/\\/g, ""), stripTabs, into: this.current })
+          i = target.end - 1
+        } else {
+          let at = i + 1
+          while (command[at] === "<") at++
+          i = redirectTarget(command, at).end - 1 // input redirection and here-strings read: skip their word
+        }
+      } else {
+        const end = plainRunEnd(command, i + 1, UNQUOTED)
+        this.word += command.slice(i, end)
+        this.inWord = true
+        i = end - 1
+      }
     }
+    if (quote) return null
+    this.endCommand()
+    return this.scan
   }
-  if (quote) return null
-  endCommand()
-  return scan
 }
 
 /** Reads the bodies of the here-documents opened on the line that ends at `newline`; returns the last index used. */
-function readHeredocs(
-  command: string,
-  newline: number,
-  pending: { delimiter: string; stripTabs: boolean; into: SimpleCommand }[],
-): number {
+function readHeredocs(command: string, newline: number, pending: PendingHeredoc[]): number {
   let at = newline
   for (const { delimiter, stripTabs, into } of pending.splice(0)) {
     const lines: string[] = []
@@ -1954,6 +2000,7 @@ function readHeredocs(
       if ((stripTabs ? line.replace(/^\t+/, "") : line) === delimiter) break
       lines.push(line)
     }
+    if (into.heredocs === NO_WORDS) into.heredocs = []
     into.heredocs.push(lines.join("\n"))
   }
   return at
@@ -1992,12 +2039,16 @@ type Reading = {
 }
 type ProgramReader = (args: string[], stdin: string[], depth: number) => Reading
 
+/** The lists a reading has when its reader gave none: shared, never written to (a reader that adds to a list makes
+ * its own: `reading({ writes: [] })`). */
+const NO_TARGETS: Target[] = Object.freeze([]) as unknown as Target[]
+
 function reading(part: Partial<Reading> = {}): Reading {
   // Built field by field, not spread: a bash call makes several, and the spread was a tenth of its reading's time.
   const one: Reading = {
-    writes: part.writes ?? [],
-    reads: part.reads ?? [],
-    nested: part.nested ?? [],
+    writes: part.writes ?? NO_TARGETS,
+    reads: part.reads ?? NO_WORDS,
+    nested: part.nested ?? NO_WORDS,
     changing: part.changing ?? false,
     opaque: part.opaque ?? false,
   }
@@ -2206,6 +2257,7 @@ const readSed: ProgramReader = (args) => {
   const result = reading({
     writes: inPlace ? files.map((word) => ({ word, throughLinks: has(parsed, "follow-symlinks") })) : [],
     reads: [...(inPlace ? [] : files), ...scriptFiles],
+    nested: [],
     changing: inPlace,
     opaque: scriptFiles.length > 0,
   })
@@ -2440,7 +2492,7 @@ const readFind: ProgramReader = (args, _stdin, depth) => {
   const roots: string[] = []
   while (k < args.length && !/^[-(!,)]/.test(args[k])) roots.push(args[k++])
   if (roots.length === 0) roots.push(".")
-  const result = reading({ reads: [...roots] })
+  const result = reading({ writes: [], reads: [...roots], nested: [] })
   let reachesMatches = false
   const primary = (): FindTest => {
     const arg = args[k++]
@@ -2666,11 +2718,11 @@ function readSimple(words: string[], stdin: string[], depth = 0): Reading {
   if (depth > MAX_PREFIXES) return OPAQUE()
   // A variable's value (`d=.opencode; rm -rf $d`) and a loop's words (`for f in .opencode/*`) may be paths the
   // command goes on to use: they are read, so a guard name there counts when the command changes something.
-  const values: string[] = []
+  let values = NO_WORDS
   let i = 0
   for (; i < words.length; i++) {
     const assignment = words[i].includes("=") ? /^[A-Za-z_][A-Za-z0-9_]*=/.exec(words[i]) : null
-    if (assignment) values.push(words[i].slice(assignment[0].length))
+    if (assignment) (values === NO_WORDS ? (values = []) : values).push(words[i].slice(assignment[0].length))
     else if (!SHELL_KEYWORDS.has(words[i])) break
   }
   if (i === words.length || LIST_KEYWORDS.has(words[i])) return reading({ reads: [...values, ...words.slice(i)] })
@@ -2699,7 +2751,7 @@ function readCommandAt(command: string, depth: number): CommandReading {
   const result: CommandReading = { readings: [], redirects: [], changing: scan.substituted, opaque: scan.substituted }
   for (const simple of scan.commands) {
     if (simple.redirects.length) {
-      result.redirects.push(...simple.redirects)
+      for (const target of simple.redirects) result.redirects.push(target)
       result.changing = true
     }
     if (simple.words.length === 0) continue
@@ -2707,16 +2759,21 @@ function readCommandAt(command: string, depth: number): CommandReading {
     result.readings.push(one)
     result.changing ||= one.changing
     result.opaque ||= one.opaque
-    const piped = one.codeFromPipe ? scan.commands.flatMap((other) => other.heredocs) : []
-    for (const code of [...one.nested, ...piped]) {
-      const inner = readCommandAt(code, depth + 1)
-      result.readings.push(...inner.readings)
-      result.redirects.push(...inner.redirects)
-      result.changing ||= inner.changing
-      result.opaque ||= inner.opaque
-    }
+    for (const code of one.nested) readNestedInto(result, code, depth)
+    // a shell reading code from a pipe (`cat <<EOF | sh`): the line's here-documents may be that code
+    if (one.codeFromPipe)
+      for (const other of scan.commands) for (const code of other.heredocs) readNestedInto(result, code, depth)
   }
   return result
+}
+
+/** Reads shell code a command runs (`bash -c CODE`) and adds what it does to the line's reading. */
+function readNestedInto(result: CommandReading, code: string, depth: number): void {
+  const inner = readCommandAt(code, depth + 1)
+  for (const one of inner.readings) result.readings.push(one)
+  for (const target of inner.redirects) result.redirects.push(target)
+  result.changing ||= inner.changing
+  result.opaque ||= inner.opaque
 }
 
 /**
@@ -2762,7 +2819,7 @@ function gitGlobals(args: string[]): { at: number; global: string[]; setsConfig:
     if (args[at] === "-c" || args[at].startsWith("--config-env")) setsConfig = true
     at += args[at] === "-C" || args[at] === "-c" ? 2 : 1
   }
-  const global = args.slice(0, at).map((arg) => arg.replace(/^--(git-dir|work-tree)=/, ""))
+  const global = at === 0 ? NO_WORDS : args.slice(0, at).map((arg) => arg.replace(/^--(git-dir|work-tree)=/, ""))
   return { at, global, setsConfig }
 }
 
@@ -2925,20 +2982,18 @@ function bashTouchesGuard(
     const hit = mentionIn(workdir, guard) ?? (inGuardDir ? workdir : undefined)
     if (hit) return hit
   }
-  if (read.opaque) {
+  if (read.opaque && guard.mentionedQuoted.test(command)) {
     // Quotes and backslashes taken out, so `.open''code` names `.opencode`; a command without them is read as it is.
-    const hit = mentionIn(
-      /["'\\]/.test(command) ? command.replace(/\\\n/g, " ").replace(/["'\\]/g, "") : command,
-      guard,
-    )
+    const hit = mentionIn(command.replace(/\\\n/g, " ").replace(/["'\\]/g, ""), guard)
     if (hit) return hit
   }
   const targets: Target[] = []
   for (const one of read.readings) for (const target of one.writes) targets.push(target)
   for (const word of read.redirects) targets.push({ word, throughLinks: true })
   // A written word made by `$(...)` (`sed -i ... $(grep -rl x .)`): the paths its command reads or lists are written.
-  for (const target of targets.filter((one) => /\$\(|`/.test(one.word)))
-    targets.push(...substitutionsIn(target.word).flatMap(listedPaths))
+  const written = targets.length
+  for (let t = 0; t < written; t++)
+    if (/\$\(|`/.test(targets[t].word)) targets.push(...substitutionsIn(targets[t].word).flatMap(listedPaths))
   for (const target of targets) {
     const hit =
       mentionIn(target.word, guard) ?? (targetHitsGuard(target, here, guard, realpath) ? target.word : undefined)
