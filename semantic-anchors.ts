@@ -1990,18 +1990,27 @@ class LineScanner {
 
 /** Reads the bodies of the here-documents opened on the line that ends at `newline`; returns the last index used. */
 function readHeredocs(command: string, newline: number, pending: PendingHeredoc[]): number {
+  if (pending.length === 0) return newline // most lines open none
   let at = newline
   for (const { delimiter, stripTabs, into } of pending.splice(0)) {
-    const lines: string[] = []
+    // The body is the text between this line's end and the delimiter's line (or the end): found line by line,
+    // cut once.
+    const bodyStart = at + 1
+    let bodyEnd = command.length
     while (at < command.length) {
-      const end = command.indexOf("\n", at + 1)
-      const line = command.slice(at + 1, end === -1 ? undefined : end)
-      at = end === -1 ? command.length : end
-      if ((stripTabs ? line.replace(/^\t+/, "") : line) === delimiter) break
-      lines.push(line)
+      const lineStart = at + 1
+      const newlineAt = command.indexOf("\n", lineStart)
+      const lineEnd = newlineAt === -1 ? command.length : newlineAt
+      let from = lineStart
+      if (stripTabs) while (from < lineEnd && command[from] === "\t") from++
+      at = lineEnd
+      if (lineEnd - from === delimiter.length && command.startsWith(delimiter, from)) {
+        bodyEnd = lineStart - 1
+        break
+      }
     }
     if (into.heredocs === NO_WORDS) into.heredocs = []
-    into.heredocs.push(lines.join("\n"))
+    into.heredocs.push(command.slice(bodyStart, Math.max(bodyStart, bodyEnd)))
   }
   return at
 }
@@ -2892,6 +2901,16 @@ function guardPathsAndParents(guard: GuardFiles): string[] {
 
 const isUnder = (path: string, dir: string) => path === dir || path.startsWith(dir.endsWith("/") ? dir : `${dir}/`)
 
+/** guardPathsAndParents as a set: asked for every path a bash command writes. */
+const withParentsSetCache = new WeakMap<GuardFiles, Set<string>>()
+
+/** Whether a normal absolute path is a guard file or directory, or a directory with one under it (the root too). */
+function holdsGuardPath(path: string, guard: GuardFiles): boolean {
+  let set = withParentsSetCache.get(guard)
+  if (!set) withParentsSetCache.set(guard, (set = new Set(guardPathsAndParents(guard))))
+  return path === "/" || set.has(path.length > 1 && path.endsWith("/") ? path.replace(/\/+$/, "") : path)
+}
+
 /**
  * A shell word's glob with each run of wildcards made one, without the splits a backtracking RegExp tries for a run
  * (`rm /************Q` held the host for 5-20 s). As the shell reads it, a `*` never crosses a `/`: a run inside a
@@ -2922,8 +2941,7 @@ function targetHitsGuard(target: Target, paths: Paths, guard: GuardFiles, realpa
       path === abs ? target.word : `${target.word.replace(/\/+$/, "")}/${path.slice(abs.length).replace(/^\/+/, "")}`
     return guardPathsAndParents(guard).some((path) => isUnder(path, abs) && filter(printed(path)))
   }
-  const hits = (path: string) =>
-    isGuardPath(path, guard) || [...guard.exact, ...guard.roots].some((candidate) => isUnder(candidate, path))
+  const hits = (path: string) => isGuardPath(path, guard) || holdsGuardPath(path, guard)
   return hits(abs) || (target.throughLinks && hits(realpath(abs)))
 }
 
