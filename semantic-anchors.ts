@@ -1681,13 +1681,7 @@ const PLUGIN_FILES = ["semantic-anchors.ts", "loop-guard.ts", "opencode-semantic
  * The guard's own files: config files, opencode config, plugin directories. `mentioned` holds when a text contains
  * any of `mentions` (one regex test instead of a search per name, on every bash call).
  */
-type GuardFiles = {
-  exact: Set<string>
-  roots: string[]
-  mentions: string[]
-  mentioned: RegExp
-  mentionedQuoted: RegExp
-}
+type GuardFiles = { exact: Set<string>; roots: string[]; mentions: string[]; mentioned: RegExp }
 
 function guardFiles(paths: Paths): GuardFiles {
   const projectDir = `${paths.directory}/.opencode`
@@ -1729,13 +1723,8 @@ function guardFiles(paths: Paths): GuardFiles {
     const base = paths.globalFile.split("/").pop()
     if (base) mentions.push(base)
   }
-  const names = mentions.filter(Boolean)
-  const mentioned = new RegExp(names.map(escapeRegex).join("|") || "(?!)")
-  // The same names with quotes and backslashes allowed between their characters (`.open''code`): a test on the raw
-  // command line that holds whenever the line with them taken out would name one, without making that line.
-  const quotable = (name: string) => [...name].map(escapeRegex).join(`["'\\\\]*`)
-  const mentionedQuoted = new RegExp(names.map(quotable).join("|") || "(?!)")
-  return { exact, roots, mentions, mentioned, mentionedQuoted }
+  const mentioned = new RegExp(mentions.filter(Boolean).map(escapeRegex).join("|") || "(?!)")
+  return { exact, roots, mentions, mentioned }
 }
 
 const PLUGIN_DIR_FILE = /(?:^|\/)\.?opencode\/plugins?\/[^/]+/
@@ -3000,7 +2989,7 @@ function bashTouchesGuard(
     const hit = mentionIn(workdir, guard) ?? (inGuardDir ? workdir : undefined)
     if (hit) return hit
   }
-  if (read.opaque && guard.mentionedQuoted.test(command)) {
+  if (read.opaque && quotedMentions(guard).test(command)) {
     // Quotes and backslashes taken out, so `.open''code` names `.opencode`; a command without them is read as it is.
     const hit = mentionIn(command.replace(/\\\n/g, " ").replace(/["'\\]/g, ""), guard)
     if (hit) return hit
@@ -3025,6 +3014,22 @@ function bashTouchesGuard(
       }
   }
   return undefined
+}
+
+/**
+ * The guard's names with quotes and backslashes allowed between their characters (`.open''code`): a test on the raw
+ * command line that holds whenever the line with them taken out would name one, without making that line. Made on
+ * the first bash call that needs it, not at every load.
+ */
+const quotedMentionsCache = new WeakMap<GuardFiles, RegExp>()
+function quotedMentions(guard: GuardFiles): RegExp {
+  let regex = quotedMentionsCache.get(guard)
+  if (!regex) {
+    const quotable = (name: string) => [...name].map(escapeRegex).join(`["'\\\\]*`)
+    regex = new RegExp(guard.mentions.filter(Boolean).map(quotable).join("|") || "(?!)")
+    quotedMentionsCache.set(guard, regex)
+  }
+  return regex
 }
 
 /** The first of the guard's names (`.opencode`, the config dir, ...) that a text contains. */
