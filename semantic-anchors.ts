@@ -2054,7 +2054,10 @@ function reading(part: Partial<Reading> = {}): Reading {
   if (part.codeFromPipe) one.codeFromPipe = true
   return one
 }
-const OPAQUE = (): Reading => reading({ changing: true, opaque: true })
+/** The readings most programs get (an unknown program; one that only prints): shared, never written to. */
+const OPAQUE_READING: Reading = Object.freeze(reading({ changing: true, opaque: true }))
+const NOTHING_READ: Reading = Object.freeze(reading())
+const OPAQUE = (): Reading => OPAQUE_READING
 
 /** Options and operands the way getopt splits them. `values`: short options that take a value (the rest of the
  * cluster, or the next word); `optional`: short options whose value can only be attached (`-i.bak`); `numeric`:
@@ -2125,7 +2128,7 @@ function afterOptions(args: readonly string[], valueLetters: string): string[] {
 // Readers for the shapes most programs share.
 
 /** Programs that print or look something up: their words are text (`echo`, `test`, `which`). */
-const prints: ProgramReader = () => reading()
+const prints: ProgramReader = () => NOTHING_READ
 
 /** Programs that only read: every operand a file it reads (`cat`, `ls`, `diff`). */
 const readsFiles: ProgramReader = (args) => reading({ reads: getopt(args).operands })
@@ -2558,8 +2561,9 @@ const readFind: ProgramReader = (args, _stdin, depth) => {
 
 /** git: the read-only subcommands read their operands; `rm`, `mv` and `clean` write theirs; any other changes. */
 const readGit: ProgramReader = (args) => {
-  if (isReadOnlyGit(args)) return reading({ reads: args.filter((arg) => !arg.startsWith("-")) })
-  const { at, global } = gitGlobals(args)
+  const globals = gitGlobals(args)
+  if (isReadOnlyGit(args, globals)) return reading({ reads: args.filter((arg) => !arg.startsWith("-")) })
+  const { at, global } = globals
   const sub = args[at]
   const rest = args.slice(at + 1)
   if (sub === "clean") {
@@ -2736,11 +2740,15 @@ type CommandReading = { readings: Reading[]; redirects: string[]; changing: bool
 
 // One entry: guard-integrity and the changing-step check (per state contract, and again when the call is counted)
 // read the same command of one call.
-let lastReading: { command: string; reading: CommandReading } | undefined
+let lastCommand: string | undefined
+let lastReading: CommandReading | undefined
 
 function readCommand(command: string): CommandReading {
-  if (lastReading?.command !== command) lastReading = { command, reading: readCommandAt(command, 0) }
-  return lastReading.reading
+  if (lastReading === undefined || lastCommand !== command) {
+    lastReading = readCommandAt(command, 0)
+    lastCommand = command
+  }
+  return lastReading
 }
 
 function readCommandAt(command: string, depth: number): CommandReading {
@@ -2821,13 +2829,17 @@ function gitGlobals(args: string[]): { at: number; global: string[]; setsConfig:
   return { at, global, setsConfig }
 }
 
-function isReadOnlyGit(args: string[]): boolean {
-  const { at, setsConfig } = gitGlobals(args)
+function isReadOnlyGit(args: string[], globals = gitGlobals(args)): boolean {
+  const { at, setsConfig } = globals
   if (setsConfig) return false
   const sub = args[at]
-  const rest = args.slice(at + 1)
   if (sub === undefined) return true
-  if (sub === "diff" || sub === "log" || sub === "show") return !rest.some((arg) => arg.startsWith("--output"))
+  if (sub === "diff" || sub === "log" || sub === "show") {
+    // the commonest git calls of all: asked without slicing
+    for (let k = at + 1; k < args.length; k++) if (args[k].startsWith("--output")) return false
+    return true
+  }
+  const rest = args.slice(at + 1)
   if (sub === "branch") return isBranchListing(rest)
   if (sub === "remote")
     return rest.every((arg) => arg === "-v" || arg === "--verbose") || /^(show|get-url)$/.test(rest[0])
