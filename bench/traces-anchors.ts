@@ -12,12 +12,13 @@
 // first of a turn is counterfactual: a turn with a block is a turn the agent would have had to stop and ask in.
 // Prints per system: trajectories, turns, calls, blocks by contract, turns stopped (any block; step-confirmation's
 // own), then every guard-integrity block with its command or path (the target is none: the real trajectories never
-// touch the guard's files).
+// touch the guard's files), and what a check cost on these real calls: the median of tool.execute.before per kind of
+// call (a bash command, an edit tool, any other), timed alone (the after hook and the events are not timed).
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import path from "node:path"
 import plugin from "../semantic-anchors.ts"
-import { printColumns } from "./lib.ts"
+import { now, printColumns, summarize } from "./lib.ts"
 import { emitError, loadTraces } from "./traces.ts"
 
 type Call = { tool: string; args: unknown; obs?: string; err?: boolean }
@@ -32,7 +33,14 @@ export type AnchorFigures = {
   byContract: Record<string, number>
   turnsStopped: number
   turnsStoppedBy: Record<string, number>
+  checkNs: Record<CallKind, number[]> // tool.execute.before per call, by kind
+  bashChars: number // characters of all bash commands, for their mean length
 }
+
+const CALL_KINDS = ["bash", "edit", "other"] as const
+type CallKind = (typeof CALL_KINDS)[number]
+const EDIT_TOOL_NAMES = new Set(["edit", "write", "patch", "multiedit", "apply_patch"])
+const kindOf = (tool: string): CallKind => (tool === "bash" ? "bash" : EDIT_TOOL_NAMES.has(tool) ? "edit" : "other")
 
 export type GuardBlock = { system: string; id: string; call: number; tool: string; what: string }
 
@@ -93,11 +101,15 @@ export async function replayAnchors(
         figures.calls++
         const callID = `${sessionID}#${n}`
         let blocked: string | undefined
+        const started = now()
         try {
           await hooks["tool.execute.before"]({ tool: call.tool, sessionID, callID }, { args: call.args })
         } catch (error) {
           blocked = error instanceof Error ? error.message : String(error)
         }
+        figures.checkNs[kindOf(call.tool)].push(now() - started)
+        const command = (call.args as { command?: unknown } | undefined)?.command
+        if (call.tool === "bash" && typeof command === "string") figures.bashChars += command.length
         if (blocked !== undefined) {
           figures.blockedCalls++
           for (const [, id] of blocked.matchAll(/^Contract "([a-z0-9-]+)":/gm)) {
@@ -136,7 +148,9 @@ export async function replayAnchorTraces(
   }
   const total = emptyAnchorFigures("all", 0)
   for (const f of all) {
-    for (const key of ["trajectories", "turns", "calls", "blockedCalls", "turnsStopped"] as const) total[key] += f[key]
+    for (const key of ["trajectories", "turns", "calls", "blockedCalls", "turnsStopped", "bashChars"] as const)
+      total[key] += f[key]
+    for (const kind of CALL_KINDS) total.checkNs[kind].push(...f.checkNs[kind])
     for (const [id, c] of Object.entries(f.byContract)) total.byContract[id] = (total.byContract[id] ?? 0) + c
     for (const [id, c] of Object.entries(f.turnsStoppedBy))
       total.turnsStoppedBy[id] = (total.turnsStoppedBy[id] ?? 0) + c
@@ -172,6 +186,19 @@ export async function replayAnchorTraces(
       ` have had to ask the user.\nBlocks after the first of a turn are counterfactual (the replay feeds the calls the` +
       ` agent really made next).`,
   )
+  const us = (samples: number[]) => (samples.length ? `${(summarize(samples).median / 1000).toFixed(2)} us` : "-")
+  console.log("\nthe check on these calls (tool.execute.before, median per call; blocked calls included)\n")
+  printColumns(
+    ["system", "bash calls", "bash command, mean chars", "bash", "edit", "other"],
+    [...all, total].map((f) => [
+      f.system,
+      String(f.checkNs.bash.length),
+      f.checkNs.bash.length ? String(Math.round(f.bashChars / f.checkNs.bash.length)) : "-",
+      us(f.checkNs.bash),
+      us(f.checkNs.edit),
+      us(f.checkNs.other),
+    ]),
+  )
   const trajectories = new Set(guardBlocks.map((b) => `${b.system}/${b.id}`)).size
   console.log(`\nguard-integrity blocks: ${guardBlocks.length} in ${trajectories} trajectories (target: 0)`)
   for (const b of guardBlocks)
@@ -189,5 +216,7 @@ function emptyAnchorFigures(system: string, trajectories: number): AnchorFigures
     byContract: {},
     turnsStopped: 0,
     turnsStoppedBy: {},
+    checkNs: { bash: [], edit: [], other: [] },
+    bashChars: 0,
   }
 }
