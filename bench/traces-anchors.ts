@@ -13,7 +13,8 @@
 // Prints per system: trajectories, turns, calls, blocks by contract, turns stopped (any block; step-confirmation's
 // own), then every guard-integrity block with its command or path (the target is none: the real trajectories never
 // touch the guard's files), and what a check cost on these real calls: the median of tool.execute.before per kind of
-// call (a bash command, an edit tool, any other), timed alone (the after hook and the events are not timed).
+// call allowed without a note or tip (a bash command, an edit tool, any other), timed alone (the after hook and the
+// events are not timed).
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import path from "node:path"
@@ -33,7 +34,7 @@ export type AnchorFigures = {
   byContract: Record<string, number>
   turnsStopped: number
   turnsStoppedBy: Record<string, number>
-  checkNs: Record<CallKind, number[]> // tool.execute.before per call, by kind
+  checkNs: Record<CallKind, number[]> // tool.execute.before per call allowed without a note or tip, by kind
   bashChars: number // characters of all bash commands, for their mean length
 }
 
@@ -45,7 +46,17 @@ const kindOf = (tool: string): CallKind => (tool === "bash" ? "bash" : EDIT_TOOL
 export type GuardBlock = { system: string; id: string; call: number; tool: string; what: string }
 
 const USER_TEXT = "go on" // short: no intent-anchor tip; any user message confirms by default
-const quiet = { app: { log: async () => true }, tui: { showToast: async () => true } }
+// Counts the plugin's log lines: a call that logged nothing was allowed without a note, a tip or a bypass.
+let logLines = 0
+const quiet = {
+  app: {
+    log: async () => {
+      logLines++
+      return true
+    },
+  },
+  tui: { showToast: async () => true },
+}
 
 /** A fresh plugin instance with no config file anywhere: the plugin reads HOME and XDG_CONFIG_HOME at server(). */
 async function freshPlugin(): Promise<any> {
@@ -101,15 +112,19 @@ export async function replayAnchors(
         figures.calls++
         const callID = `${sessionID}#${n}`
         let blocked: string | undefined
+        const linesBefore = logLines
         const started = now()
         try {
           await hooks["tool.execute.before"]({ tool: call.tool, sessionID, callID }, { args: call.args })
         } catch (error) {
           blocked = error instanceof Error ? error.message : String(error)
         }
-        figures.checkNs[kindOf(call.tool)].push(now() - started)
+        const took = now() - started
+        // Only plain allows are timed: a block, a warn note or a tip may cost more (its text, its toast).
+        const plain = blocked === undefined && logLines === linesBefore
+        if (plain) figures.checkNs[kindOf(call.tool)].push(took)
         const command = (call.args as { command?: unknown } | undefined)?.command
-        if (call.tool === "bash" && typeof command === "string") figures.bashChars += command.length
+        if (plain && call.tool === "bash" && typeof command === "string") figures.bashChars += command.length
         if (blocked !== undefined) {
           figures.blockedCalls++
           for (const [, id] of blocked.matchAll(/^Contract "([a-z0-9-]+)":/gm)) {
@@ -187,9 +202,9 @@ export async function replayAnchorTraces(
       ` agent really made next).`,
   )
   const us = (samples: number[]) => (samples.length ? `${(summarize(samples).median / 1000).toFixed(2)} us` : "-")
-  console.log("\nthe check on these calls (tool.execute.before, median per call; blocked calls included)\n")
+  console.log("\nthe check on the calls allowed without a note or tip (tool.execute.before, median per call)\n")
   printColumns(
-    ["system", "bash calls", "bash command, mean chars", "bash", "edit", "other"],
+    ["system", "such bash calls", "bash command, mean chars", "bash", "edit", "other"],
     [...all, total].map((f) => [
       f.system,
       String(f.checkNs.bash.length),
