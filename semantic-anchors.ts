@@ -2009,13 +2009,20 @@ function redirectTarget(command: string, start: number): { word: string; end: nu
   let at = start
   while (command[at] === " " || command[at] === "\t") at++
   const begin = at
-  while (at < command.length && !/[\s|;&()<>]/.test(command[at])) at++
+  for (; at < command.length; at++) {
+    const code = command.charCodeAt(at)
+    if (code < 128 ? REDIRECT_WORD_END[code] : /\s/.test(command[at])) break
+  }
   if (command[begin] === "&" && /\d|-/.test(command[begin + 1] ?? "")) at = Math.max(at, begin + 2)
-  return { word: command.slice(begin, at).replace(/["']/g, ""), end: at }
+  const word = command.slice(begin, at)
+  return { word: word.includes("'") || word.includes('"') ? word.replace(/["']/g, "") : word, end: at }
 }
+/** What ends a redirection's word: a blank (any `\s`, beyond ASCII too) or an operator character. */
+const REDIRECT_WORD_END = charTable(" \t\n\r\v\f|;&()<>")
 
 function harmlessTarget(target: string): boolean {
-  return /^\/dev\/(null|stdout|stderr|tty)$/.test(target) || /^&(\d+|-)$/.test(target)
+  if (target[0] === "&") return /^&(\d+|-)$/.test(target)
+  return target[0] === "/" && /^\/dev\/(null|stdout|stderr|tty)$/.test(target)
 }
 
 /**
