@@ -2718,6 +2718,18 @@ const PROGRAM_READERS = new Map(Object.entries(PROGRAMS))
 const SHELL_KEYWORDS = new Set(["!", "{", "}", "if", "then", "else", "elif", "fi", "do", "done", "while", "until"])
 /** Shell words whose following words are a list of values (`for f in ...`, `case $x in ...`): they are read. */
 const LIST_KEYWORDS = new Set(["for", "case", "select", "in", "esac"])
+/**
+ * Variables whose value is a command a program runs (git runs GIT_PAGER and GIT_EXTERNAL_DIFF, ssh its askpass, an
+ * editor variable opens the command named): `GIT_PAGER='rm -rf x' git log` runs `rm -rf x`. Their value is read as
+ * a command line, so `GIT_PAGER=cat git diff` stays read-only.
+ */
+const COMMAND_VARIABLES = new Set(
+  "GIT_EXTERNAL_DIFF GIT_PAGER PAGER MANPAGER GIT_SSH GIT_SSH_COMMAND GIT_EDITOR GIT_SEQUENCE_EDITOR EDITOR VISUAL GIT_ASKPASS SSH_ASKPASS LESSOPEN LESSCLOSE PROMPT_COMMAND".split(
+    " ",
+  ),
+)
+/** Variables that make a program load code from a file (a library, a start-up script): what runs is not known. */
+const CODE_VARIABLES = new Set(["LD_PRELOAD", "LD_AUDIT", "BASH_ENV", "NODE_OPTIONS", "PERL5OPT"])
 
 /**
  * What one simple command does: its program looked up in PROGRAMS after variable assignments and shell keywords.
@@ -2728,18 +2740,29 @@ function readSimple(words: string[], stdin: string[], depth = 0): Reading {
   // A variable's value (`d=.opencode; rm -rf $d`) and a loop's words (`for f in .opencode/*`) may be paths the
   // command goes on to use: they are read, so a guard name there counts when the command changes something.
   let values = NO_WORDS
+  let commands = NO_WORDS // values that are commands the program runs (COMMAND_VARIABLES)
+  let loadsCode = false
   let i = 0
   for (; i < words.length; i++) {
-    const assignment = words[i].includes("=") ? /^[A-Za-z_][A-Za-z0-9_]*=/.exec(words[i]) : null
-    if (assignment) (values === NO_WORDS ? (values = []) : values).push(words[i].slice(assignment[0].length))
-    else if (!SHELL_KEYWORDS.has(words[i])) break
+    const assignment = words[i].includes("=") ? /^([A-Za-z_][A-Za-z0-9_]*)=/.exec(words[i]) : null
+    if (assignment) {
+      const value = words[i].slice(assignment[0].length)
+      ;(values === NO_WORDS ? (values = []) : values).push(value)
+      if (COMMAND_VARIABLES.has(assignment[1])) (commands === NO_WORDS ? (commands = []) : commands).push(value)
+      loadsCode ||= CODE_VARIABLES.has(assignment[1])
+    } else if (!SHELL_KEYWORDS.has(words[i])) break
   }
   if (i === words.length || LIST_KEYWORDS.has(words[i])) return reading({ reads: [...values, ...words.slice(i)] })
   const word = words[i]
   const program = word[0] === "/" ? word.replace(/^\/(?:usr\/(?:local\/)?)?s?bin\//, "") : word // /usr/bin/sed is sed; ./bin/test is not test
   const reader = PROGRAM_READERS.get(program)
-  const one = reader ? reader(words.slice(i + 1), stdin, depth) : OPAQUE()
-  return values.length ? { ...one, reads: [...values, ...one.reads] } : one
+  const one = reader && !loadsCode ? reader(words.slice(i + 1), stdin, depth) : OPAQUE()
+  if (values.length === 0) return one
+  return {
+    ...one,
+    reads: [...values, ...one.reads],
+    nested: commands.length ? [...one.nested, ...commands] : one.nested,
+  }
 }
 
 /** A whole command line read: every simple command's reading (nested code included) and the redirect targets. */
@@ -2937,7 +2960,9 @@ function collapseWildcards(glob: string): string {
  * guard file or directory. */
 function targetHitsGuard(target: Target, paths: Paths, guard: GuardFiles, realpath: RealPath): boolean {
   const expanded = target.word.replace(/^\$\{?HOME\}?(?=\/|$)/, "~")
-  const abs = resolvePath(paths.directory, expanded, paths.home)
+  const named = resolvePath(paths.directory, expanded, paths.home)
+  // A bracket expression matches one character (`.[o]pencode`): as a glob here, any one character.
+  const abs = named.includes("[") ? named.replace(/\[[!^]?\]?[^\]/]*\]/g, "?") : named
   if (/[*?]/.test(abs)) {
     const pattern = globToRegExp(collapseWildcards(abs), true)
     return guardPathsAndParents(guard).some((path) => pattern.test(path))
@@ -3020,17 +3045,19 @@ function bashTouchesGuard(
   const written = targets.length
   for (let t = 0; t < written; t++)
     if (/\$\(|`/.test(targets[t].word)) targets.push(...substitutionsIn(targets[t].word).flatMap(listedPaths))
-  for (const target of targets) {
-    const hit =
-      mentionIn(target.word, guard) ?? (targetHitsGuard(target, here, guard, realpath) ? target.word : undefined)
-    if (hit) return hit
-  }
+  for (const target of targets)
+    for (const word of braceWords(target.word)) {
+      const one = word === target.word ? target : { ...target, word }
+      const hit = mentionIn(word, guard) ?? (targetHitsGuard(one, here, guard, realpath) ? word : undefined)
+      if (hit) return hit
+    }
   if (read.changing) {
     for (const one of read.readings)
-      for (const word of one.reads) {
-        const hit = mentionIn(word, guard)
-        if (hit) return hit
-      }
+      for (const read of one.reads)
+        for (const word of braceWords(read)) {
+          const hit = mentionIn(word, guard)
+          if (hit) return hit
+        }
   }
   return undefined
 }
@@ -3049,6 +3076,41 @@ function quotedMentions(guard: GuardFiles): RegExp {
     quotedMentionsCache.set(guard, regex)
   }
   return regex
+}
+
+const MAX_BRACE_WORDS = 64 // words one brace expansion may make (`{a,b}{c,d}...`); the rest are not made
+
+/**
+ * The words bash's brace expansion makes of a word: each `{...}` with a comma at its own level, `${...}` aside
+ * (`.{opencode,x}` -> `.opencode` `.x`, `.open{c,}ode` -> `.opencode` `.openode`). A word without one is itself.
+ */
+function braceWords(word: string, out: string[] = []): string[] {
+  if (!word.includes("{")) {
+    out.push(word)
+    return out
+  }
+  for (let open = word.indexOf("{"); open !== -1; open = word.indexOf("{", open + 1)) {
+    if (word[open - 1] === "$") continue
+    let depth = 0
+    let close = -1
+    const commas: number[] = []
+    for (let j = open; j < word.length && close === -1; j++) {
+      if (word[j] === "{") depth++
+      else if (word[j] === "}" && --depth === 0) close = j
+      else if (word[j] === "," && depth === 1) commas.push(j)
+    }
+    if (close === -1) break // not closed: nothing after it expands
+    if (commas.length === 0) continue // `{x}` stays as it is; a list inside it still expands
+    let from = open + 1
+    for (const cut of [...commas, close]) {
+      if (out.length >= MAX_BRACE_WORDS) break
+      braceWords(word.slice(0, open) + word.slice(from, cut) + word.slice(close + 1), out)
+      from = cut + 1
+    }
+    return out
+  }
+  out.push(word)
+  return out
 }
 
 /** The first of the guard's names (`.opencode`, the config dir, ...) that a text contains. */

@@ -206,16 +206,18 @@ describe("perl -lne and -lane are read-only filters, -lpi writes", () => {
   })
 })
 
-// Not fixed here (at ad07196 too): brace expansion and bracket globs build a guard name the word scan does not see.
-// test.failing: each passes while the guard lets the command through, and fails (to be flipped) once it is blocked.
-describe("known gaps, at ad07196 too: a name built by brace expansion or a bracket glob", () => {
-  let h: Harness
-  for (const command of ["rm -rf .{opencode,x}", "rm -rf .open{c,}ode", "rm -rf .[o]pencode"])
-    test.failing(`${command}: guard-integrity blocks`, async () => {
-      h ??= await start()
-      expect(await guardVerdict(h, { command })).toBe("blocks")
-    })
-})
+// Brace expansion and bracket globs build a guard name the word scan did not see (ad07196 let these through): a
+// written word is expanded as bash does (`{a,b}`), and a bracket expression matches one character.
+table("a name built by brace expansion or a bracket glob", [
+  ["rm -rf .{opencode,x}", "blocks"],
+  ["rm -rf .open{c,}ode", "blocks"],
+  ["rm -rf .[o]pencode", "blocks"],
+  ["rm -rf .[!x]pencode/*.yaml", "blocks"],
+  ["cp x.yaml .{open,}code/opencode-semantic-anchors.yaml", "blocks"],
+  ["rm -rf build/{a,b}", "allows"],
+  ["rm -rf src/[ab].ts", "allows"],
+  ["echo ${HOME} {x} > out.txt", "allows"],
+])
 
 // `<<\EOF` (a backslash quotes the delimiter, as `<<'EOF'` does) ends at a line `EOF`: the scanner looked for a line
 // `\EOF`, so the rest of the command line was taken for the document's body and never read (ad07196 blocked these).
@@ -255,19 +257,34 @@ describe("perl -M, eval and require make a filter a changing step", () => {
   })
 })
 
-// Not fixed here (at ad07196 too): an assignment before a read-only program can make it run a command
-// (GIT_EXTERNAL_DIFF on git diff, GIT_PAGER/PAGER, LD_PRELOAD on any program); the values are read, but only a
-// changing command has its read words looked at. test.failing until such a command counts as one that changes.
-describe("known gap, at ad07196 too: an environment variable that makes a read-only program run a command", () => {
+// An assignment before a read-only program can make it run a command (GIT_EXTERNAL_DIFF on git diff, GIT_PAGER,
+// PAGER) or load code (LD_PRELOAD, BASH_ENV): at ad07196 the values were only read, and a read-only command's read
+// words are never looked at. Now a command variable's value is read as a command line, and a code variable makes
+// the program opaque.
+table("an environment variable that makes a read-only program run a command", [
+  ["GIT_EXTERNAL_DIFF='rm -rf .opencode; true' git diff", "blocks"],
+  ["env GIT_PAGER='rm -rf .opencode' git -p log", "blocks"],
+  ["PAGER='sh -c \"rm -f .opencode/*.yaml\"' man ls", "blocks"],
+  ["LD_PRELOAD=.opencode/x.so ls", "blocks"],
+  ["GIT_PAGER=cat git diff", "allows"],
+  ["PAGER=less git log -p", "allows"],
+])
+describe("a command variable's value counts for the changing step; a harmless one does not", () => {
+  const rows: [command: string, step: "changes" | "reads"][] = [
+    ["GIT_PAGER=cat git diff", "reads"],
+    ["GIT_PAGER='tee pager.log' git log", "changes"],
+    ["GIT_EXTERNAL_DIFF=./difftool.sh git diff", "changes"],
+    ["LD_PRELOAD=./hook.so ls", "changes"],
+  ]
   let h: Harness
-  for (const command of [
-    "GIT_EXTERNAL_DIFF='rm -rf .opencode; true' git diff",
-    "env GIT_PAGER='rm -rf .opencode' git -p log",
-  ])
-    test.failing(`${command}: guard-integrity blocks`, async () => {
-      h ??= await start()
-      expect(await guardVerdict(h, { command })).toBe("blocks")
-    })
+  test.each(rows)("%p: %s", async (command, step) => {
+    h ??= await start()
+    const session = `ses_hostile_envvar_${++counter}`
+    await h.user(session, "go on. Source: https://example.com/spec")
+    for (let i = 1; i <= 3; i++) await h.run(session, "write", { filePath: `src/f${i}.ts`, content: "x" })
+    const blocked = await h.tool(session, "bash", { command, description: "x" })
+    expect(blocked?.includes('Contract "step-confirmation"') ? "changes" : (blocked ?? "reads")).toBe(step)
+  })
 })
 
 // `cat <<EOF | sh`: the document's body is the code the shell runs. The shell reading a pipe was opaque (a guard
