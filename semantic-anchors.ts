@@ -2703,6 +2703,15 @@ const PROGRAMS: Record<string, ProgramReader> = {
   ...each("nohup time exec", runs("a")),
   timeout: runs("sk", 1),
   stdbuf: runs("ioe"),
+  setsid: runs(""),
+  ionice: runs("cnp"),
+  // `watch [-n SECONDS] COMMAND...` hands its words to `sh -c` as one line (`-x`: runs them as they are)
+  watch: (args) => {
+    const rest = afterOptions(args, "nqg")
+    return rest.length
+      ? reading({ nested: [rest.join(" ")], reads: args.slice(0, args.length - rest.length) })
+      : reading()
+  },
   xargs: readXargs,
   env: (args, stdin, depth) =>
     args.some((arg) => arg === "-S" || arg.startsWith("--split-string")) ? OPAQUE() : runs("uC")(args, stdin, depth),

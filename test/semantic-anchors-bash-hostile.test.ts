@@ -208,6 +208,16 @@ describe("perl -lne and -lane are read-only filters, -lpi writes", () => {
 
 // Brace expansion and bracket globs build a guard name the word scan did not see (ad07196 let these through): a
 // written word is expanded as bash does (`{a,b}`), and a bracket expression matches one character.
+// watch, setsid and ionice run the command after their options (watch through `sh -c`): it is read, as after sudo.
+table("programs that run a command: watch, setsid, ionice", [
+  ["watch -n 1 rm -rf .opencode", "blocks"],
+  ["watch 'rm -f .opencode/*.yaml'", "blocks"],
+  ["setsid rm -rf .opencode", "blocks"],
+  ["ionice -c 3 rm -rf ./*", "blocks"],
+  ["watch -n 5 ls -la", "allows"],
+  ["setsid npm run dev", "allows"],
+])
+
 table("a name built by brace expansion or a bracket glob", [
   ["rm -rf .{opencode,x}", "blocks"],
   ["rm -rf .open{c,}ode", "blocks"],
