@@ -454,6 +454,9 @@ version: 1
 #       tools: [bash]
 #       args:
 #         command: { regex: '\bgit\s+push\b.*\s(--force|-f)\b' }
+#     examples:                  # what it must do, checked at every load and by ./install.sh --check
+#       fires: [{ tool: bash, args: { command: "git push --force origin main" } }]
+#       passes: [{ tool: bash, args: { command: "git push origin main" } }]
 EOF
 }
 
