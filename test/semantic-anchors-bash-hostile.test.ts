@@ -27,6 +27,27 @@ function table(name: string, rows: Row[]) {
   })
 }
 
+type StepRow = [command: string, step: "changes" | "reads"]
+
+function stepTable(name: string, rows: StepRow[]) {
+  describe(name, () => {
+    let h: Harness
+    test.each(rows)("%p: %s", async (command, step) => {
+      h ??= await start()
+      expect(await stepVerdict(h, command)).toBe(step)
+    })
+  })
+}
+
+/** Whether a command is a changing step: after 3 writes of a turn, step-confirmation blocks a 4th change only. */
+async function stepVerdict(h: Harness, command: string): Promise<string> {
+  const session = `ses_hostile_step_${++counter}`
+  await h.user(session, "go on. Source: https://example.com/spec")
+  for (let i = 1; i <= 3; i++) await h.run(session, "write", { filePath: `src/f${i}.ts`, content: "x" })
+  const blocked = await h.tool(session, "bash", { command, description: "x" })
+  return blocked?.includes('Contract "step-confirmation"') ? "changes" : (blocked ?? "reads")
+}
+
 // xargs runs its command on words it reads from its input: what they are is not known, so a guard name anywhere
 // in the command line counts, as for any command the reader cannot follow. At ad07196 all of these were blocked.
 table("xargs: the operands come from its input, which the reader does not follow", [
@@ -184,7 +205,7 @@ table("sh -c: the words after the code are its $0, $1, ...: read like any operan
 // perl's -l and -0 take only digits (`-l[octnum]`, `-0[octal/hex]`): in `-lne` the n and the e are options of their
 // own. getopt gave -l the rest of the cluster, so the code became a program file and the filter a changing step.
 describe("perl -lne and -lane are read-only filters, -lpi writes", () => {
-  const rows: [command: string, step: "changes" | "reads"][] = [
+  const rows: StepRow[] = [
     ["perl -lne 'print $1 if /(\\d+)/' notes.txt", "reads"],
     ["perl -lane 'print $F[0]' data.txt", "reads"],
     ["perl -00 -ne 'print if /TODO/' notes.txt", "reads"],
@@ -194,11 +215,7 @@ describe("perl -lne and -lane are read-only filters, -lpi writes", () => {
   let h: Harness
   test.each(rows)("%p: %s", async (command, step) => {
     h ??= await start()
-    const session = `ses_hostile_perl_${++counter}`
-    await h.user(session, "go on. Source: https://example.com/spec")
-    for (let i = 1; i <= 3; i++) await h.run(session, "write", { filePath: `src/f${i}.ts`, content: "x" })
-    const blocked = await h.tool(session, "bash", { command, description: "x" })
-    expect(blocked?.includes('Contract "step-confirmation"') ? "changes" : (blocked ?? "reads")).toBe(step)
+    expect(await stepVerdict(h, command)).toBe(step)
   })
   test("perl -lpi on the config is blocked", async () => {
     h ??= await start()
@@ -249,23 +266,12 @@ table("git -c: a config value may be a command git runs", [
 
 // A perl -n/-p filter is read-only unless its code writes or runs something (PERL_EFFECTS). A module loaded with -M
 // (File::Path's rmtree, File::Copy's move) or code it evals or requires can do anything: a changing step.
-describe("perl -M, eval and require make a filter a changing step", () => {
-  const rows: [command: string, step: "changes" | "reads"][] = [
-    ["perl -MFile::Path=rmtree -ne 'chomp; rmtree $_' dirs.txt", "changes"],
-    ["perl -MFile::Copy -ne 'chomp; move($_, \"/tmp\")' files.txt", "changes"],
-    ["perl -ne 'eval $_' code.txt", "changes"],
-    ["perl -ne 'print if /TODO/' src/app.ts", "reads"],
-  ]
-  let h: Harness
-  test.each(rows)("%p: %s", async (command, step) => {
-    h ??= await start()
-    const session = `ses_hostile_perlm_${++counter}`
-    await h.user(session, "go on. Source: https://example.com/spec")
-    for (let i = 1; i <= 3; i++) await h.run(session, "write", { filePath: `src/f${i}.ts`, content: "x" })
-    const blocked = await h.tool(session, "bash", { command, description: "x" })
-    expect(blocked?.includes('Contract "step-confirmation"') ? "changes" : (blocked ?? "reads")).toBe(step)
-  })
-})
+stepTable("perl -M, eval and require make a filter a changing step", [
+  ["perl -MFile::Path=rmtree -ne 'chomp; rmtree $_' dirs.txt", "changes"],
+  ["perl -MFile::Copy -ne 'chomp; move($_, \"/tmp\")' files.txt", "changes"],
+  ["perl -ne 'eval $_' code.txt", "changes"],
+  ["perl -ne 'print if /TODO/' src/app.ts", "reads"],
+])
 
 // An assignment before a read-only program can make it run a command (GIT_EXTERNAL_DIFF on git diff, GIT_PAGER,
 // PAGER) or load code (LD_PRELOAD, BASH_ENV): at ad07196 the values were only read, and a read-only command's read
@@ -279,23 +285,13 @@ table("an environment variable that makes a read-only program run a command", [
   ["GIT_PAGER=cat git diff", "allows"],
   ["PAGER=less git log -p", "allows"],
 ])
-describe("a command variable's value counts for the changing step; a harmless one does not", () => {
-  const rows: [command: string, step: "changes" | "reads"][] = [
-    ["GIT_PAGER=cat git diff", "reads"],
-    ["GIT_PAGER='tee pager.log' git log", "changes"],
-    ["GIT_EXTERNAL_DIFF=./difftool.sh git diff", "changes"],
-    ["LD_PRELOAD=./hook.so ls", "changes"],
-  ]
-  let h: Harness
-  test.each(rows)("%p: %s", async (command, step) => {
-    h ??= await start()
-    const session = `ses_hostile_envvar_${++counter}`
-    await h.user(session, "go on. Source: https://example.com/spec")
-    for (let i = 1; i <= 3; i++) await h.run(session, "write", { filePath: `src/f${i}.ts`, content: "x" })
-    const blocked = await h.tool(session, "bash", { command, description: "x" })
-    expect(blocked?.includes('Contract "step-confirmation"') ? "changes" : (blocked ?? "reads")).toBe(step)
-  })
-})
+stepTable("a command variable's value counts for the changing step; a harmless one does not", [
+  ["GIT_PAGER=cat git diff", "reads"],
+  ["PAGER=less git log -p", "reads"],
+  ["GIT_PAGER='tee pager.log' git log", "changes"],
+  ["GIT_EXTERNAL_DIFF=./difftool.sh git diff", "changes"],
+  ["LD_PRELOAD=./hook.so ls", "changes"],
+])
 
 // `cat <<EOF | sh`: the document's body is the code the shell runs. The shell reading a pipe was opaque (a guard
 // name anywhere blocks), but a body that deletes the project without naming a guard file (`rm -rf *`) was not read.
