@@ -46,16 +46,22 @@ export type SystemFigures = {
   toasts: Record<string, number>
 }
 
+type TraceFile = { file: string; trajectories: Trajectory[] }
+let lastLoaded: { dir: string; traces: TraceFile[] } | undefined // both replays read the same DIR: read it once
+
 /** Every trajectory in DIR's gzipped JSON files, by file (the file name is the system's label). */
-export function loadTraces(dir: string): { file: string; trajectories: Trajectory[] }[] {
+export function loadTraces(dir: string): TraceFile[] {
+  if (lastLoaded?.dir === dir) return lastLoaded.traces
   const files = readdirSync(dir)
     .filter((f) => f.endsWith(".json.gz"))
     .sort()
   if (files.length === 0) throw new Error(`--traces ${dir}: no *.json.gz files there`)
-  return files.map((file) => ({
+  const traces = files.map((file) => ({
     file: file.replace(/\.json\.gz$/, ""),
     trajectories: JSON.parse(gunzipSync(readFileSync(path.join(dir, file))).toString("utf8")),
   }))
+  lastLoaded = { dir, traces }
+  return traces
 }
 
 /** A fake opencode client: the log's block reasons, the toasts and the session aborts loop-guard asks for. */
