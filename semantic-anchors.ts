@@ -2664,7 +2664,7 @@ function each(names: string, reader: ProgramReader): Record<string, ProgramReade
  */
 const PROGRAMS: Record<string, ProgramReader> = {
   // print or look up: the words are text
-  ...each("echo printf true false test [ [[ date sleep wait pwd which whereis type whoami id uname hostname", prints),
+  ...each("echo printf true false : test [ [[ date sleep wait pwd which whereis type whoami id uname hostname", prints),
   ...each("printenv basename dirname seq expr tr", prints),
   // only read: every operand a file read
   ...each("cat head tail wc ls less more diff cmp comm du df realpath readlink nl cut column jq file stat", readsFiles),
@@ -2705,12 +2705,15 @@ const PROGRAMS: Record<string, ProgramReader> = {
   stdbuf: runs("ioe"),
   setsid: runs(""),
   ionice: runs("cnp"),
-  // `watch [-n SECONDS] COMMAND...` hands its words to `sh -c` as one line (`-x`: runs them as they are)
-  watch: (args) => {
-    const rest = afterOptions(args, "nqg")
-    return rest.length
-      ? reading({ nested: [rest.join(" ")], reads: args.slice(0, args.length - rest.length) })
-      : reading()
+  // `watch [-n SECONDS] COMMAND...` hands its words to `sh -c` as one line; with -x/--exec it runs them as they are
+  watch: (args, _stdin, depth) => {
+    const rest = afterOptions(args, "nq")
+    const own = args.slice(0, args.length - rest.length)
+    if (rest.length === 0) return reading()
+    if (!own.some((arg) => arg === "--exec" || /^-[a-zA-Z]*x/.test(arg)))
+      return reading({ nested: [rest.join(" ")], reads: own })
+    const inner = readSimple(rest, [], depth + 1)
+    return { ...inner, reads: [...own, ...inner.reads] }
   },
   xargs: readXargs,
   env: (args, stdin, depth) =>
@@ -2728,15 +2731,25 @@ const SHELL_KEYWORDS = new Set(["!", "{", "}", "if", "then", "else", "elif", "fi
 /** Shell words whose following words are a list of values (`for f in ...`, `case $x in ...`): they are read. */
 const LIST_KEYWORDS = new Set(["for", "case", "select", "in", "esac"])
 /**
- * Variables whose value is a command a program runs (git runs GIT_PAGER and GIT_EXTERNAL_DIFF, ssh its askpass, an
- * editor variable opens the command named): `GIT_PAGER='rm -rf x' git log` runs `rm -rf x`. Their value is read as
- * a command line, so `GIT_PAGER=cat git diff` stays read-only.
+ * Variables whose value is a command that a program runs without a terminal, and the programs that run it:
+ * `GIT_EXTERNAL_DIFF='rm -rf x' git diff` runs `rm -rf x`. Such a value is read as a command line when the command's
+ * program is one of these (`GIT_EDITOR=true git commit` stays what git commit is; `EDITOR=vim ls` is ls). Pagers
+ * (GIT_PAGER, PAGER) are not here: they run only when the output is a terminal, and opencode's bash tool has none.
  */
-const COMMAND_VARIABLES = new Set(
-  "GIT_EXTERNAL_DIFF GIT_PAGER PAGER MANPAGER GIT_SSH GIT_SSH_COMMAND GIT_EDITOR GIT_SEQUENCE_EDITOR EDITOR VISUAL GIT_ASKPASS SSH_ASKPASS LESSOPEN LESSCLOSE PROMPT_COMMAND".split(
-    " ",
-  ),
-)
+const COMMAND_VARIABLES: ReadonlyMap<string, ReadonlySet<string>> = (() => {
+  const git = new Set(["git"])
+  const editing = new Set(["git", "crontab", "visudo", "sudoedit", "vipw", "vigr", "edquota", "fc"])
+  const ssh = new Set(["git", "ssh", "scp", "sftp", "rsync"])
+  return new Map([
+    ...["GIT_EXTERNAL_DIFF", "GIT_SSH", "GIT_SSH_COMMAND", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "GIT_ASKPASS"].map(
+      (name) => [name, git] as const,
+    ),
+    ...["EDITOR", "VISUAL"].map((name) => [name, editing] as const),
+    ["SSH_ASKPASS", ssh] as const,
+  ])
+})()
+/** git config given in the environment (as `git -c`): git is then no read-only command, and the values are read. */
+const GIT_CONFIG_VARIABLE = /^GIT_CONFIG_(?:PARAMETERS|COUNT|KEY_\d+|VALUE_\d+)$/
 /** Variables that make a program load code from a file (a library, a start-up script): what runs is not known. */
 const CODE_VARIABLES = new Set(["LD_PRELOAD", "LD_AUDIT", "BASH_ENV", "NODE_OPTIONS", "PERL5OPT"])
 
@@ -2749,28 +2762,30 @@ function readSimple(words: string[], stdin: string[], depth = 0): Reading {
   // A variable's value (`d=.opencode; rm -rf $d`) and a loop's words (`for f in .opencode/*`) may be paths the
   // command goes on to use: they are read, so a guard name there counts when the command changes something.
   let values = NO_WORDS
-  let commands = NO_WORDS // values that are commands the program runs (COMMAND_VARIABLES)
-  let loadsCode = false
+  let names = NO_WORDS // the variables assigned, in order with their values
   let i = 0
   for (; i < words.length; i++) {
     const assignment = words[i].includes("=") ? /^([A-Za-z_][A-Za-z0-9_]*)=/.exec(words[i]) : null
     if (assignment) {
-      const value = words[i].slice(assignment[0].length)
-      ;(values === NO_WORDS ? (values = []) : values).push(value)
-      if (COMMAND_VARIABLES.has(assignment[1])) (commands === NO_WORDS ? (commands = []) : commands).push(value)
-      loadsCode ||= CODE_VARIABLES.has(assignment[1])
+      if (values === NO_WORDS) [values, names] = [[], []]
+      values.push(words[i].slice(assignment[0].length))
+      names.push(assignment[1])
     } else if (!SHELL_KEYWORDS.has(words[i])) break
   }
   if (i === words.length || LIST_KEYWORDS.has(words[i])) return reading({ reads: [...values, ...words.slice(i)] })
   const word = words[i]
   const program = word[0] === "/" ? word.replace(/^\/(?:usr\/(?:local\/)?)?s?bin\//, "") : word // /usr/bin/sed is sed; ./bin/test is not test
   const reader = PROGRAM_READERS.get(program)
+  if (values.length === 0) return reader ? reader(words.slice(i + 1), stdin, depth) : OPAQUE()
+  const loadsCode = names.some((name) => CODE_VARIABLES.has(name))
   const one = reader && !loadsCode ? reader(words.slice(i + 1), stdin, depth) : OPAQUE()
-  if (values.length === 0) return one
+  const commands = values.filter((_, k) => COMMAND_VARIABLES.get(names[k])?.has(program))
+  const setsGitConfig = program === "git" && names.some((name) => GIT_CONFIG_VARIABLE.test(name))
   return {
     ...one,
     reads: [...values, ...one.reads],
     nested: commands.length ? [...one.nested, ...commands] : one.nested,
+    changing: one.changing || setsGitConfig,
   }
 }
 
@@ -2970,8 +2985,10 @@ function collapseWildcards(glob: string): string {
 function targetHitsGuard(target: Target, paths: Paths, guard: GuardFiles, realpath: RealPath): boolean {
   const expanded = target.word.replace(/^\$\{?HOME\}?(?=\/|$)/, "~")
   const named = resolvePath(paths.directory, expanded, paths.home)
-  // A bracket expression matches one character (`.[o]pencode`): as a glob here, any one character.
-  const abs = named.includes("[") ? named.replace(/\[[!^]?\]?[^\]/]*\]/g, "?") : named
+  // A bracket expression matches one character (`.[o]pencode`, `.[[:lower:]]pencode`): here, any one character; a
+  // brace sequence (`.{o..o}pencode`) any text.
+  const bracketed = named.includes("[") ? named.replace(/\[[!^]?\]?(?:\[:[a-z]+:\]|[^\]/])*\]/g, "?") : named
+  const abs = bracketed.includes("{") ? bracketed.replace(/(^|[^$])\{[^{}/]*\.\.[^{}/]*\}/g, "$1*") : bracketed
   if (/[*?]/.test(abs)) {
     const pattern = globToRegExp(collapseWildcards(abs), true)
     return guardPathsAndParents(guard).some((path) => pattern.test(path))
@@ -3055,18 +3072,23 @@ function bashTouchesGuard(
   for (let t = 0; t < written; t++)
     if (/\$\(|`/.test(targets[t].word)) targets.push(...substitutionsIn(targets[t].word).flatMap(listedPaths))
   for (const target of targets)
-    for (const word of braceWords(target.word)) {
+    for (const word of braceWords(target.word) ?? [braceGlob(target.word)]) {
       const one = word === target.word ? target : { ...target, word }
       const hit = mentionIn(word, guard) ?? (targetHitsGuard(one, here, guard, realpath) ? word : undefined)
       if (hit) return hit
     }
   if (read.changing) {
     for (const one of read.readings)
-      for (const read of one.reads)
-        for (const word of braceWords(read)) {
+      for (const read of one.reads) {
+        const words = braceWords(read)
+        // a word too big to expand: its glob, as a written path would be (the names alone cannot be told)
+        if (!words && targetHitsGuard({ word: braceGlob(read), throughLinks: false }, here, guard, realpath))
+          return read
+        for (const word of words ?? []) {
           const hit = mentionIn(word, guard)
           if (hit) return hit
         }
+      }
   }
   return undefined
 }
@@ -3087,17 +3109,26 @@ function quotedMentions(guard: GuardFiles): RegExp {
   return regex
 }
 
-const MAX_BRACE_WORDS = 64 // words one brace expansion may make (`{a,b}{c,d}...`); the rest are not made
+const MAX_BRACE_WORDS = 64 // words one brace expansion may make (`{a,b}{c,d}...`); beyond, braceGlob stands for them
+const MAX_BRACE_WORD_LENGTH = 256 // characters of a word that is expanded; a longer word is taken as braceGlob
+const MAX_BRACE_STEPS = 20_000 // characters looked at while expanding one word; beyond, braceGlob
 
 /**
  * The words bash's brace expansion makes of a word: each `{...}` with a comma at its own level, `${...}` aside
- * (`.{opencode,x}` -> `.opencode` `.x`, `.open{c,}ode` -> `.opencode` `.openode`). A word without one is itself.
+ * (`.{opencode,x}` -> `.opencode` `.x`, `.open{c,}ode` -> `.opencode` `.openode`); an unclosed `{` and a `{x}`
+ * without a comma stay as they are, and a sequence `{a..z}` is left for targetHitsGuard (a wildcard). Undefined when
+ * the expansion would go past its bounds: braceGlob then stands for all the words.
  */
-function braceWords(word: string, out: string[] = []): string[] {
-  if (!word.includes("{")) {
-    out.push(word)
-    return out
-  }
+function braceWords(word: string): string[] | undefined {
+  if (!word.includes("{")) return [word]
+  if (word.length > MAX_BRACE_WORD_LENGTH) return undefined
+  const out: string[] = []
+  const budget = { steps: MAX_BRACE_STEPS }
+  return expandBraces(word, out, budget) ? out : undefined
+}
+
+/** braceWords' recursion: adds the words of `word` to `out`; false when a bound is passed. */
+function expandBraces(word: string, out: string[], budget: { steps: number }): boolean {
   for (let open = word.indexOf("{"); open !== -1; open = word.indexOf("{", open + 1)) {
     if (word[open - 1] === "$") continue
     let depth = 0
@@ -3108,18 +3139,42 @@ function braceWords(word: string, out: string[] = []): string[] {
       else if (word[j] === "}" && --depth === 0) close = j
       else if (word[j] === "," && depth === 1) commas.push(j)
     }
-    if (close === -1) break // not closed: nothing after it expands
-    if (commas.length === 0) continue // `{x}` stays as it is; a list inside it still expands
+    budget.steps -= (close === -1 ? word.length : close) - open
+    if (budget.steps < 0) return false
+    if (close === -1 || commas.length === 0) continue // literal, as bash reads it; a later `{` may still expand
     let from = open + 1
     for (const cut of [...commas, close]) {
-      if (out.length >= MAX_BRACE_WORDS) break
-      braceWords(word.slice(0, open) + word.slice(from, cut) + word.slice(close + 1), out)
+      if (!expandBraces(word.slice(0, open) + word.slice(from, cut) + word.slice(close + 1), out, budget)) return false
       from = cut + 1
     }
-    return out
+    return true
   }
+  if (out.length >= MAX_BRACE_WORDS) return false
   out.push(word)
-  return out
+  return true
+}
+
+/**
+ * A glob that matches every word a brace expansion makes: each closed `{...}` (`${...}` aside) becomes `*`. For a
+ * word braceWords does not expand: wider than the words themselves, so it errs towards touching a guard path.
+ */
+function braceGlob(word: string): string {
+  const chars: string[] = []
+  const opens: number[] = [] // where each open `{` stands in chars; -1 for `${`
+  for (let i = 0; i < word.length; i++) {
+    const ch = word[i]
+    if (ch === "{") opens.push(word[i - 1] === "$" ? -1 : chars.length)
+    if (ch === "}" && opens.length) {
+      const at = opens.pop() as number
+      if (at >= 0) {
+        chars.length = at
+        chars.push("*")
+        continue
+      }
+    }
+    chars.push(ch)
+  }
+  return chars.join("")
 }
 
 /** The first of the guard's names (`.opencode`, the config dir, ...) that a text contains. */

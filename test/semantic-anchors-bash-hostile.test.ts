@@ -191,6 +191,26 @@ describe("a glob with a run of wildcards cannot hold the host", () => {
   })
 })
 
+// Brace expansion is bounded (64 words, 256 characters, 20,000 steps): past its bounds a word is the glob of its
+// expansion (each `{...}` a `*`), so it errs towards blocking. These took 3-41 s before the bounds (the review's).
+describe("brace expansion cannot hold the host", () => {
+  const cases: [name: string, guard: string, command: string][] = [
+    [
+      "2,000 nested braces, then 2,000 lists",
+      "blocks",
+      `rm -rf ${"{".repeat(2000)}${"}".repeat(2000)}${"{a,b}".repeat(2000)}`,
+    ],
+    ["16,000 lists at the project root (a glob over opencode.json)", "blocks", `rm -rf ${"{a,b}".repeat(16000)}`],
+    ["16,000 lists in build/", "allows", `rm -rf build/${"{a,b}".repeat(16000)}`],
+  ]
+  test.each(cases)("%s answers at once: guard-integrity %s", async (_name, guard, command) => {
+    const h = await start()
+    const started = performance.now()
+    expect(await guardVerdict(h, { command })).toBe(guard)
+    expect(performance.now() - started).toBeLessThan(10_000)
+  })
+})
+
 // `sh -c CODE NAME ARG...` runs CODE with NAME as $0 and the ARGs as $1...: the words after CODE are the files the
 // code works on, and were dropped (ad07196 blocked these: a guard name anywhere in a changing command).
 table("sh -c: the words after the code are its $0, $1, ...: read like any operand", [
@@ -228,6 +248,9 @@ describe("perl -lne and -lane are read-only filters, -lpi writes", () => {
 // watch, setsid and ionice run the command after their options (watch through `sh -c`): it is read, as after sudo.
 table("programs that run a command: watch, setsid, ionice", [
   ["watch -n 1 rm -rf .opencode", "blocks"],
+  ["watch -x rm -rf '#' .opencode", "blocks"], // -x runs the words as they are: `#` is no comment there
+  ["watch -g rm -r echo .opencode", "blocks"], // -g takes no value
+  ["watch -n1 -x rm -rf '<' .opencode", "blocks"],
   ["watch 'rm -f .opencode/*.yaml'", "blocks"],
   ["setsid rm -rf .opencode", "blocks"],
   ["ionice -c 3 rm -rf ./*", "blocks"],
@@ -241,6 +264,12 @@ table("a name built by brace expansion or a bracket glob", [
   ["rm -rf .[o]pencode", "blocks"],
   ["rm -rf .[!x]pencode/*.yaml", "blocks"],
   ["cp x.yaml .{open,}code/opencode-semantic-anchors.yaml", "blocks"],
+  ["rm -rf .{x,opencode}{,}{,}{,}{,}{,}{,}", "blocks"], // 128 words: past the bound, the glob `.*` stands for them
+  ["rm -rf .{o..o}pencode", "blocks"], // a sequence: any text
+  ["rm -rf .[[:lower:]]pencode", "blocks"],
+  ["rm -rf {/../.{opencode,x}", "blocks"], // an unclosed `{` is a character; the list after it still expands
+  ["touch src/{a,b,c}/{index,util}.ts", "allows"],
+  ["cp config.yaml{,.bak}", "allows"],
   ["rm -rf build/{a,b}", "allows"],
   ["rm -rf src/[ab].ts", "allows"],
   ["echo ${HOME} {x} > out.txt", "allows"],
@@ -273,22 +302,31 @@ stepTable("perl -M, eval and require make a filter a changing step", [
   ["perl -ne 'print if /TODO/' src/app.ts", "reads"],
 ])
 
-// An assignment before a read-only program can make it run a command (GIT_EXTERNAL_DIFF on git diff, GIT_PAGER,
-// PAGER) or load code (LD_PRELOAD, BASH_ENV): at ad07196 the values were only read, and a read-only command's read
-// words are never looked at. Now a command variable's value is read as a command line, and a code variable makes
-// the program opaque.
+// An assignment before a read-only program can make it run a command (GIT_EXTERNAL_DIFF on git diff, an editor on
+// git commit) or load code (LD_PRELOAD, BASH_ENV): at ad07196 the values were only read, and a read-only command's
+// read words are never looked at. Now a command variable's value is read as a command line when the program is one
+// that runs it, git config given in the environment makes git a changing command, and a code variable makes the
+// program opaque. A pager runs only on a terminal, which opencode's bash tool never gives: its variable is a word.
 table("an environment variable that makes a read-only program run a command", [
   ["GIT_EXTERNAL_DIFF='rm -rf .opencode; true' git diff", "blocks"],
-  ["env GIT_PAGER='rm -rf .opencode' git -p log", "blocks"],
+  ["env GIT_EXTERNAL_DIFF='rm -rf .opencode' git diff", "blocks"],
+  ["GIT_EDITOR='rm -rf .opencode' git commit", "blocks"],
+  ["GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=diff.external GIT_CONFIG_VALUE_0='rm -rf .opencode;:' git diff", "blocks"],
   ["PAGER='sh -c \"rm -f .opencode/*.yaml\"' man ls", "blocks"],
   ["LD_PRELOAD=.opencode/x.so ls", "blocks"],
   ["GIT_PAGER=cat git diff", "allows"],
   ["PAGER=less git log -p", "allows"],
+  ["env GIT_PAGER='rm -rf .opencode' git -p log", "allows"], // no terminal: the pager never runs
+  ["EDITOR=vim ls .opencode", "allows"], // ls runs no editor
+  ["GIT_PAGER=delta git diff .opencode/a.yaml", "allows"],
+  ['GIT_EDITOR=: git commit -m "tidy .opencode notes"', "allows"],
 ])
 stepTable("a command variable's value counts for the changing step; a harmless one does not", [
   ["GIT_PAGER=cat git diff", "reads"],
   ["PAGER=less git log -p", "reads"],
-  ["GIT_PAGER='tee pager.log' git log", "changes"],
+  ["GIT_PAGER=delta git log", "reads"],
+  ["GIT_EXTERNAL_DIFF='tee diff.log' git diff", "changes"],
+  ["GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.pager GIT_CONFIG_VALUE_0=cat git log", "changes"],
   ["GIT_EXTERNAL_DIFF=./difftool.sh git diff", "changes"],
   ["LD_PRELOAD=./hook.so ls", "changes"],
 ])
