@@ -195,12 +195,15 @@ manifest_load() {
 manifest_sorted() { printf '%s' "$manifest_text" | sort -k2; }
 
 manifest_hash() { # the recorded hash of NAME, or empty
-  printf '%s' "$manifest_text" | while IFS= read -r line; do
+  # A here-string, not `printf | while ... break`: with pipefail, a printf still writing when the loop breaks dies of
+  # SIGPIPE, and the uninstall exited 141 (1 run in 3 here).
+  local line
+  while IFS= read -r line; do
     if [ "${line#*  }" = "$1" ]; then
       printf '%s' "${line%%  *}"
       break
     fi
-  done
+  done <<<"$manifest_text"
 }
 
 manifest_drop() {
