@@ -177,9 +177,11 @@ describe("a glob with a run of wildcards cannot hold the host", () => {
     [`rm -rf ${"*?".repeat(12)}Q`, "allows"],
     [`rm -rf ${"**/".repeat(40)}Q`, "allows"],
     ["rm -rf /************", "blocks"],
-    // as the shell reads it: a run inside a component is one `*`, which never crosses a `/` (the project's random
-    // temp directory may end in Q: that is no match for `/*Q`); a whole component of wildcards may cross
-    ["rm -rf /tmp/semantic-anchors-**Q", "allows"],
+    // as the shell reads it: a run inside a component is one `*`, which never crosses a `/`. The project is in a
+    // random temp directory `semantic-anchors-XXXXXX` (letters and digits): `-**Q` matched it in 1 run in 62 (the
+    // name ending in Q), so the pattern ends in `.Q`, which no such name does. A whole component of wildcards may
+    // cross directories (below).
+    ["rm -rf /tmp/semantic-anchors-**.Q", "allows"],
     ["rm -rf .open**", "blocks"],
     ["rm -rf ../**/.opencode", "blocks"],
   ]
