@@ -46,27 +46,27 @@ function sandbox(projectYaml: string | null): Sandbox {
   return { root, project, home, xdg, cleanup: () => rmSync(root, { recursive: true, force: true }) }
 }
 
-async function start(sb: Sandbox): Promise<any> {
-  const saved = {
-    HOME: process.env.HOME,
-    XDG_CONFIG_HOME: process.env.XDG_CONFIG_HOME,
-    CFG: process.env.OPENCODE_SEMANTIC_ANCHORS_CONFIG,
-  }
-  process.env.HOME = sb.home
-  process.env.XDG_CONFIG_HOME = sb.xdg
+/**
+ * semantic-anchors' server() with HOME and XDG_CONFIG_HOME set to the given directories and no
+ * OPENCODE_SEMANTIC_ANCHORS_CONFIG (the plugin reads them at server()), restored afterwards. The bench's and the
+ * trace replay's one way to start the plugin.
+ */
+export async function startAnchors(
+  dirs: { home: string; xdg: string; project: string },
+  client: unknown = { app: { log: async () => true }, tui: { showToast: async () => true } },
+): Promise<any> {
+  const names = ["HOME", "XDG_CONFIG_HOME", "OPENCODE_SEMANTIC_ANCHORS_CONFIG"] as const
+  const saved = names.map((name) => process.env[name])
+  process.env.HOME = dirs.home
+  process.env.XDG_CONFIG_HOME = dirs.xdg
   delete process.env.OPENCODE_SEMANTIC_ANCHORS_CONFIG
   try {
-    const client = { app: { log: async () => true }, tui: { showToast: async () => true } }
-    return await plugin.server({ client, directory: sb.project, worktree: sb.project } as any, {})
+    return await plugin.server({ client, directory: dirs.project, worktree: dirs.project } as any, {})
   } finally {
-    for (const [key, value] of [
-      ["HOME", saved.HOME],
-      ["XDG_CONFIG_HOME", saved.XDG_CONFIG_HOME],
-      ["OPENCODE_SEMANTIC_ANCHORS_CONFIG", saved.CFG],
-    ] as const) {
-      if (value === undefined) delete process.env[key]
-      else process.env[key] = value
-    }
+    names.forEach((name, k) => {
+      if (saved[k] === undefined) delete process.env[name]
+      else process.env[name] = saved[k]
+    })
   }
 }
 
@@ -110,7 +110,7 @@ export async function checkCost(opts: { samples: number }): Promise<{ rows: Row[
   const setups: Setup[] = []
   for (const n of counts) {
     const sb = sandbox(contractsYaml(n))
-    const hooks = await start(sb)
+    const hooks = await startAnchors(sb)
     const status = await hooks.tool.anchor_status.execute({}, { sessionID: "bench" })
     const active = (status.match(/^ {2}(block|warn|info) /gm) ?? []).length
     await userMessage(hooks, "bench", FIRST_MESSAGE)
@@ -181,24 +181,20 @@ export async function checkCost(opts: { samples: number }): Promise<{ rows: Row[
         byTool: Object.fromEntries(TOOLS.map((tool, k) => [tool, summarize(byTool[k])])),
       }
     }
-    const f = summarize(floor)
-    rows.push({
-      group: "semantic-anchors",
-      figure: "floor: one lstat of a path that does not exist (an edit's guard check makes two)",
-      value: f.median,
-      unit: "ns",
-      spread: `p10-p90 ${(f.p10 / 1000).toFixed(2)}-${(f.p90 / 1000).toFixed(2)} us; n=${f.n}`,
-    })
-    json.lstatFloor = f
-    const e = summarize(existingFloor)
-    rows.push({
-      group: "semantic-anchors",
-      figure: "floor: lstat + realpath of an existing file (an edit's guard check of a file that exists)",
-      value: e.median,
-      unit: "ns",
-      spread: `p10-p90 ${(e.p10 / 1000).toFixed(2)}-${(e.p90 / 1000).toFixed(2)} us; n=${e.n}`,
-    })
-    json.existingFloor = e
+    const floorRow = (figure: string, samples: number[]) => {
+      const s = summarize(samples)
+      const spread = `p10-p90 ${(s.p10 / 1000).toFixed(2)}-${(s.p90 / 1000).toFixed(2)} us; n=${s.n}`
+      rows.push({ group: "semantic-anchors", figure, value: s.median, unit: "ns", spread })
+      return s
+    }
+    json.lstatFloor = floorRow(
+      "floor: one lstat of a path that does not exist (an edit's guard check makes two)",
+      floor,
+    )
+    json.existingFloor = floorRow(
+      "floor: lstat + realpath of an existing file (an edit's guard check of a file that exists)",
+      existingFloor,
+    )
     return { rows, json }
   } finally {
     for (const { sb } of setups) sb.cleanup()
@@ -217,7 +213,7 @@ export async function editCost(opts: { turns: number }): Promise<{ rows: Row[]; 
   mkdirSync(dir, { recursive: true })
   for (let i = 0; i < 97; i++) writeFileSync(`${dir}/user-${i}.ts`, "export {}\n")
   try {
-    const hooks = await start(sb)
+    const hooks = await startAnchors(sb)
     const before = hooks["tool.execute.before"]
     const first: number[] = []
     const next: number[] = []
@@ -314,7 +310,7 @@ export async function memoryScenario(
     const out: Record<string, number> = {}
     const bigResult = "lorem ipsum dolor sit amet, ".repeat(2000) // 56 KB; the plugin keeps 8 KiB of it
     const base = heapUsed()
-    const hooks = await start(sb)
+    const hooks = await startAnchors(sb)
     out.plugin = heapUsed() - base
     const calls = [0, 1, 2].map((i) => callFor(sb.project, i))
     const session = async (sessionID: string, rounds: number, worst: boolean) => {

@@ -18,8 +18,8 @@
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import path from "node:path"
-import plugin from "../semantic-anchors.ts"
 import { now, printColumns, summarize } from "./lib.ts"
+import { startAnchors } from "./semantic-anchors.ts"
 import { emitError, loadTraces } from "./traces.ts"
 
 type Call = { tool: string; args: unknown; obs?: string; err?: boolean }
@@ -58,30 +58,11 @@ const quiet = {
   tui: { showToast: async () => true },
 }
 
-/** A fresh plugin instance with no config file anywhere: the plugin reads HOME and XDG_CONFIG_HOME at server(). */
+/** A fresh plugin instance with no config file anywhere (fresh empty HOME, XDG_CONFIG_HOME and project). */
 async function freshPlugin(): Promise<any> {
   const root = mkdtempSync(path.join(tmpdir(), "anchors-replay-"))
-  const saved = {
-    HOME: process.env.HOME,
-    XDG: process.env.XDG_CONFIG_HOME,
-    CFG: process.env.OPENCODE_SEMANTIC_ANCHORS_CONFIG,
-  }
-  process.env.HOME = path.join(root, "home")
-  process.env.XDG_CONFIG_HOME = path.join(root, "xdg")
-  delete process.env.OPENCODE_SEMANTIC_ANCHORS_CONFIG
-  try {
-    const project = path.join(root, "project")
-    return await plugin.server({ client: quiet, directory: project, worktree: project } as any)
-  } finally {
-    for (const [key, value] of [
-      ["HOME", saved.HOME],
-      ["XDG_CONFIG_HOME", saved.XDG],
-      ["OPENCODE_SEMANTIC_ANCHORS_CONFIG", saved.CFG],
-    ] as const) {
-      if (value === undefined) delete process.env[key]
-      else process.env[key] = value
-    }
-  }
+  const dirs = { home: path.join(root, "home"), xdg: path.join(root, "xdg"), project: path.join(root, "project") }
+  return startAnchors(dirs, quiet)
 }
 
 /** What a blocked call aimed at, for the list: bash's command, an edit tool's path. */
