@@ -27,6 +27,22 @@ function table(name: string, rows: Row[]) {
   })
 }
 
+/**
+ * A table of commands that once held the host for seconds (the host waits on tool.execute.before): each gets its
+ * verdict, well inside 10 s (orders of magnitude above a linear reading). `name` labels a command too long to print.
+ */
+function answersAtOnce(title: string, rows: [command: string, guard: Row[1], name?: string][]) {
+  describe(title, () => {
+    const cases = rows.map(([command, guard, name]) => [name ?? JSON.stringify(command), guard, command])
+    test.each(cases)("%s answers at once: guard-integrity %s", async (_name, guard, command) => {
+      const h = await start()
+      const started = performance.now()
+      expect(await guardVerdict(h, { command })).toBe(guard)
+      expect(performance.now() - started).toBeLessThan(10_000)
+    })
+  })
+}
+
 type StepRow = [command: string, step: "changes" | "reads"]
 
 function stepTable(name: string, rows: StepRow[]) {
@@ -120,21 +136,13 @@ table("find -regex: an Emacs escape the reader does not know may match anything"
 // tool.execute.before runs on opencode's event loop: a name pattern or regex that backtracks holds the host. Before
 // the fix each of these took seconds (10 stars: 7 s; 12 stars: 57 s; 12 `.*`: over 20 s). The bound is three orders
 // of magnitude above what a linear match takes, so the test does not measure speed, it catches a hang.
-describe("find: a name pattern or regex cannot hold the host", () => {
-  const cases: [string, string][] = [
-    ["find . -name '**********Q' -delete", "allows"],
-    [`find . -path '${"*[a-z]".repeat(14)}*Q' -delete`, "allows"],
-    [`find . -name '${"*?".repeat(12)}Q' -delete`, "allows"],
-    ["find . -regex '(.*)*Q' -delete", "blocks"],
-    [`find . -regex '${".*".repeat(10)}Q' -delete`, "blocks"],
-  ]
-  test.each(cases)("%p answers at once: guard-integrity %s", async (command, guard) => {
-    const h = await start()
-    const started = performance.now()
-    expect(await guardVerdict(h, { command })).toBe(guard)
-    expect(performance.now() - started).toBeLessThan(10_000)
-  })
-})
+answersAtOnce("find: a name pattern or regex cannot hold the host", [
+  ["find . -name '**********Q' -delete", "allows"],
+  [`find . -path '${"*[a-z]".repeat(14)}*Q' -delete`, "allows"],
+  [`find . -name '${"*?".repeat(12)}Q' -delete`, "allows"],
+  ["find . -regex '(.*)*Q' -delete", "blocks"],
+  [`find . -regex '${".*".repeat(10)}Q' -delete`, "blocks"],
+])
 
 // opencode's bash tool takes `workdir`, "the working directory to run the command in ... Use this instead of 'cd'
 // commands" (its prompt tells the model so). guard-integrity resolved every relative path against the project, at
@@ -171,47 +179,31 @@ test("a long run of repeated options is read in linear time", async () => {
 
 // A glob a command writes is matched against the guard's paths by a RegExp; a run of wildcards (`rm /****...Q`) made
 // it try every split: 12 stars took 5-7 s (at ad07196 too), 16 more than 20 s.
-describe("a glob with a run of wildcards cannot hold the host", () => {
-  const cases: [string, string][] = [
-    ["rm /************Q", "allows"],
-    [`rm -rf ${"*?".repeat(12)}Q`, "allows"],
-    [`rm -rf ${"**/".repeat(40)}Q`, "allows"],
-    ["rm -rf /************", "blocks"],
-    // as the shell reads it: a run inside a component is one `*`, which never crosses a `/`. The project is in a
-    // random temp directory `semantic-anchors-XXXXXX` (letters and digits): `-**Q` matched it in 1 run in 62 (the
-    // name ending in Q), so the pattern ends in `.Q`, which no such name does. A whole component of wildcards may
-    // cross directories (below).
-    ["rm -rf /tmp/semantic-anchors-**.Q", "allows"],
-    ["rm -rf .open**", "blocks"],
-    ["rm -rf ../**/.opencode", "blocks"],
-  ]
-  test.each(cases)("%p answers at once: guard-integrity %s", async (command, guard) => {
-    const h = await start()
-    const started = performance.now()
-    expect(await guardVerdict(h, { command })).toBe(guard)
-    expect(performance.now() - started).toBeLessThan(10_000)
-  })
-})
+answersAtOnce("a glob with a run of wildcards cannot hold the host", [
+  ["rm /************Q", "allows"],
+  [`rm -rf ${"*?".repeat(12)}Q`, "allows"],
+  [`rm -rf ${"**/".repeat(40)}Q`, "allows"],
+  ["rm -rf /************", "blocks"],
+  // as the shell reads it: a run inside a component is one `*`, which never crosses a `/`. The project is in a
+  // random temp directory `semantic-anchors-XXXXXX` (letters and digits): `-**Q` matched it in 1 run in 62 (the
+  // name ending in Q), so the pattern ends in `.Q`, which no such name does. A whole component of wildcards may
+  // cross directories (below).
+  ["rm -rf /tmp/semantic-anchors-**.Q", "allows"],
+  ["rm -rf .open**", "blocks"],
+  ["rm -rf ../**/.opencode", "blocks"],
+])
 
 // Brace expansion is bounded (64 words, 256 characters, 20,000 steps): past its bounds a word is the glob of its
 // expansion (each `{...}` a `*`), so it errs towards blocking. These took 3-41 s before the bounds (the review's).
-describe("brace expansion cannot hold the host", () => {
-  const cases: [name: string, guard: string, command: string][] = [
-    [
-      "2,000 nested braces, then 2,000 lists",
-      "blocks",
-      `rm -rf ${"{".repeat(2000)}${"}".repeat(2000)}${"{a,b}".repeat(2000)}`,
-    ],
-    ["16,000 lists at the project root (a glob over opencode.json)", "blocks", `rm -rf ${"{a,b}".repeat(16000)}`],
-    ["16,000 lists in build/", "allows", `rm -rf build/${"{a,b}".repeat(16000)}`],
-  ]
-  test.each(cases)("%s answers at once: guard-integrity %s", async (_name, guard, command) => {
-    const h = await start()
-    const started = performance.now()
-    expect(await guardVerdict(h, { command })).toBe(guard)
-    expect(performance.now() - started).toBeLessThan(10_000)
-  })
-})
+answersAtOnce("brace expansion cannot hold the host", [
+  [
+    `rm -rf ${"{".repeat(2000)}${"}".repeat(2000)}${"{a,b}".repeat(2000)}`,
+    "blocks",
+    "2,000 nested braces, then 2,000 lists",
+  ],
+  [`rm -rf ${"{a,b}".repeat(16000)}`, "blocks", "16,000 lists at the project root (a glob over opencode.json)"],
+  [`rm -rf build/${"{a,b}".repeat(16000)}`, "allows", "16,000 lists in build/"],
+])
 
 // `sh -c CODE NAME ARG...` runs CODE with NAME as $0 and the ARGs as $1...: the words after CODE are the files the
 // code works on, and were dropped (ad07196 blocked these: a guard name anywhere in a changing command).
