@@ -2943,27 +2943,29 @@ function ancestorsAndSelf(abs: string): string[] {
 /** Resolves symbolic links of a path that exists (or of its parent); the identity where nothing is known. */
 type RealPath = (abs: string) => string
 
-/** The guard's files and directories with every parent directory (a glob or a find root reaching one takes them). */
-const withParentsCache = new WeakMap<GuardFiles, string[]>()
-function guardPathsAndParents(guard: GuardFiles): string[] {
+/**
+ * The guard's files and directories with every parent directory (a glob or a find root reaching one takes them),
+ * made once per guard: looked up for every path a bash command writes, searched for a glob or a find root.
+ */
+const withParentsCache = new WeakMap<GuardFiles, Set<string>>()
+function guardPathsAndParents(guard: GuardFiles): Set<string> {
   let paths = withParentsCache.get(guard)
-  if (!paths) {
-    paths = [...new Set([...guard.exact, ...guard.roots].flatMap(ancestorsAndSelf))]
-    withParentsCache.set(guard, paths)
-  }
+  if (!paths) withParentsCache.set(guard, (paths = new Set([...guard.exact, ...guard.roots].flatMap(ancestorsAndSelf))))
   return paths
+}
+
+/** Whether any of the guard's paths or their parents holds `test`. */
+function someGuardPath(guard: GuardFiles, test: (path: string) => boolean): boolean {
+  for (const path of guardPathsAndParents(guard)) if (test(path)) return true
+  return false
 }
 
 const isUnder = (path: string, dir: string) => path === dir || path.startsWith(dir.endsWith("/") ? dir : `${dir}/`)
 
-/** guardPathsAndParents as a set: asked for every path a bash command writes. */
-const withParentsSetCache = new WeakMap<GuardFiles, Set<string>>()
-
 /** Whether a normal absolute path is a guard file or directory, or a directory with one under it (the root too). */
 function holdsGuardPath(path: string, guard: GuardFiles): boolean {
-  let set = withParentsSetCache.get(guard)
-  if (!set) withParentsSetCache.set(guard, (set = new Set(guardPathsAndParents(guard))))
-  return path === "/" || set.has(path.length > 1 && path.endsWith("/") ? path.replace(/\/+$/, "") : path)
+  const normal = path.length > 1 && path.endsWith("/") ? path.replace(/\/+$/, "") : path
+  return path === "/" || guardPathsAndParents(guard).has(normal)
 }
 
 /**
@@ -2991,14 +2993,14 @@ function targetHitsGuard(target: Target, paths: Paths, guard: GuardFiles, realpa
   const abs = bracketed.includes("{") ? bracketed.replace(/(^|[^$])\{[^{}/]*\.\.[^{}/]*\}/g, "$1*") : bracketed
   if (/[*?]/.test(abs)) {
     const pattern = globToRegExp(collapseWildcards(abs), true)
-    return guardPathsAndParents(guard).some((path) => pattern.test(path))
+    return someGuardPath(guard, (path) => pattern.test(path))
   }
   const filter = target.filter
   if (filter) {
     // The path as find prints it: the root as written, then the rest.
     const printed = (path: string) =>
       path === abs ? target.word : `${target.word.replace(/\/+$/, "")}/${path.slice(abs.length).replace(/^\/+/, "")}`
-    return guardPathsAndParents(guard).some((path) => isUnder(path, abs) && filter(printed(path)))
+    return someGuardPath(guard, (path) => isUnder(path, abs) && filter(printed(path)))
   }
   const hits = (path: string) => isGuardPath(path, guard) || holdsGuardPath(path, guard)
   return hits(abs) || (target.throughLinks && hits(realpath(abs)))
