@@ -32,7 +32,7 @@
  */
 import type { Hooks, Plugin, PluginInput, ToolContext, ToolDefinition } from "@opencode-ai/plugin"
 // @ts-ignore -- no Node types in this zero-dependency project; node:fs is built into Bun, which runs the plugin.
-import { lstatSync, realpathSync } from "node:fs"
+import { lstatSync, readFileSync, realpathSync } from "node:fs"
 
 // opencode runs plugins on Bun. These are the only host globals used, declared here so the file type-checks
 // without a runtime types package.
@@ -487,6 +487,9 @@ function call(tool: string, args: Raw, more: { steps?: number; seen?: string } =
 const WRITE_APP = { filePath: "src/app.ts", content: "export {}" }
 const EDIT_APP = { filePath: "src/app.ts", oldString: "a", newString: "b" }
 
+/** The contract every role has, whatever its preset says (contractsOfRole): the guard of the guard's own files. */
+const IN_EVERY_ROLE = "guard-integrity"
+
 function builtinContracts(): Contract[] {
   const base = {
     anchorRefs: [] as string[],
@@ -499,7 +502,7 @@ function builtinContracts(): Contract[] {
   return [
     {
       ...base,
-      id: "guard-integrity",
+      id: IN_EVERY_ROLE,
       description: "The agent may not edit, move or delete the guard's config files or the plugin files.",
       message: "These files define the rules the agent works under; only the human changes them.",
       mode: "block",
@@ -1369,6 +1372,12 @@ function reportDroppedLocks(config: Config, r: Reporter): void {
   const lockedBy = (contract: Contract) =>
     contract.lockedBy?.by === "global" ? `the global file (${contract.lockedBy.file})` : "the plugin"
   const dropped = (locked: Contract[], kept: Contract[]) => locked.filter((contract) => !kept.includes(contract))
+  // A lock that every role keeps (the plugin's own, on IN_EVERY_ROLE) cannot be dropped: with no other lock there is
+  // nothing to report, and a load need not work out every role's contracts twice to find that out.
+  let otherLocks = false
+  for (const contract of config.contracts.values())
+    if (contract.lockedBy && contract.id !== IN_EVERY_ROLE) otherLocks = true
+  if (!otherLocks) return
   const global = config.globalView
   for (const role of new Set([...global.presets.keys(), ...config.presets.keys()])) {
     const locked = contractsOfRole(config, global.presets, role).filter((contract) => contract.lockedBy)
@@ -1493,42 +1502,32 @@ const BLOCK_SCALAR = /^\s*[|>][-+0-9]*\s*(#.*)?$/
  * collections (`{...}`, `[...]`), whose keys it does not check. Lines are numbered from 1.
  */
 function duplicateKeys(text: string): DuplicateKey[] {
-  type Scope = {
-    indent: number
-    keyPath: string
-    keys: Map<string, number>
-    lastKey?: string
-    items: Map<string, number>
-  }
   const found: DuplicateKey[] = []
-  const scope = (indent: number, keyPath: string): Scope => ({ indent, keyPath, keys: new Map(), items: new Map() })
-  const childPath = (parent: Scope | undefined): string =>
-    !parent
-      ? ""
-      : !parent.lastKey
-        ? parent.keyPath
-        : parent.keyPath
-          ? `${parent.keyPath}.${parent.lastKey}`
-          : parent.lastKey
-  let stack: Scope[] = []
+  let stack: KeyScope[] = []
   let blockScalarIndent = -1 // inside a | or > scalar: lines indented deeper than this belong to it
   let flowDepth = 0 // inside a flow collection that spans lines
-  const lines = text.split("\n")
-  for (let n = 0; n < lines.length; n++) {
-    let line = lines[n]
-    if (line.endsWith("\r")) line = line.slice(0, -1)
-    let indent = 0
-    while (line.charCodeAt(indent) === 32) indent++
-    const blank = indent === line.length || /^\s*$/.test(line)
+  let n = 0
+  for (let start = 0; start <= text.length; n++) {
+    let end = text.indexOf("\n", start)
+    if (end < 0) end = text.length
+    const lineEnd = end > start && text.charCodeAt(end - 1) === 13 ? end - 1 : end
+    const lineStart = start
+    start = end + 1
+    let at = lineStart
+    while (at < lineEnd && text.charCodeAt(at) === 32) at++
+    const indent = at - lineStart
+    const first = text.charCodeAt(at)
+    const blank = at === lineEnd || ((first < 33 || first > 126) && /^\s*$/.test(text.slice(at, lineEnd)))
     if (blockScalarIndent >= 0) {
       if (blank || indent > blockScalarIndent) continue
       blockScalarIndent = -1
     }
     if (flowDepth > 0) {
-      flowDepth = Math.max(0, flowDepth + flowDepthChange(line))
+      flowDepth = Math.max(0, flowDepth + flowDepthChange(text.slice(lineStart, lineEnd)))
       continue
     }
-    if (blank || line[indent] === "#") continue
+    if (blank || first === 35 /* # */) continue
+    const line = text.slice(lineStart, lineEnd)
     if (indent === 0 && /^(---|\.\.\.)(\s|$)/.test(line)) {
       stack = []
       continue
@@ -1541,16 +1540,20 @@ function duplicateKeys(text: string): DuplicateKey[] {
       column++
       while (line[column] === " ") column++
     }
-    const rest = line.slice(column)
-    let current: Scope | undefined
+    const rest = column ? line.slice(column) : line
+    let current: KeyScope | undefined
     while (stack.length && stack[stack.length - 1].indent > indent) stack.pop()
     const top = stack[stack.length - 1]
     if (dashes) {
       // A new item of the sequence under the enclosing mapping's last key.
       const seqKey = top?.lastKey ?? ""
-      const index = (top?.items.get(seqKey) ?? -1) + 1
-      top?.items.set(seqKey, index)
-      current = scope(column, `${childPath(top)}[${index}]${"[0]".repeat(dashes - 1)}`)
+      let index = 0
+      if (top) {
+        top.items ??= new Map()
+        index = (top.items.get(seqKey) ?? -1) + 1
+        top.items.set(seqKey, index)
+      }
+      current = new KeyScope(column, top, `[${index}]${"[0]".repeat(dashes - 1)}`)
       stack.push(current)
     }
     const key = rest.includes(":") ? KEY_LINE.exec(rest.length > 1024 ? rest.slice(0, 1024) : rest) : null
@@ -1560,17 +1563,13 @@ function duplicateKeys(text: string): DuplicateKey[] {
     }
     if (!current) {
       if (top && top.indent === column) current = top
-      else stack.push((current = scope(column, childPath(top))))
+      else stack.push((current = new KeyScope(column, top, "")))
     }
     const name = key[1][0] === '"' || key[1][0] === "'" ? key[1].slice(1, -1) : key[1]
-    const first = current.keys.get(name)
-    if (first !== undefined && name !== "<<") {
-      found.push({
-        keyPath: current.keyPath ? `${current.keyPath}.${name}` : name,
-        key: name,
-        line: n + 1,
-        firstLine: first,
-      })
+    const firstLine = current.keys.get(name)
+    if (firstLine !== undefined && name !== "<<") {
+      const keyPath = current.keyPath()
+      found.push({ keyPath: keyPath ? `${keyPath}.${name}` : name, key: name, line: n + 1, firstLine })
     } else current.keys.set(name, n + 1)
     current.lastKey = name
     const value = rest.slice(key[0].length)
@@ -1578,6 +1577,30 @@ function duplicateKeys(text: string): DuplicateKey[] {
     else flowDepth = flowOpened(value)
   }
   return found
+}
+
+/**
+ * One mapping (or sequence item) of duplicateKeys' scan: the keys seen in it, by line. Its key path is made only when
+ * a duplicate needs it: from the scope it is in, that scope's key when it opened, and its own `[index]` suffix.
+ */
+class KeyScope {
+  readonly keys = new Map<string, number>()
+  items?: Map<string, number> // the items seen of each sequence under a key of this mapping
+  lastKey?: string
+  private readonly parentKey?: string
+  constructor(
+    readonly indent: number,
+    private readonly parent: KeyScope | undefined,
+    private readonly suffix: string,
+  ) {
+    this.parentKey = parent?.lastKey
+  }
+  keyPath(): string {
+    if (!this.parent) return this.suffix
+    const base = this.parent.keyPath()
+    const inner = !this.parentKey ? base : base ? `${base}.${this.parentKey}` : this.parentKey
+    return inner + this.suffix
+  }
 }
 
 /** Parses YAML text (JSON is YAML too) and applies it; a parse error skips the file. */
@@ -1625,16 +1648,31 @@ function finishConfig(config: Config): Config {
 type FileRead = { path: string; label: string; layer: FileLayer; text?: string; error?: string }
 
 /**
+ * The built-ins' examples judged (a test keeps them passing; a problem here would name the built-in). They are the
+ * same contracts at every load and judged with no file-system access, so the answer depends only on the paths: it is
+ * worked out once per Paths object (the plugin keeps one for its life), not at every load and reload.
+ */
+const builtinExamplesJudged = new WeakMap<Paths, readonly Problem[]>()
+function builtinExampleProblems(config: Config, env: EngineEnv): readonly Problem[] {
+  let problems = builtinExamplesJudged.get(env.paths)
+  if (!problems) {
+    const found: Problem[] = []
+    const builtins = new Reporter("built-ins", found)
+    for (const contract of config.contracts.values())
+      if (contract.examples) checkExamples(contract, join(contract.id, "examples"), "it stays in force", env, builtins)
+    builtinExamplesJudged.set(env.paths, (problems = found))
+  }
+  return problems
+}
+
+/**
  * Builds the configuration from file contents already read (no I/O here, so it is fast and testable). `paths` is
  * where the examples are judged (a relative path in an example is inside this project); default: a project at `/`.
  */
 export function buildConfig(reads: FileRead[], paths: Paths = resolvePaths({}, {})): Config {
   const config = defaultConfig()
   const env = exampleEnv(paths)
-  // The built-ins' examples too: a test keeps them passing, and a problem here would name the built-in.
-  const builtins = new Reporter("built-ins", config.problems)
-  for (const contract of config.contracts.values())
-    if (contract.examples) checkExamples(contract, join(contract.id, "examples"), "it stays in force", env, builtins)
+  config.problems.push(...builtinExampleProblems(config, env))
   for (const read of reads) {
     if (read.text !== undefined) {
       config.files.push({ label: read.label, status: applyText(config, read.text, read.label, read.layer, env) })
@@ -3373,7 +3411,7 @@ function contractsOfRole(config: Config, presets: RoleView["presets"], role: str
       active.push(contract)
     }
   }
-  add(config.contracts.get("guard-integrity"))
+  add(config.contracts.get(IN_EVERY_ROLE))
   for (const id of presets.get(role) ?? []) add(config.contracts.get(id))
   for (const contract of config.contracts.values()) {
     const forRole =
@@ -4095,12 +4133,18 @@ function labelFor(path: string, paths: Paths): string {
   return inHome !== undefined && paths.home !== "/" ? `~/${inHome}` : path
 }
 
-async function readFile(path: string): Promise<{ text?: string; error?: string }> {
+/**
+ * A contract file's text, or why not. Read synchronously: `Bun.file().text()` took 80-100 us per file here (a trip to
+ * the thread pool), this 5-20 us; the files are small and read only at start and on /anchor reload.
+ */
+function readFile(path: string): { text?: string; error?: string } {
   try {
-    return { text: await Bun.file(path).text() }
+    return { text: readFileSync(path, "utf8") }
   } catch (error) {
     const code = (error as { code?: string }).code
-    return { error: code === "ENOENT" ? "ENOENT" : `${code ?? "error"}: ${(error as Error).message ?? error}` }
+    if (code === "ENOENT") return { error: "ENOENT" }
+    const message = String((error as Error).message ?? error) // node's own starts with the code: `EISDIR: illegal ...`
+    return { error: code && message.startsWith(code) ? message : `${code ?? "error"}: ${message}` }
   }
 }
 
@@ -4110,7 +4154,7 @@ export async function loadConfig(paths: Paths): Promise<Config> {
     [paths.globalFile, "global"],
     [paths.projectFile, "project"],
   ] as const) {
-    const read = await readFile(path)
+    const read = readFile(path)
     // A missing file is the normal case, except the one the user named explicitly.
     if (read.error === "ENOENT" && layer === "global" && paths.globalFromEnv)
       read.error = "ENOENT: OPENCODE_SEMANTIC_ANCHORS_CONFIG names a file that does not exist"
