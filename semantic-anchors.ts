@@ -2113,11 +2113,6 @@ type Getopt = { options: Map<string, string[]>; operands: string[] }
 
 function getopt(args: readonly string[], spec: OptionSpec = {}): Getopt {
   const options = new Map<string, string[]>()
-  const add = (name: string, value = "") => {
-    const list = options.get(name)
-    if (list) list.push(value)
-    else options.set(name, [value])
-  }
   const operands: string[] = []
   for (let k = 0; k < args.length; k++) {
     const arg = args[k]
@@ -2128,36 +2123,52 @@ function getopt(args: readonly string[], spec: OptionSpec = {}): Getopt {
     if (arg.startsWith("--")) {
       const eq = arg.indexOf("=")
       const name = arg.slice(2, eq === -1 ? undefined : eq)
-      if (eq !== -1) add(name, arg.slice(eq + 1))
-      else if (spec.long?.includes(name)) add(name, args[++k] ?? "")
-      else add(name)
+      if (eq !== -1) addOption(options, name, arg.slice(eq + 1))
+      else if (spec.long?.includes(name)) addOption(options, name, args[++k] ?? "")
+      else addOption(options, name, "")
     } else if (arg.length < 2 || arg[0] !== "-") operands.push(arg)
     else {
       for (let c = 1; c < arg.length; c++) {
         const letter = arg[c]
         if (spec.values?.includes(letter)) {
-          add(letter, c + 1 < arg.length ? arg.slice(c + 1) : (args[++k] ?? ""))
+          addOption(options, letter, c + 1 < arg.length ? arg.slice(c + 1) : (args[++k] ?? ""))
           break
         }
         if (spec.optional?.includes(letter)) {
-          add(letter, arg.slice(c + 1))
+          addOption(options, letter, arg.slice(c + 1))
           break
         }
         if (spec.numeric?.includes(letter)) {
           const number = /^(?:x[0-9a-fA-F]*|[0-9]*)/.exec(arg.slice(c + 1))?.[0] ?? ""
-          add(letter, number)
+          addOption(options, letter, number)
           c += number.length
           continue
         }
-        add(letter)
+        addOption(options, letter, "")
       }
     }
   }
   return { options, operands }
 }
 
-const has = (parsed: Getopt, ...names: string[]) => names.some((name) => parsed.options.has(name))
-const values = (parsed: Getopt, ...names: string[]) => names.flatMap((name) => parsed.options.get(name) ?? [])
+function addOption(options: Map<string, string[]>, name: string, value: string): void {
+  const list = options.get(name)
+  if (list) list.push(value)
+  else options.set(name, [value])
+}
+
+/** Whether an option was given, under either of its names (`-i`, `--in-place`). */
+function has(parsed: Getopt, name: string, alias?: string): boolean {
+  return parsed.options.has(name) || (alias !== undefined && parsed.options.has(alias))
+}
+
+/** The values an option was given, under its first name and then its other (`-e`, `--expression`): a new list. */
+function values(parsed: Getopt, name: string, alias?: string): string[] {
+  const out: string[] = []
+  for (const value of parsed.options.get(name) ?? NO_WORDS) out.push(value)
+  if (alias !== undefined) for (const value of parsed.options.get(alias) ?? NO_WORDS) out.push(value)
+  return out
+}
 
 /** The words after a prefix program's own options (`sudo -u x`, `nice -n 5`): the command it runs. */
 function afterOptions(args: readonly string[], valueLetters: string): string[] {
@@ -2242,7 +2253,7 @@ const links: ProgramReader = (args) => {
 function searches(spec: OptionSpec): ProgramReader {
   return (args) => {
     const parsed = getopt(args, spec)
-    const patternGiven = has(parsed, "e", "f", "regexp", "file")
+    const patternGiven = has(parsed, "e", "regexp") || has(parsed, "f", "file")
     const files = patternGiven ? parsed.operands : parsed.operands.slice(1)
     return reading({ reads: [...files, ...values(parsed, "f", "file")] })
   }
@@ -2297,22 +2308,24 @@ const readSed: ProgramReader = (args) => {
   })
   const scripts = values(parsed, "e", "expression")
   const scriptFiles = values(parsed, "f", "file")
-  const files = [...parsed.operands]
-  if (scripts.length === 0 && scriptFiles.length === 0) scripts.push(files.shift() ?? "")
+  const operands = parsed.operands
+  // Without -e or -f, the first operand is the script and the rest are files.
+  const scriptFirst = scripts.length === 0 && scriptFiles.length === 0
+  if (scriptFirst) scripts.push(operands[0] ?? "")
   const inPlace = has(parsed, "i", "in-place")
-  const result = reading({
-    writes: inPlace ? files.map((word) => ({ word, throughLinks: has(parsed, "follow-symlinks") })) : [],
-    reads: [...(inPlace ? [] : files), ...scriptFiles],
-    nested: [],
-    changing: inPlace,
-    opaque: scriptFiles.length > 0,
-  })
+  const throughLinks = has(parsed, "follow-symlinks")
+  const result = reading({ writes: [], reads: [], nested: [], changing: inPlace, opaque: scriptFiles.length > 0 })
+  for (let k = scriptFirst ? 1 : 0; k < operands.length; k++)
+    if (inPlace) result.writes.push({ word: operands[k], throughLinks })
+    else result.reads.push(operands[k])
+  for (const file of scriptFiles) result.reads.push(file)
   for (const script of scripts) {
     const effects = sedScriptEffects(script)
     if (effects === null || effects.runs) result.opaque = true
-    for (const file of effects?.writes ?? []) result.writes.push({ word: file, throughLinks: true })
-    result.reads.push(...(effects?.reads ?? []))
-    result.nested.push(...(effects?.commands ?? []))
+    if (effects === null) continue
+    for (const file of effects.writes) result.writes.push({ word: file, throughLinks: true })
+    for (const file of effects.reads) result.reads.push(file)
+    for (const line of effects.commands) result.nested.push(line)
   }
   if (result.opaque || result.writes.length || result.nested.length) result.changing = true
   return result
@@ -2348,18 +2361,18 @@ function sedScriptEffects(
     return false
   }
   const address = (): boolean => {
-    if (/[0-9]/.test(script[i] ?? "")) while (/[0-9~]/.test(script[i] ?? "")) i++
+    if (isDigitAt(script, i)) while (isDigitAt(script, i) || script[i] === "~") i++
     else if (script[i] === "$") i++
     else if (script[i] === "/" || script[i] === "\\") {
       const delimiter = script[i] === "\\" ? script[++i] : "/"
       i++
       if (!delimited(delimiter)) return false
-      while (/[IM]/.test(script[i] ?? "")) i++
+      while (script[i] === "I" || script[i] === "M") i++
     }
     return true
   }
   while (i < script.length) {
-    while (/[\s;}]/.test(script[i] ?? "")) i++
+    while (isSpaceAt(script, i) || script[i] === ";" || script[i] === "}") i++
     if (i >= script.length) break
     if (script[i] === "#") {
       restOfLine()
@@ -2370,7 +2383,7 @@ function sedScriptEffects(
     if (script[i] === ",") {
       i++
       blanks()
-      if (script[i] === "+" || script[i] === "~") for (i++; /[0-9]/.test(script[i] ?? "");) i++
+      if (script[i] === "+" || script[i] === "~") for (i++; isDigitAt(script, i);) i++
       else if (!address()) return null
     }
     blanks()
@@ -2386,7 +2399,8 @@ function sedScriptEffects(
       if (!delimiter || delimiter === "\n" || delimiter === "\\") return null
       if (!delimited(delimiter) || !delimited(delimiter)) return null
       if (command === "y") continue
-      while (/[gpiImMe0-9]/.test(script[i] ?? "")) if (script[i++] === "e") effects.runs = true
+      while (isDigitAt(script, i) || (i < script.length && "gpiImMe".includes(script[i])))
+        if (script[i++] === "e") effects.runs = true
       if (script[i] === "w") {
         i++
         effects.writes.push(restOfLine())
@@ -2410,14 +2424,27 @@ function sedScriptEffects(
     } else if ("btT:v".includes(command)) {
       // a label ends at a blank or `;` (GNU sed 4.9): in `:a w FILE` the `w FILE` is a command of its own
       blanks()
-      while (i < script.length && !/[\s;]/.test(script[i])) i++
+      while (i < script.length && !isSpaceAt(script, i) && script[i] !== ";") i++
     } else if ("qQlL".includes(command)) {
       blanks()
-      while (/[0-9]/.test(script[i] ?? "")) i++
+      while (isDigitAt(script, i)) i++
     } else if (!"pPdDnNgGhHx=zF".includes(command)) return null
   }
   effects.writes = effects.writes.filter((file) => !harmlessTarget(file))
   return effects
+}
+
+/** [0-9] at `i` (false past the end): a test per character, without a regex per character. */
+function isDigitAt(text: string, i: number): boolean {
+  const code = text.charCodeAt(i)
+  return code >= 48 && code <= 57
+}
+
+/** /\s/ at `i` (false past the end): ASCII blanks by code, other characters by the regex. */
+function isSpaceAt(text: string, i: number): boolean {
+  const code = text.charCodeAt(i)
+  if (code < 128) return code === 32 || (code >= 9 && code <= 13)
+  return /\s/.test(text[i])
 }
 
 // find --------------------------------------------------------------------------------------------------------------
