@@ -3782,7 +3782,7 @@ type ToolPlan = {
   screenOf: number[]
   screens: Screen[]
   unscreened: Contract[] // behind no screen, in the active order: all that is checked when no screen holds
-  counting: Contract[]
+  counting: string[] // the ids of the state contracts that count the call as a step (never written to)
 }
 
 function toolPlan(active: readonly Contract[], tool: string): ToolPlan {
@@ -3812,7 +3812,7 @@ function toolPlan(active: readonly Contract[], tool: string): ToolPlan {
     for (const index of members) screenOf[index] = screens.length
     screens.push({ keyPath, kind: part.kind, regex })
   }
-  const counting = contracts.filter((contract) => contract.trigger.type === "state")
+  const counting = contracts.filter((contract) => contract.trigger.type === "state").map((contract) => contract.id)
   const unscreened = contracts.filter((_, index) => screenOf[index] < 0)
   return { edit: anyMatch(EDIT_TOOL_RES, tool), contracts, screenOf, screens, unscreened, counting }
 }
@@ -3873,7 +3873,7 @@ function mayChangeLinks(facts: CallFacts): boolean {
 }
 
 /** What one allowed call was counted for, to give back if it turns out not to have run. */
-type Reservation = { steps: string[]; dirs: string[] }
+type Reservation = { steps: readonly string[]; dirs: readonly string[] } // the plan's list and topDirs': not copied
 
 /**
  * Counts an allowed changing call at once (so parallel calls of one step never pass the limit together) and keeps
@@ -3882,18 +3882,10 @@ type Reservation = { steps: string[]; dirs: string[] }
  */
 function reserve(state: SessionState, callID: string, plan: ToolPlan, facts: CallFacts, env: EngineEnv): void {
   if ((plan.counting.length === 0 && !plan.edit) || !isChanging(facts)) return
-  const counted: Reservation = { steps: [], dirs: [] }
-  for (const contract of plan.counting) {
-    state.steps.set(contract.id, (state.steps.get(contract.id) ?? 0) + 1)
-    counted.steps.push(contract.id)
-  }
-  if (plan.edit) {
-    for (const dir of topDirs(facts.args, env)) {
-      state.touchedDirs.set(dir, (state.touchedDirs.get(dir) ?? 0) + 1)
-      counted.dirs.push(dir)
-    }
-  }
-  state.reserved.set(callID, counted)
+  for (const id of plan.counting) state.steps.set(id, (state.steps.get(id) ?? 0) + 1)
+  const dirs = plan.edit ? topDirs(facts.args, env) : NO_WORDS
+  for (const dir of dirs) state.touchedDirs.set(dir, (state.touchedDirs.get(dir) ?? 0) + 1)
+  state.reserved.set(callID, { steps: plan.counting, dirs })
   // Beyond the bound the oldest call is taken as run: counting one call too many is the safe side.
   if (state.reserved.size > MAX_RESERVED) state.reserved.delete(state.reserved.keys().next().value as string)
 }

@@ -79,7 +79,7 @@ async function userMessage(hooks: any, sessionID: string, text: string) {
  * the session's first message cites a source). Each call is a little different (`salt`): a cache keyed by the
  * command or path would find nothing to reuse, as in a real session.
  */
-function callFor(project: string, i: number) {
+function callFor(project: string, i: number, shortBash = false) {
   const file = `${project}/src/server/handlers/user-${i % 97}.ts`
   switch (i % 3) {
     case 0:
@@ -87,7 +87,10 @@ function callFor(project: string, i: number) {
     case 1:
       return {
         tool: "bash",
-        args: { command: `npm test -- --grep 'user handler ${i}' && git diff --stat`, description: "Run the tests" },
+        args: {
+          command: shortBash ? `ls a${i}` : `npm test -- --grep 'user handler ${i}' && git diff --stat`,
+          description: "Run the tests",
+        },
       }
     default:
       return { tool: "edit", args: { filePath: file, oldString: "return null", newString: `return user${i} ?? null` } }
@@ -106,22 +109,33 @@ export async function checkCost(opts: { samples: number }): Promise<{ rows: Row[
   const counts = [0, 10, 100]
   const rounds = 30
   const batch = Math.ceil(opts.samples / rounds / 3) * 3
-  type Setup = { n: number; sb: Sandbox; hooks: any; active: number; times: number[]; byTool: number[][]; i: number }
+  type Setup = {
+    n: number
+    shortBash: boolean
+    sb: Sandbox
+    hooks: any
+    active: number
+    times: number[]
+    byTool: number[][]
+    i: number
+  }
   const setups: Setup[] = []
-  for (const n of counts) {
+  // The last setup: the built-ins again, with the shortest bash command that is read (`ls aN`) in the same rounds: the
+  // floor of a bash check on this machine, among the same reads and edits.
+  for (const [n, shortBash] of [...counts.map((n) => [n, false] as const), [0, true] as const]) {
     const sb = sandbox(contractsYaml(n))
     const hooks = await startAnchors(sb)
     const status = await hooks.tool.anchor_status.execute({}, { sessionID: "bench" })
     const active = (status.match(/^ {2}(block|warn|info) /gm) ?? []).length
     await userMessage(hooks, "bench", FIRST_MESSAGE)
-    setups.push({ n, sb, hooks, active, times: [] as number[], byTool: TOOLS.map(() => [] as number[]), i: 0 })
+    setups.push({ n, shortBash, sb, hooks, active, times: [], byTool: TOOLS.map(() => [] as number[]), i: 0 })
   }
   try {
     const run = async (setup: Setup, calls: number, timed: boolean) => {
       const before = setup.hooks["tool.execute.before"]
       for (let k = 0; k < calls; k++) {
         const i = setup.i++
-        const c = callFor(setup.sb.project, i)
+        const c = callFor(setup.sb.project, i, setup.shortBash)
         const t = now()
         try {
           await before({ tool: c.tool, sessionID: "bench", callID: `c${i}` }, { args: c.args })
@@ -162,7 +176,8 @@ export async function checkCost(opts: { samples: number }): Promise<{ rows: Row[
     }
     const rows: Row[] = []
     const json: Record<string, unknown> = {}
-    for (const { n, active, times, byTool } of setups) {
+    for (const { n, active, times, byTool, shortBash } of setups) {
+      if (shortBash) continue // its row is a floor row, below
       const s = summarize(times)
       const perTool = TOOLS.map((tool, k) => `${tool} ${(summarize(byTool[k]).median / 1000).toFixed(2)}`).join(", ")
       const target = n === 0 ? 2_000 : n === 100 ? 5_000 : undefined
@@ -187,6 +202,10 @@ export async function checkCost(opts: { samples: number }): Promise<{ rows: Row[
       rows.push({ group: "semantic-anchors", figure, value: s.median, unit: "ns", spread })
       return s
     }
+    json.shortBashFloor = floorRow(
+      "floor: a bash check of the shortest command that is read (`ls aN`), built-ins, among the same reads and edits",
+      setups[setups.length - 1].byTool[1],
+    )
     json.lstatFloor = floorRow(
       "floor: one lstat of a path that does not exist (an edit's guard check makes two)",
       floor,
