@@ -4154,11 +4154,13 @@ function labelFor(path: string, paths: Paths): string {
 
 /**
  * A contract file's text, or why not. Read synchronously: `Bun.file().text()` took 80-100 us per file here (a trip to
- * the thread pool), this 5-20 us; the files are small and read only at start and on /anchor reload.
+ * the thread pool), this 5-20 us; the files are small and read only at start and on /anchor reload. A byte-order mark
+ * is dropped, as `Bun.file().text()` did: the duplicate-key scan would take it for a blank before line 1's key.
  */
 function readFile(path: string): { text?: string; error?: string } {
   try {
-    return { text: readFileSync(path, "utf8") }
+    const text = readFileSync(path, "utf8")
+    return { text: text.charCodeAt(0) === 0xfeff ? text.slice(1) : text }
   } catch (error) {
     const code = (error as { code?: string }).code
     if (code === "ENOENT") return { error: "ENOENT" }
