@@ -36,10 +36,7 @@ import { lstatSync, readFileSync, realpathSync } from "node:fs"
 
 // opencode runs plugins on Bun. These are the only host globals used, declared here so the file type-checks
 // without a runtime types package.
-declare const Bun: {
-  YAML: { parse(text: string): unknown }
-  file(path: string): { text(): Promise<string> }
-}
+declare const Bun: { YAML: { parse(text: string): unknown } }
 declare const process: { env: Record<string, string | undefined> }
 declare function setTimeout(callback: () => void, ms: number): unknown
 
@@ -4169,7 +4166,7 @@ function readFile(path: string): { text?: string; error?: string } {
   }
 }
 
-export async function loadConfig(paths: Paths): Promise<Config> {
+export function loadConfig(paths: Paths): Config {
   const reads: FileRead[] = []
   for (const [path, layer] of [
     [paths.globalFile, "global"],
@@ -4643,8 +4640,8 @@ function messageVerdict(hits: Hit[]): string {
 }
 
 /** `/anchor reload`: the files read again; every session's counters and overrides reset, its role and evidence kept. */
-async function reload(anchors: Anchors): Promise<string> {
-  anchors.install(await loadConfig(anchors.paths))
+function reload(anchors: Anchors): string {
+  anchors.install(loadConfig(anchors.paths))
   const { config } = anchors
   for (const state of anchors.sessions.all()) {
     const kept = newState(state.role)
@@ -4659,7 +4656,7 @@ async function reload(anchors: Anchors): Promise<string> {
 }
 
 /** The human's `/anchor` command: status, test, bypass or reload. */
-async function runAnchorCommand(anchors: Anchors, sessionID: string, rawArguments: string): Promise<string> {
+function runAnchorCommand(anchors: Anchors, sessionID: string, rawArguments: string): string {
   const text = stripArgumentQuotes(rawArguments ?? "")
   const [sub = "", ...rest] = text.split(/\s+/)
   switch (sub.toLowerCase()) {
@@ -4675,7 +4672,7 @@ async function runAnchorCommand(anchors: Anchors, sessionID: string, rawArgument
     case "":
       return statusText(anchors, sessionID)
     case "reload":
-      return await reload(anchors)
+      return reload(anchors)
     case "test": {
       const call = text.replace(/^\S+\s*/, "")
       anchors.rememberTest(sessionID, call)
@@ -4917,7 +4914,7 @@ async function onCommand(
   if (typeof hookInput?.sessionID === "string") anchors.templateTurns.add(hookInput.sessionID)
   if (hookInput?.command !== "anchor") return
   try {
-    const result = await runAnchorCommand(anchors, hookInput.sessionID, hookInput.arguments)
+    const result = runAnchorCommand(anchors, hookInput.sessionID, hookInput.arguments)
     const text = anchorCommandText(stripArgumentQuotes(hookInput.arguments ?? ""), result)
     // Edit in place: opencode ignores a new array.
     const parts = output.parts as Part[]
@@ -5066,7 +5063,7 @@ async function onToolAfter(
 }
 
 /** Startup: paths from the plugin input, then the files read and validated. No client call is awaited here. */
-async function startAnchors(input: PluginInput | undefined): Promise<Anchors> {
+function startAnchors(input: PluginInput | undefined): Anchors {
   const paths = resolvePaths(input ?? {}, process.env)
   const guard = withResolvedLinks(guardFiles(paths), realpathOf)
   const resolvedDirs = new ResolvedDirs()
@@ -5078,7 +5075,7 @@ async function startAnchors(input: PluginInput | undefined): Promise<Anchors> {
   }
   const anchors = new Anchors(input?.client, paths, env, resolvedDirs)
   try {
-    anchors.install(await loadConfig(paths))
+    anchors.install(loadConfig(paths))
   } catch (error) {
     anchors.failOpen("config load", error)
   }
@@ -5089,7 +5086,7 @@ async function startAnchors(input: PluginInput | undefined): Promise<Anchors> {
 
 // The adapter: opencode's hooks, each handed to its named function above.
 const server: Plugin = async (input) => {
-  const anchors = await startAnchors(input)
+  const anchors = startAnchors(input)
   return {
     tool: anchorTools(anchors),
     config: (cfg) => onConfig(anchors, cfg),

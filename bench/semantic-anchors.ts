@@ -283,7 +283,7 @@ export async function loadCost(opts: { runs: number }): Promise<{ rows: Row[]; j
       { directory: sb.project, worktree: sb.project },
       { HOME: sb.home, XDG_CONFIG_HOME: sb.xdg },
     )
-    const first = await loadConfig(paths)
+    const first = loadConfig(paths)
     const userContracts = [...first.contracts.keys()].filter((id) => id.startsWith("bench-")).length
     const errors = first.problems.filter((p: any) => p.severity === "error")
     if (userContracts !== 100 || errors.length)
@@ -291,7 +291,7 @@ export async function loadCost(opts: { runs: number }): Promise<{ rows: Row[]; j
     const times: number[] = []
     for (let i = 0; i < opts.runs + 5; i++) {
       const t = now()
-      await loadConfig(paths)
+      loadConfig(paths)
       if (i >= 5) times.push(now() - t)
     }
     const s = summarize(times)
