@@ -17,14 +17,24 @@ async function guardVerdict(h: Harness, args: Record<string, unknown>): Promise<
 
 type Row = [command: string, guard: "blocks" | "allows"]
 
-function table(name: string, rows: Row[]) {
+/** A table of commands and the verdict each gets, every row a test on one harness (`%s` in `title` is the verdict). */
+function verdictTable<V extends string>(
+  name: string,
+  title: string,
+  rows: [command: string, verdict: V][],
+  verdictOf: (h: Harness, command: string) => Promise<string>,
+) {
   describe(name, () => {
     let h: Harness
-    test.each(rows)("%p: guard-integrity %s", async (command, guard) => {
+    test.each(rows)(`%p: ${title}`, async (command, verdict) => {
       h ??= await start()
-      expect(await guardVerdict(h, { command })).toBe(guard)
+      expect(await verdictOf(h, command)).toBe(verdict)
     })
   })
+}
+
+function table(name: string, rows: Row[]) {
+  verdictTable(name, "guard-integrity %s", rows, (h, command) => guardVerdict(h, { command }))
 }
 
 /**
@@ -46,13 +56,7 @@ function answersAtOnce(title: string, rows: [command: string, guard: Row[1], nam
 type StepRow = [command: string, step: "changes" | "reads"]
 
 function stepTable(name: string, rows: StepRow[]) {
-  describe(name, () => {
-    let h: Harness
-    test.each(rows)("%p: %s", async (command, step) => {
-      h ??= await start()
-      expect(await stepVerdict(h, command)).toBe(step)
-    })
-  })
+  verdictTable(name, "%s", rows, stepVerdict)
 }
 
 /** Whether a command is a changing step: after 3 writes of a turn, step-confirmation blocks a 4th change only. */
