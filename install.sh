@@ -15,6 +15,9 @@
 # major version (a new plugin API) or none at all is refused (exit 4) unless --force. How to tune: widen the range
 # only to versions the version matrix (npm run test:hosts) passed on.
 #
+# The version of the plugins is "version" in package.json beside this script, the one source (CHANGELOG.md says what
+# changed in each): an install prints it, and --check says whether the installed files are this checkout's.
+#
 # --check first reads the person's contract files with the installed semantic-anchors.ts (doctor/contracts.mjs, on
 # the Bun inside opencode, else bun), then runs the doctor, doctor/check.mjs, in Node; this script keeps install,
 # uninstall and the ownership manifest, and gives the doctor the version verdict and the installed files.
@@ -41,6 +44,14 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 versions_file=$here/opencode-versions.json
 doctor=$here/doctor/check.mjs
 contracts_check=$here/doctor/contracts.mjs
+
+# This checkout's version, "opencode-guards X.Y.Z", read from package.json (the one version source); says so when
+# package.json is missing or has no version (a copy of the plugin files alone), which never stops an install.
+product_label() {
+  local v
+  v=$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' "$here/package.json" 2>/dev/null | head -n1 || true)
+  if [ -n "$v" ]; then printf 'opencode-guards %s' "$v"; else printf 'opencode-guards (version unknown: no package.json in %s)' "$here"; fi
+}
 
 # The tested range, from opencode-versions.json: sets OLDEST_OPENCODE and PINNED_OPENCODE (the newest tested), and
 # UNTESTED_OPENCODE: the releases inside the range the matrix could not install (matrix.notInstallable), which are
@@ -485,6 +496,7 @@ write_example_config() {
 
 run_install() {
   version_gate
+  say "install.sh: $(product_label) from $here"
   manifest_load
 
   # The plan: one "action name src_hash" line per file, decided before anything is written.
@@ -703,6 +715,23 @@ check_contracts() {
   fi
 }
 
+# Which version the installed files are: this checkout's when each of them is byte for byte its file (the version is
+# only known for this checkout: package.json is not installed). Information, not a check: an older install still works.
+installed_version() { # installed_version "NAME..."
+  local name differs=""
+  [ -n "${1# }" ] || return 0
+  for name in $1; do
+    if [ ! -f "$here/$name" ] || [ "$(hash_of "$plugins_dir/$name")" != "$(hash_of "$here/$name")" ]; then
+      differs="$differs $name"
+    fi
+  done
+  if [ -z "$differs" ]; then
+    say "installed version: $(product_label) (the installed files are this checkout's)"
+  else
+    say "installed version: not this checkout's $(product_label) (these files differ from it: ${differs# }); ./install.sh installs this version"
+  fi
+}
+
 run_check() {
   load_versions
   locate_opencode
@@ -765,6 +794,7 @@ run_check() {
     if [ -z "$(manifest_hash "$name")" ] || [ -f "$plugins_dir/$name" ]; then continue; fi
     check_failed "installed $name" "recorded in $manifest but missing; re-run ./install.sh"
   done
+  installed_version "$installed"
   if [ -z "$plugins" ]; then
     check_failed "plugins installed" "no plugin file in $plugins_dir; run ./install.sh${only:+ --only $only} first"
   fi

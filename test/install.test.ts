@@ -14,9 +14,10 @@ const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 const realOpencode = path.join(repo, "node_modules", ".bin", "opencode")
 const PLUGIN_FILES = ["loop-guard.ts", "semantic-anchors.ts", "opencode-semantic-anchors.schema.json"]
 const MANIFEST = "opencode-guards.sha256"
-/** What install.sh needs beside the plugin files: the version source and the doctor. */
+/** What install.sh needs beside the plugin files: the version sources and the doctor. */
 const PRODUCT_FILES = [
   "install.sh",
+  "package.json",
   "opencode-versions.json",
   "doctor/check.mjs",
   "doctor/contracts.mjs",
@@ -699,6 +700,59 @@ describe("version gate", () => {
     expect(r.stderr).toContain("opencode-versions.json is missing")
     expect(r.stderr).toContain("complete checkout")
   })
+})
+
+describe("the plugins' version: package.json's, printed by an install and by --check", () => {
+  const version: string = JSON.parse(fs.readFileSync(path.join(repo, "package.json"), "utf8")).version
+  const setVersion = (w: World, v: string) => {
+    const file = path.join(w.src, "package.json")
+    fs.writeFileSync(file, fs.readFileSync(file, "utf8").replace(`"version": "${version}"`, `"version": "${v}"`))
+  }
+
+  test("an install prints the version of package.json beside install.sh", () => {
+    const w = world()
+    const r = runInstaller(w, [])
+    expect(r.code).toBe(0)
+    expect(r.stdout).toContain(`install.sh: opencode-guards ${version} from ${w.src}\n`)
+  })
+
+  test("the version is read from package.json, not a copy: another version there is the one printed", () => {
+    const w = world()
+    setVersion(w, "9.8.7")
+    expect(runInstaller(w, []).stdout).toContain(`install.sh: opencode-guards 9.8.7 from ${w.src}\n`)
+  })
+
+  test("without package.json the install goes on and says the version is unknown", () => {
+    const w = world()
+    fs.rmSync(path.join(w.src, "package.json"))
+    const r = runInstaller(w, [])
+    expect(r.code).toBe(0)
+    expect(r.stdout).toContain(
+      `install.sh: opencode-guards (version unknown: no package.json in ${w.src}) from ${w.src}`,
+    )
+    expect(fs.existsSync(path.join(w.plugins, "loop-guard.ts"))).toBe(true)
+  })
+
+  test("--check says the installed files are this checkout's version, or that they differ from it", () => {
+    const w = world()
+    runInstaller(w, [])
+    // No opencode on PATH: --check stops after the installer's own checks (exit 5), which include the version line.
+    const same = runInstaller(w, ["--check", "--only", "loop-guard"])
+    expect(same.code).toBe(5)
+    expect(same.stdout).toContain(
+      `installed version: opencode-guards ${version} (the installed files are this checkout's)\n`,
+    )
+    fs.writeFileSync(path.join(w.src, "loop-guard.ts"), "// loop-guard placeholder v2\n")
+    setVersion(w, "9.8.7")
+    const other = runInstaller(w, ["--check"])
+    expect(other.stdout).toContain(
+      "installed version: not this checkout's opencode-guards 9.8.7 (these files differ from it: loop-guard.ts); ./install.sh installs this version\n",
+    )
+    runInstaller(w, [])
+    expect(runInstaller(w, ["--check"]).stdout).toContain(
+      "installed version: opencode-guards 9.8.7 (the installed files are this checkout's)\n",
+    )
+  }, 60_000)
 })
 
 describe("--example-config", () => {
