@@ -543,12 +543,11 @@ contracts:
   })
 })
 
-describe("the README's Authoring contracts section is true", () => {
-  const readme = readFileSync(join(import.meta.dir, "../README.md"), "utf8")
-  const section = readme.slice(
-    readme.indexOf("### Authoring contracts"),
-    readme.indexOf("<!-- semantic-anchors:end -->"),
-  )
+describe("the Authoring contracts section of docs/contracts.md is true", () => {
+  const reference = readFileSync(join(import.meta.dir, "../docs/contracts.md"), "utf8")
+  const begin = reference.indexOf("\n## Authoring contracts\n")
+  const end = reference.indexOf("\n## ", begin + 1)
+  const section = reference.slice(begin, end < 0 ? undefined : end)
   const blocks = [...section.matchAll(/```(yaml)?\n([\s\S]*?)```/g)].map((m) => m[2])
 
   test("the rule that never fired, its /anchor test answer, and the error its examples give at load", async () => {

@@ -787,15 +787,18 @@ describe("the JSON Schema is in step with the validator", () => {
 })
 
 // ---------------------------------------------------------------------------------------------------------------
-// The README section: every sample and table in it is produced or checked here.
+// The contract reference (docs/contracts.md) and the README's semantic-anchors section: every sample and table in
+// them is produced or checked here.
 // ---------------------------------------------------------------------------------------------------------------
 
+const section = readFileSync(join(import.meta.dir, "../docs/contracts.md"), "utf8")
 const readme = readFileSync(join(import.meta.dir, "../README.md"), "utf8")
-const section = readme.slice(
+const readmeSection = readme.slice(
   readme.indexOf("<!-- semantic-anchors:begin -->"),
   readme.indexOf("<!-- semantic-anchors:end -->"),
 )
-const exampleYaml = /```yaml\n(# yaml-language-server[\s\S]*?)```/.exec(section)?.[1] ?? ""
+const schemaExample = (text: string) => /```yaml\n(# yaml-language-server[\s\S]*?)```/.exec(text)?.[1] ?? ""
+const exampleYaml = schemaExample(section)
 const schemaJson = JSON.parse(readFileSync(join(import.meta.dir, "../opencode-semantic-anchors.schema.json"), "utf8"))
 
 /** Enough of JSON Schema draft-07 for our schema: returns the paths that fail. */
@@ -857,12 +860,16 @@ function schemaErrors(value: unknown, node: any, path = "", root = node): string
   return errors
 }
 
-describe("the README section is true", () => {
-  test("the complete example loads (as the global file) without a single problem, and matches the JSON Schema", async () => {
-    expect(exampleYaml).toContain("version: 1")
-    const h = await start({ global: exampleYaml })
+describe("docs/contracts.md and the README's semantic-anchors section are true", () => {
+  test.each([
+    ["docs/contracts.md: the complete example", section],
+    ["README: the short example", readmeSection],
+  ])("%s loads (as the global file) without a single problem, and matches the JSON Schema", async (_, text) => {
+    const yaml = schemaExample(text)
+    expect(yaml).toContain("version: 1")
+    const h = await start({ global: yaml })
     expect(await h.status(S)).toContain("problems: none")
-    expect(schemaErrors(Bun.YAML.parse(exampleYaml), schemaJson)).toEqual([])
+    expect(schemaErrors(Bun.YAML.parse(yaml), schemaJson)).toEqual([])
   })
 
   test("the schema rejects what the validator calls a type or key error (a sample of the corpus)", () => {
@@ -949,8 +956,11 @@ describe("the README section is true", () => {
     }
   })
 
-  test("the built-in table lists the six built-ins with their modes", async () => {
-    const rows = [...section.matchAll(/^\| `([a-z-]+)` \| (block|warn|info)\b/gm)].map((m) => `${m[2]} ${m[1]}`)
+  test.each([
+    ["docs/contracts.md", section],
+    ["README", readmeSection],
+  ])("%s: the built-in table lists the six built-ins with their modes", async (_, text) => {
+    const rows = [...text.matchAll(/^\| `([a-z-]+)` \| (block|warn|info)\b/gm)].map((m) => `${m[2]} ${m[1]}`)
     const h = await start({
       project:
         "version: 1\npresets:\n  software-developer: [step-confirmation, source-anchor, intent-anchor, boundary-anchor, emergence-anchor]\n",
@@ -970,10 +980,11 @@ describe("the README section is true", () => {
     const tip = h.toasts.find((t) => t.message.startsWith("semantic-anchors: tip:"))!.message
     const bypass = await h.command(S, "bypass continuing intentional edit")
     for (const sample of [block, warn, tip, bypass]) expect(section).toContain("```\n" + sample + "\n```")
+    expect(readmeSection).toContain("```\n" + block + "\n```")
   })
 
   test("What a lock covers: each report in the table and the log sample are what the plugin produces", async () => {
-    const lockSection = section.slice(section.indexOf("### What a lock covers"), section.indexOf("### Built-in"))
+    const lockSection = section.slice(section.indexOf("## What a lock covers"), section.indexOf("## Built-in"))
     const HOME_LABEL = "~/.config/opencode/opencode-semantic-anchors.yaml"
     const locked = (roles: string) =>
       `version: 1\ncontracts:\n  - id: no-force-push\n    description: Never rewrite shared history.\n    mode: block\n    locked: true\n${roles}    trigger: { type: tool, tools: [bash], args: { command: { contains: push } } }\n  - { id: step-confirmation, locked: true }\n`

@@ -1,6 +1,6 @@
 // opencode-versions.json is the one source of the opencode versions: the pinned dev toolchain (CI runs the end-to-end
 // suite on it), the tested range install.sh gates on, and the last version-matrix run. This checks that the copies
-// that cannot read it (package.json, the README) agree with it, and that the code that can read it holds no copy.
+// that cannot read it (package.json, the README, docs/) agree with it, and that the code that can read it holds no copy.
 import { describe, expect, test } from "bun:test"
 import fs from "node:fs"
 import path from "node:path"
@@ -64,12 +64,44 @@ describe("the copies that cannot read it agree with it", () => {
     for (const v of untestedInRange) expect(row).toContain(v)
   })
 
-  test("README: every opencode version it names is the pinned one, an end of the range, or a matrix result", () => {
-    const readme = read("README.md")
-    const named = [...readme.matchAll(/opencode(?:-ai)?(?:@| \*\*| )(\d+\.\d+\.\d+)/g)].map((m) => m[1])
-    expect(named.length).toBeGreaterThan(0)
-    const known = new Set([pinned, oldest, ...matrix.passed, ...matrix.failed, ...matrix.notInstallable])
-    expect(named.filter((v) => !known.has(v!))).toEqual([])
+  const documents = ["README.md", ...fs.readdirSync(path.join(repo, "docs")).map((f) => `docs/${f}`)].filter((f) =>
+    f.endsWith(".md"),
+  )
+  test.each(documents)(
+    "%s: every opencode version it names is the pinned one, an end of the range, or a matrix result",
+    (document) => {
+      const text = read(document)
+      const named = [...text.matchAll(/opencode(?:-ai)?(?:@| \*\*| )(\d+\.\d+\.\d+)/g)].map((m) => m[1])
+      const known = new Set([pinned, oldest, ...matrix.passed, ...matrix.failed, ...matrix.notInstallable])
+      expect(named.filter((v) => !known.has(v!))).toEqual([])
+    },
+  )
+
+  test("README names the pinned version", () => {
+    expect(read("README.md")).toContain(`opencode ${pinned}`)
+  })
+})
+
+// package.json's "version" is the one source of the plugins' own version: install.sh reads it, and the texts that
+// show it must follow it.
+describe("the plugins' version: package.json's", () => {
+  const version: string = JSON.parse(read("package.json")).version
+
+  test("is X.Y.Z, and CHANGELOG.md has its heading (or it is still Unreleased there)", () => {
+    expect(version).toMatch(/^\d+\.\d+\.\d+$/)
+    expect(read("CHANGELOG.md")).toMatch(new RegExp(`^## \\[${version.replace(/\./g, "\\.")}\\]`, "m"))
+  })
+
+  test.each(["README.md", "CHANGELOG.md", ...fs.readdirSync(path.join(repo, "docs")).map((f) => `docs/${f}`)])(
+    "%s: every opencode-guards version it shows is package.json's",
+    (document) => {
+      const shown = [...read(document).matchAll(/opencode-guards (\d+\.\d+\.\d+)/g)].map((m) => m[1])
+      expect(shown.filter((v) => v !== version)).toEqual([])
+    },
+  )
+
+  test("install.sh holds no copy of it", () => {
+    expect(read("install.sh")).not.toContain(version)
   })
 })
 
