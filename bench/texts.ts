@@ -18,7 +18,13 @@
 import { readFileSync } from "node:fs"
 import path from "node:path"
 import { gunzipSync } from "node:zlib"
-import plugin, { MAX_STREAM_PARTS, StreamWatcher } from "../loop-guard.ts"
+import plugin, {
+  MAX_STREAM_PARTS,
+  STREAM_LONG_CHARS,
+  STREAM_LONG_REPEATS,
+  STREAM_MAX_PERIOD,
+  StreamWatcher,
+} from "../loop-guard.ts"
 import { printColumns } from "./lib.ts"
 
 type Text = { id: string; kind: "text" | "reasoning"; text: string; session: string }
@@ -66,9 +72,9 @@ export function extendLoop(loop: Loop): string {
   return text
 }
 
-/** The smallest period of the text's last 3 * p characters (p <= 4000), found by brute force: the passage's length. */
+/** The smallest period of the text's last 3 * p characters (p <= STREAM_MAX_PERIOD), by brute force: the passage. */
 function tailPeriod(text: string): number {
-  for (let p = 1; p <= 4000 && 3 * p <= text.length; p++) {
+  for (let p = 1; p <= STREAM_MAX_PERIOD && 3 * p <= text.length; p++) {
     let ok = true
     for (let i = text.length - 2 * p; i < text.length && ok; i++) ok = text.charCodeAt(i) === text.charCodeAt(i - p)
     if (ok) return p
@@ -267,8 +273,10 @@ export async function streamTexts(dir: string): Promise<Record<string, unknown>>
   console.log(
     `false positives over both plans: ${falsePositives.length}${falsePositives.length ? ` (${falsePositives.join(", ")})` : ""}`,
   )
+  const margin = longRuleMargin(texts, pieces)
   return {
     ...json,
+    longRuleMargin: margin,
     loops: results,
     falsePositives,
     coreNsPerChar: coreNs,
@@ -276,4 +284,31 @@ export async function streamTexts(dir: string): Promise<Record<string, unknown>>
     requiredWithinBound: withinBound,
     required,
   }
+}
+
+/**
+ * How near the real texts come to the long-passage rule: the watcher alone, with the rule asking fewer copies
+ * (STREAM_LONG_REPEATS - 1 down to 2) of a passage of STREAM_LONG_CHARS or more, or of a shorter one (half, a
+ * quarter); prints, for each, the texts stopped by the long rule (a passage of that length or more), with their
+ * ids, the passage's length and copies.
+ */
+function longRuleMargin(texts: Text[], pieces: string[][]): Record<string, string[]> {
+  const out: Record<string, string[]> = {}
+  console.log(`\nthe long-passage rule (${STREAM_LONG_REPEATS} copies of ${STREAM_LONG_CHARS}+ characters) asked less:`)
+  for (const chars of [STREAM_LONG_CHARS, STREAM_LONG_CHARS / 2, STREAM_LONG_CHARS / 4]) {
+    for (let repeats = STREAM_LONG_REPEATS - (chars === STREAM_LONG_CHARS ? 1 : 0); repeats >= 2; repeats--) {
+      const hits: string[] = []
+      for (let i = 0; i < texts.length; i++) {
+        const watcher = new StreamWatcher({ chars, repeats })
+        let loop = null
+        for (const piece of pieces[i]) loop ??= watcher.feed(piece)
+        if (loop && loop.period >= chars) hits.push(`${texts[i].id} (${loop.period} x${loop.count})`)
+      }
+      out[`${repeats} copies of ${chars}+`] = hits
+      console.log(
+        `  ${repeats} copies of ${chars}+ characters: ${hits.length} texts stopped${hits.length ? ` (${hits.join(", ")})` : ""}`,
+      )
+    }
+  }
+  return out
 }
