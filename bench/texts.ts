@@ -274,9 +274,11 @@ export async function streamTexts(dir: string): Promise<Record<string, unknown>>
     `false positives over both plans: ${falsePositives.length}${falsePositives.length ? ` (${falsePositives.join(", ")})` : ""}`,
   )
   const margin = longRuleMargin(texts, pieces)
+  const long = longLoops(texts)
   return {
     ...json,
     longRuleMargin: margin,
+    longLoops: long,
     loops: results,
     falsePositives,
     coreNsPerChar: coreNs,
@@ -311,4 +313,84 @@ function longRuleMargin(texts: Text[], pieces: string[][]): Record<string, strin
     }
   }
   return out
+}
+
+/** Passage lengths of the long loops made from real text: the threshold, a few between, and the longest period. */
+const LONG_LENGTHS = [STREAM_LONG_CHARS, 1200, 2500, 5000, STREAM_MAX_PERIOD]
+/** Copies of the passage streamed: one more than the rule needs, so a late stop shows. */
+const LONG_COPIES = STREAM_LONG_REPEATS + 2
+
+/**
+ * Long loops made of real text (there is no recorded real loop of a passage of 1,000+ characters): for each length
+ * L, each text of L characters or more gives its first L characters as the passage, streamed LONG_COPIES times
+ * through the watcher alone in chunks of 40. Prints how many were stopped by the end of the 4th copy, later, or not
+ * at all; the copies at the stop (fewest, most, mean); and, for comparison, the copies at the stop of the main rule
+ * alone (the long rule off: what the watcher did before it; before, passages over 4,000 characters were not seen).
+ * A stop before the 4th copy is the cut's doing, not the long rule's: a passage cut inside a code fence flips the
+ * fence state of every later copy, so lines that were code in the text (a weights file's rows) are prose there.
+ */
+function longLoops(texts: Text[]): Record<number, Record<string, number>> {
+  const out: Record<number, Record<string, number>> = {}
+  console.log(
+    `\nlong loops made of real text: each text's first L characters repeated ${LONG_COPIES} times (chunks of 40)`,
+  )
+  const header = [
+    "L",
+    "loops",
+    `stopped by copy ${STREAM_LONG_REPEATS}`,
+    "later",
+    "not stopped",
+    "copies at stop (fewest, most, mean)",
+    "main rule alone: stopped, copies (mean)",
+  ]
+  const rows: string[][] = []
+  const mainOnly = { chars: Infinity, repeats: STREAM_LONG_REPEATS }
+  for (const length of LONG_LENGTHS) {
+    const now = { loops: 0, early: 0, late: 0, missed: 0, fewest: Infinity, most: 0, sum: 0 }
+    const main = { stopped: 0, sum: 0 }
+    for (const t of texts) {
+      if (t.text.length < length) continue
+      const text = t.text.slice(0, length).repeat(LONG_COPIES)
+      now.loops++
+      const at = stopAt(new StreamWatcher(), text)
+      const before = stopAt(new StreamWatcher(mainOnly), text)
+      if (before !== null) {
+        main.stopped++
+        main.sum += before / length
+      }
+      if (at === null) {
+        now.missed++
+        continue
+      }
+      const copies = at / length
+      now.fewest = Math.min(now.fewest, copies)
+      now.most = Math.max(now.most, copies)
+      now.sum += copies
+      if (at <= STREAM_LONG_REPEATS * length) now.early++
+      else now.late++
+    }
+    const stopped = now.early + now.late
+    const mean = stopped ? now.sum / stopped : 0
+    out[length] = { ...now, mean, mainStopped: main.stopped, mainMean: main.stopped ? main.sum / main.stopped : 0 }
+    rows.push([
+      String(length),
+      String(now.loops),
+      String(now.early),
+      String(now.late),
+      String(now.missed),
+      stopped ? `${now.fewest.toFixed(2)}, ${now.most.toFixed(2)}, ${mean.toFixed(2)}` : "-",
+      `${main.stopped}, ${main.stopped ? (main.sum / main.stopped).toFixed(2) : "-"}`,
+    ])
+  }
+  printColumns(header, rows, { separator: "  ", rule: false })
+  return out
+}
+
+/** The character at which the watcher stops a text fed in chunks of 40 (its verdict's `at`), or null. */
+function stopAt(watcher: StreamWatcher, text: string): number | null {
+  for (let i = 0; i < text.length; i += 40) {
+    const loop = watcher.feed(text.slice(i, i + 40))
+    if (loop) return loop.at
+  }
+  return null
 }
