@@ -988,8 +988,8 @@ function article(n: number): string {
  * main rule waited for 7,200 (the abort follows the chunk that carries that character). Three copies, or three and
  * most of a fourth, run. A long passage that varies (a counter, a word) is left to the main rule, which chains it
  * only when the running passage is itself repeated (two copies): so long copies that all differ a little run, as a
- * quoted log with timestamps does. Why 4 and not fewer: 2 copies of a 500-character passage is already real text
- * (an agent's transcript that shows one listing twice), and the issue asks the end of the 4th copy. Passages up to
+ * quoted log with timestamps does. Why 4: the issue asks the end of the 4th copy and 3 copies must run; the real
+ * texts leave room below (see next paragraph), but 2 copies of a 776-character listing are real text. Passages up to
  * STREAM_MAX_PERIOD (8,000) characters are seen: the ring of STREAM_WINDOW characters holds one copy and the
  * characters to check a proposal back (STREAM_WINDOW - STREAM_MAX_PERIOD >= STREAM_GRAM); a longer one is not.
  *
@@ -1216,9 +1216,10 @@ export class StreamWatcher {
   }
 
   /**
-   * The long-passage rule: a passage of STREAM_LONG_CHARS or more repeated verbatim (own: its copies back to back,
-   * from the first copy's start) for this.longRepeats copies is a loop, unless it is whole lines of code, a table or
-   * a diagram (those keep the code backstop, judged on the region). The cut keeps the first of those copies.
+   * The long-passage rule: a passage of long.chars (STREAM_LONG_CHARS) or more repeated verbatim (own: its copies
+   * back to back, from the first copy's start) for long.repeats (STREAM_LONG_REPEATS) copies is a loop, unless it is
+   * whole lines of code, a table or a diagram (those keep the code backstop, judged on the region). The cut keeps
+   * the first of those copies.
    */
   private judgeLong(p: number, own: number): StreamLoop | null {
     if (p < this.long.chars || own < this.long.repeats * p) return null

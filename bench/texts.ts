@@ -8,7 +8,9 @@
 //
 // in chunks of the sizes providers send: a mixed plan (1 to 40 characters, seeded) and a fixed 40. Prints the texts
 // and characters streamed, the false positives (a text stopped or warned about) with their ids, each loop with the
-// character at which it was stopped and the rule's bound, the cost per streamed character and the state per part.
+// character at which it was stopped and the rule's bound, the cost per streamed character and the state per part;
+// then the long-passage rule's margin (the texts it would stop asking fewer copies, or shorter passages) and long
+// loops made of real text (each text's first 1,000 to 8,000 characters repeated: the copy at which each is stopped).
 //
 // The loops: the 4 `traj/` entries are streamed as recorded; each issue quote is extended by repeating its `unit`
 // until the text holds at least 50 copies of it and 2,000 characters (the README's recipe). The bound: the loop began
