@@ -41,11 +41,12 @@
  *
  * Loops in the stream: every streamed part (reasoning and answer, each on its own, from message.part.delta) is fed to
  * a small watcher. When a part repeats one passage back to back (`!!!!`, ` it it it`, a sentence, a paragraph of up
- * to 4,000 characters) for 6 copies and 800 characters, whichever comes later, the session's run is aborted, the
- * human sees an error toast (reasoning or answer, the passage's length and count, never its text), and in the model's
- * next context that part is cut after the passage's first copy, with a note. Whole lines repeated in a Markdown code
- * fence, a table or a diagram are code, data or layout, stopped only at a backstop (64 copies and 8,000
- * characters). See "Pure core: the stream watcher".
+ * to 8,000 characters) for 6 copies and 800 characters, whichever comes later, or a passage of 1,000 characters or
+ * more verbatim for 4 copies (stopped by the end of its 4th copy), the session's run is aborted, the human sees an
+ * error toast (reasoning or answer, the passage's length and count, never its text), and in the model's next context
+ * that part is cut after the passage's first copy, with a note. Whole lines repeated in a Markdown code fence, a
+ * table or a diagram are code, data or layout, stopped only at a backstop (64 copies and 8,000 characters). See
+ * "Pure core: the stream watcher".
  *
  * Why: opencode's own doom_loop check only looks at the last three parts of the current assistant message, so a
  * model that reads the same file once per step, or ping-pongs edit/test/edit/test with the same edit, runs forever.
@@ -981,10 +982,22 @@ function article(n: number): string {
  * sentence at 800, a 500-character paragraph at its 6th copy. The issue's rule allows 8 copies and 1,000
  * characters: the margin covers the chunk that carries the verdict (the abort follows it).
  *
+ * Long passages: a passage of STREAM_LONG_CHARS characters or more repeated verbatim, STREAM_LONG_REPEATS copies
+ * back to back (its own run, not the region: a copy that differs by one character starts the count again), is a
+ * loop at the last character of that copy: a 1,200-character paragraph at character 4,800 of the loop, where the
+ * main rule waited for 7,200 (the abort follows the chunk that carries that character). Three copies, or three and
+ * most of a fourth, run. A long passage that varies (a counter, a word) is left to the main rule, which chains it
+ * only when the running passage is itself repeated (two copies): so long copies that all differ a little run, as a
+ * quoted log with timestamps does. Why 4: the issue asks the end of the 4th copy and 3 copies must run; the real
+ * texts leave room below (see next paragraph), but 2 copies of a 776-character listing are real text. Passages up to
+ * STREAM_MAX_PERIOD (8,000) characters are seen: the ring of STREAM_WINDOW characters holds one copy and the
+ * characters to check a proposal back (STREAM_WINDOW - STREAM_MAX_PERIOD >= STREAM_GRAM); a longer one is not.
+ *
  * What the real texts say (../shared/data/real-texts, bench: `npm run bench -- --texts`): with these values no
  * text of the 15,784 is stopped; at 4 copies and 400 characters one is (a reasoning that quotes a duplicated line of
  * code 4 times). A passage whose counter changes at every copy (`assistant57`, `assistant58`, ...) is not chained:
- * a quoted log with timestamps has that shape too.
+ * a quoted log with timestamps has that shape too. The long rule asked less: at 2 copies of 1,000+ characters, or 3
+ * and 4 copies of 250+, no text is stopped; at 2 copies of 500+ one is (a transcript showing a listing twice).
  *
  * Whole lines of code, tables and diagrams: a passage that holds a line break, inside a Markdown code fence or
  * made only of table or diagram rows (lines that start with |, + or a box-drawing character, or hold a cell
@@ -998,13 +1011,18 @@ function article(n: number): string {
  * which proposes the period p = distance back (a loop proposes its own period at almost every character). A
  * proposed period is checked back through the ring, at most STREAM_CHECK_BACK characters (so its run counts from
  * where the repetition began), then followed as one of at most STREAM_CANDIDATES candidates until its first
- * difference. Memory: the ring (16 KB) and the table (16 KB),
- * allocated at the first character; never the text.
+ * difference. The long rule adds no state: a candidate's run is its copies. Memory: the ring (16 KB) and the table
+ * (16 KB), allocated at the first character; never the text. The table's slots are overwritten by the grams in
+ * between: a proposal 8,000 characters back survives in about 1 slot of 7 (4,000: 1 of 3), enough for a loop, which
+ * proposes its period at almost every character.
  */
-export const STREAM_MAX_PERIOD = 4000
+export const STREAM_MAX_PERIOD = 8000
 /** copies of the passage, and characters from the loop's start, before a stop (both must be reached) */
 export const STREAM_REPEATS = 6
 export const STREAM_MIN_CHARS = 800
+/** the long-passage rule: a passage of STREAM_LONG_CHARS or more, repeated verbatim STREAM_LONG_REPEATS times */
+export const STREAM_LONG_CHARS = 1000
+export const STREAM_LONG_REPEATS = 4
 /** the backstop for whole lines repeated in code, tables and diagrams */
 export const STREAM_CODE_REPEATS = 64
 export const STREAM_CODE_CHARS = 8000
@@ -1015,7 +1033,7 @@ const STREAM_GAP = 8
 /** the running passage's own repetition, when the region began with another: copies beyond the first, characters */
 const STREAM_OWN_COPIES = 1
 const STREAM_OWN_CHARS = 100
-/** characters kept: a power of two above STREAM_MAX_PERIOD, so a candidate can verify its run back */
+/** characters kept: a power of two above STREAM_MAX_PERIOD + STREAM_GRAM, so a proposal can be checked back */
 const STREAM_WINDOW = 8192
 /** characters hashed to propose a period; grams shorter than this would propose noise in ordinary prose */
 const STREAM_GRAM = 10
@@ -1025,6 +1043,9 @@ const STREAM_CHECK_BACK = 1024
 const STREAM_TABLE = 4096
 /** candidate periods followed at once */
 const STREAM_CANDIDATES = 8
+
+/** The long-passage rule: a passage of `chars` characters or more repeated verbatim `repeats` times is a loop. */
+export type LongRule = { chars: number; repeats: number }
 
 /** A repetition found in a part: the passage's length, its copies so far, where it began, and when it was certain. */
 export type StreamLoop = {
@@ -1103,6 +1124,9 @@ export class StreamWatcher {
   private regionEnd = -1
   private regionPeriod = 0
   private verdict: StreamLoop | null = null
+
+  /** The long-passage rule's bounds; only the bench sets others, to measure how near real text comes to the rule. */
+  constructor(private readonly long: LongRule = { chars: STREAM_LONG_CHARS, repeats: STREAM_LONG_REPEATS }) {}
 
   /** Feeds one delta; returns the loop the first time one is certain, else null (and null after it). */
   feed(delta: string): StreamLoop | null {
@@ -1186,15 +1210,31 @@ export class StreamWatcher {
     return this.judge(p, run)
   }
 
-  /** The region has reached the main rule for the running period: a loop, unless it is whole lines in code. */
+  /** The running passage of p characters, repeated verbatim for its last run + p characters: a loop or not yet. */
   private judge(p: number, run: number): StreamLoop | null {
+    return this.judgeLong(p, run + p) ?? this.judgeRegion(p, run + p)
+  }
+
+  /**
+   * The long-passage rule: a passage of long.chars (STREAM_LONG_CHARS) or more repeated verbatim (own: its copies
+   * back to back, from the first copy's start) for long.repeats (STREAM_LONG_REPEATS) copies is a loop, unless it is
+   * whole lines of code, a table or a diagram (those keep the code backstop, judged on the region). The cut keeps
+   * the first of those copies.
+   */
+  private judgeLong(p: number, own: number): StreamLoop | null {
+    if (p < this.long.chars || own < this.long.repeats * p) return null
+    const start = this.seen - own
+    if (this.isCode(start, p)) return null
+    return { period: p, count: Math.floor(own / p), start, first: p, at: this.seen, code: false }
+  }
+
+  /** The main rule: the region has lasted STREAM_REPEATS copies and STREAM_MIN_CHARS, or the code backstop. */
+  private judgeRegion(p: number, own: number): StreamLoop | null {
     const n = this.seen
     const span = n - this.regionStart
     if (span < STREAM_MIN_CHARS || span < STREAM_REPEATS * p) return null
-    const own = run + p
     if (n - own > this.regionStart && (own < (STREAM_OWN_COPIES + 1) * p || own < STREAM_OWN_CHARS)) return null
-    const rows = (this.inFence && this.lastFence < this.regionStart) || this.lastPlainLine < this.regionStart
-    const code = rows && this.lastLineFeed >= n - p
+    const code = this.isCode(this.regionStart, p)
     if (code && (span < STREAM_CODE_REPEATS * p || span < STREAM_CODE_CHARS)) return null
     return {
       period: p,
@@ -1204,6 +1244,15 @@ export class StreamWatcher {
       at: n,
       code,
     }
+  }
+
+  /**
+   * Whether a passage of p characters repeated since start is whole lines of code, a table or a diagram: every line
+   * since start is inside one fence or a row, and the passage holds a line break.
+   */
+  private isCode(start: number, p: number): boolean {
+    const rows = (this.inFence && this.lastFence < start) || this.lastPlainLine < start
+    return rows && this.lastLineFeed >= this.seen - p
   }
 
   /**

@@ -8,7 +8,9 @@
 //
 // in chunks of the sizes providers send: a mixed plan (1 to 40 characters, seeded) and a fixed 40. Prints the texts
 // and characters streamed, the false positives (a text stopped or warned about) with their ids, each loop with the
-// character at which it was stopped and the rule's bound, the cost per streamed character and the state per part.
+// character at which it was stopped and the rule's bound, the cost per streamed character and the state per part;
+// then the long-passage rule's margin (the texts it would stop asking fewer copies, or shorter passages) and long
+// loops made of real text (each text's first 1,000 to 8,000 characters repeated: the copy at which each is stopped).
 //
 // The loops: the 4 `traj/` entries are streamed as recorded; each issue quote is extended by repeating its `unit`
 // until the text holds at least 50 copies of it and 2,000 characters (the README's recipe). The bound: the loop began
@@ -18,7 +20,13 @@
 import { readFileSync } from "node:fs"
 import path from "node:path"
 import { gunzipSync } from "node:zlib"
-import plugin, { MAX_STREAM_PARTS, StreamWatcher } from "../loop-guard.ts"
+import plugin, {
+  MAX_STREAM_PARTS,
+  STREAM_LONG_CHARS,
+  STREAM_LONG_REPEATS,
+  STREAM_MAX_PERIOD,
+  StreamWatcher,
+} from "../loop-guard.ts"
 import { printColumns } from "./lib.ts"
 
 type Text = { id: string; kind: "text" | "reasoning"; text: string; session: string }
@@ -66,9 +74,9 @@ export function extendLoop(loop: Loop): string {
   return text
 }
 
-/** The smallest period of the text's last 3 * p characters (p <= 4000), found by brute force: the passage's length. */
+/** The smallest period of the text's last 3 * p characters (p <= STREAM_MAX_PERIOD), by brute force: the passage. */
 function tailPeriod(text: string): number {
-  for (let p = 1; p <= 4000 && 3 * p <= text.length; p++) {
+  for (let p = 1; p <= STREAM_MAX_PERIOD && 3 * p <= text.length; p++) {
     let ok = true
     for (let i = text.length - 2 * p; i < text.length && ok; i++) ok = text.charCodeAt(i) === text.charCodeAt(i - p)
     if (ok) return p
@@ -267,8 +275,12 @@ export async function streamTexts(dir: string): Promise<Record<string, unknown>>
   console.log(
     `false positives over both plans: ${falsePositives.length}${falsePositives.length ? ` (${falsePositives.join(", ")})` : ""}`,
   )
+  const margin = longRuleMargin(texts, pieces)
+  const long = longLoops(texts)
   return {
     ...json,
+    longRuleMargin: margin,
+    longLoops: long,
     loops: results,
     falsePositives,
     coreNsPerChar: coreNs,
@@ -276,4 +288,111 @@ export async function streamTexts(dir: string): Promise<Record<string, unknown>>
     requiredWithinBound: withinBound,
     required,
   }
+}
+
+/**
+ * How near the real texts come to the long-passage rule: the watcher alone, with the rule asking fewer copies
+ * (STREAM_LONG_REPEATS - 1 down to 2) of a passage of STREAM_LONG_CHARS or more, or of a shorter one (half, a
+ * quarter); prints, for each, the texts stopped by the long rule (a passage of that length or more), with their
+ * ids, the passage's length and copies.
+ */
+function longRuleMargin(texts: Text[], pieces: string[][]): Record<string, string[]> {
+  const out: Record<string, string[]> = {}
+  console.log(`\nthe long-passage rule (${STREAM_LONG_REPEATS} copies of ${STREAM_LONG_CHARS}+ characters) asked less:`)
+  for (const chars of [STREAM_LONG_CHARS, STREAM_LONG_CHARS / 2, STREAM_LONG_CHARS / 4]) {
+    for (let repeats = STREAM_LONG_REPEATS - (chars === STREAM_LONG_CHARS ? 1 : 0); repeats >= 2; repeats--) {
+      const hits: string[] = []
+      for (let i = 0; i < texts.length; i++) {
+        const watcher = new StreamWatcher({ chars, repeats })
+        let loop = null
+        for (const piece of pieces[i]) loop ??= watcher.feed(piece)
+        if (loop && loop.period >= chars) hits.push(`${texts[i].id} (${loop.period} x${loop.count})`)
+      }
+      out[`${repeats} copies of ${chars}+`] = hits
+      console.log(
+        `  ${repeats} copies of ${chars}+ characters: ${hits.length} texts stopped${hits.length ? ` (${hits.join(", ")})` : ""}`,
+      )
+    }
+  }
+  return out
+}
+
+/** Passage lengths of the long loops made from real text: the threshold, a few between, and the longest period. */
+const LONG_LENGTHS = [STREAM_LONG_CHARS, 1200, 2500, 5000, STREAM_MAX_PERIOD]
+/** Copies of the passage streamed: one more than the rule needs, so a late stop shows. */
+const LONG_COPIES = STREAM_LONG_REPEATS + 2
+
+/**
+ * Long loops made of real text (there is no recorded real loop of a passage of 1,000+ characters): for each length
+ * L, each text of L characters or more gives its first L characters as the passage, streamed LONG_COPIES times
+ * through the watcher alone in chunks of 40. Prints how many were stopped by the end of the 4th copy, later, or not
+ * at all; the copies at the stop (fewest, most, mean); and, for comparison, the copies at the stop of the main rule
+ * alone (the long rule off: what the watcher did before it; before, passages over 4,000 characters were not seen).
+ * A stop before the 4th copy is the cut's doing, not the long rule's: a passage cut inside a code fence flips the
+ * fence state of every later copy, so lines that were code in the text (a weights file's rows) are prose there.
+ */
+function longLoops(texts: Text[]): Record<number, Record<string, number>> {
+  const out: Record<number, Record<string, number>> = {}
+  console.log(
+    `\nlong loops made of real text: each text's first L characters repeated ${LONG_COPIES} times (chunks of 40)`,
+  )
+  const header = [
+    "L",
+    "loops",
+    `stopped by copy ${STREAM_LONG_REPEATS}`,
+    "later",
+    "not stopped",
+    "copies at stop (fewest, most, mean)",
+    "main rule alone: stopped, copies (mean)",
+  ]
+  const rows: string[][] = []
+  const mainOnly = { chars: Infinity, repeats: STREAM_LONG_REPEATS }
+  for (const length of LONG_LENGTHS) {
+    const now = { loops: 0, early: 0, late: 0, missed: 0, fewest: Infinity, most: 0, sum: 0 }
+    const main = { stopped: 0, sum: 0 }
+    for (const t of texts) {
+      if (t.text.length < length) continue
+      const text = t.text.slice(0, length).repeat(LONG_COPIES)
+      now.loops++
+      const at = stopAt(new StreamWatcher(), text)
+      const before = stopAt(new StreamWatcher(mainOnly), text)
+      if (before !== null) {
+        main.stopped++
+        main.sum += before / length
+      }
+      if (at === null) {
+        now.missed++
+        continue
+      }
+      const copies = at / length
+      now.fewest = Math.min(now.fewest, copies)
+      now.most = Math.max(now.most, copies)
+      now.sum += copies
+      if (at <= STREAM_LONG_REPEATS * length) now.early++
+      else now.late++
+    }
+    const stopped = now.early + now.late
+    const mean = stopped ? now.sum / stopped : 0
+    out[length] = { ...now, mean, mainStopped: main.stopped, mainMean: main.stopped ? main.sum / main.stopped : 0 }
+    rows.push([
+      String(length),
+      String(now.loops),
+      String(now.early),
+      String(now.late),
+      String(now.missed),
+      stopped ? `${now.fewest.toFixed(2)}, ${now.most.toFixed(2)}, ${mean.toFixed(2)}` : "-",
+      `${main.stopped}, ${main.stopped ? (main.sum / main.stopped).toFixed(2) : "-"}`,
+    ])
+  }
+  printColumns(header, rows, { separator: "  ", rule: false })
+  return out
+}
+
+/** The character at which the watcher stops a text fed in chunks of 40 (its verdict's `at`), or null. */
+function stopAt(watcher: StreamWatcher, text: string): number | null {
+  for (let i = 0; i < text.length; i += 40) {
+    const loop = watcher.feed(text.slice(i, i + 40))
+    if (loop) return loop.at
+  }
+  return null
 }

@@ -6,6 +6,7 @@
 // - what the run reports: the prompt ends with `MessageAbortedError`;
 // - what the human is shown: loop-guard's error toast (`tui.toast.show` events of GET /event) and a log line;
 // - what the model receives with the human's next message: the looping part cut, with loop-guard's note;
+// - a passage of 1,200 characters repeated: the stream closed after its 4th copy, before the 6-copy rule's stop;
 // - and that a long legitimate answer (a table, a list, code blocks with repeated lines) runs to its end.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import {
@@ -219,6 +220,64 @@ describe("e2e stream: a looping answer is stopped", () => {
     expect(cut.reasoning_content).toBe("The user wants the build fixed.")
     // Nowhere else in the request: the loop is gone from the model's context.
     expect(occurrences(JSON.stringify(next.messages), ANSWER_PASSAGE)).toBeLessThanOrEqual(2)
+  })
+})
+
+/**
+ * A passage of 1,200 characters, its sentences all different: the long-passage rule's case (issue 22, item 7). The
+ * main rule would wait for its 6th copy; the long rule stops it at the end of its 4th.
+ */
+function longPassage(): string {
+  const files = ["loader", "parser", "schema", "cache", "router", "config", "session", "index"]
+  let text = ""
+  for (let i = 0; text.length < 1198; i++)
+    text += `Step ${i + 1}: open src/${files[i % 8]}_${i * 7}.ts and compare its ${i * 13 + 5} exports with the tests. `
+  return text.slice(0, 1198) + ". "
+}
+const LONG_PASSAGE = longPassage()
+const LONG_BEFORE = "I fixed the import in the loader.\n\n"
+
+describe("e2e stream: a 1,200-character passage repeated in the answer is stopped by the end of its 4th copy", () => {
+  let s: Awaited<ReturnType<typeof twoPrompts>>
+  beforeAll(async () => {
+    s = await twoPrompts({
+      reasoning: "The user wants the build fixed.",
+      text: LONG_BEFORE + LONG_PASSAGE.repeat(10),
+      ...LOOP_STREAM,
+    })
+  }, SETUP_TIMEOUT)
+  afterAll(() => s?.serve.close(), CLOSE_TIMEOUT)
+
+  test("the stream is closed after the 4th copy's last piece, before the 6-copy rule's stop; the run reports the abort", async () => {
+    expect(LONG_PASSAGE.length).toBe(1200)
+    expect(s.firstReply.info?.error?.name).toBe("MessageAbortedError")
+    const fake = await replyEnded(agentRequests(s.serve.llm)[0])
+    const piece = LOOP_STREAM.chunk
+    const fourth = Math.ceil((LONG_BEFORE.length + 4 * 1200) / piece) // the piece that carries the verdict
+    console.log(
+      `long passage: ${fake.chunksSent} of ${fake.chunksTotal} pieces of ${piece} characters sent (the 4th copy ` +
+        `ends in piece ${fourth}); toast: ${loopGuardToasts(s.serve)[0]?.message}`,
+    )
+    expect(fake.closedEarly).toBe(true)
+    expect(fake.chunksSent).toBeGreaterThanOrEqual(fourth)
+    // the rest is the host's latency (5 to 26 pieces in 3 runs on a loaded 2-core machine); the main rule alone
+    // would stop at the 6th copy's end, 120 pieces later than the 4th
+    expect(fake.chunksSent).toBeLessThan((LONG_BEFORE.length + 6 * 1200) / piece)
+  })
+
+  test("the human is told: a 1200-character passage 4 times", () => {
+    const toasts = loopGuardToasts(s.serve)
+    expect(toasts.map((t) => [t.message, t.variant])).toEqual([
+      ["loop-guard: stopped the agent: its answer repeated a 1200-character passage 4 times", "error"],
+    ])
+  })
+
+  test("the model receives the answer cut after the passage's first copy, with loop-guard's note", () => {
+    expect(s.secondReply.parts?.find((p: any) => p.type === "text")?.text).toBe("Second answer.")
+    const [cut] = assistantsOf(requestFor(s.serve, "second message"))
+    const content = String(cut?.content)
+    expect(content.startsWith(LONG_BEFORE + LONG_PASSAGE + "\n\n[loop-guard stopped a repetition here")).toBe(true)
+    expect(occurrences(content, LONG_PASSAGE)).toBe(1)
   })
 })
 

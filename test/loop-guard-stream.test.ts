@@ -8,7 +8,10 @@ import plugin, {
   STREAM_MAX_PERIOD,
   STREAM_CODE_CHARS,
   STREAM_CODE_REPEATS,
+  STREAM_LONG_CHARS,
+  STREAM_LONG_REPEATS,
   STREAM_MIN_CHARS,
+  STREAM_REPEATS,
   StreamWatcher,
   cutText,
 } from "../loop-guard.ts"
@@ -208,7 +211,7 @@ describe("a part that repeats itself is stopped", () => {
     const letters = "abcdefghijklmnopqrstuvwxyz      ,.\n"
     const passage = (n: number) =>
       Array.from({ length: n }, () => letters[Math.floor(random() * letters.length)]).join("")
-    for (const p of [1, 2, 3, 5, 17, 64, 125, 333, 1000, 2500, STREAM_MAX_PERIOD]) {
+    for (const p of [1, 2, 3, 5, 17, 64, 125, 333, 999, 1000, 2500, 4000, 5000, STREAM_MAX_PERIOD]) {
       const before = paragraph(p, 300 + Math.floor(random() * 2000))
       const unit = passage(p)
       const text = before + unit.repeat(Math.ceil(Math.max(10 * p, 3000) / p))
@@ -216,7 +219,8 @@ describe("a part that repeats itself is stopped", () => {
       let loop = null
       for (const piece of chunks(text, [1 + Math.floor(random() * 40)])) loop ??= watcher.feed(piece)
       expect(loop).not.toBeNull()
-      expect(loop!.at).toBeLessThanOrEqual(before.length + Math.max(RULE_COPIES * p, RULE_CHARS))
+      const copies = p >= STREAM_LONG_CHARS ? STREAM_LONG_REPEATS : RULE_COPIES // a long passage: the long rule
+      expect(loop!.at).toBeLessThanOrEqual(before.length + Math.max(copies * p, RULE_CHARS))
       expect(loop!.period).toBe(p)
       expect(loop!.start).toBeLessThanOrEqual(before.length)
     }
@@ -244,6 +248,233 @@ describe("a part that repeats itself is stopped", () => {
     await stream(run, "ses_a", "prt_1", "reasoning", repeat("Let me check the entity model. ", 200), [40])
     expect(run.toasts[0].message).toBe(
       `loop-guard: stopped the agent: its reasoning repeated a 31-character passage ${Math.floor(STREAM_MIN_CHARS / 31)} times`,
+    )
+  })
+})
+
+// ---------------------------------------------------------------------------------------------------------------
+// Long passages: 4 verbatim copies of STREAM_LONG_CHARS or more are a loop; fewer, or copies that differ, are not
+// ---------------------------------------------------------------------------------------------------------------
+
+/** A passage of exactly `length` characters, its sentences all different, ending with ". " (no rotation into PROSE). */
+function passageOf(seed: number, length: number): string {
+  const text = paragraph(seed, length + 40).slice(0, length - 2)
+  return text + ". "
+}
+
+/** Lines of code, all different, `length` characters in all (the last line padded by a comment). */
+function codeLines(length: number): string {
+  let code = ""
+  for (let i = 0; code.length < length - 40; i++) code += `  const v${i} = compute(${i * 7}, "k${i % 13}")\n`
+  return code + `  // end ${"-".repeat(length - code.length - 10)}\n`
+}
+
+const LONG_PASSAGE = passageOf(11, 1200)
+const LONG_CODE = codeLines(1200)
+
+/** Each copy of `unit` with one small change: copy i gets `change(i)` in place of `word`. */
+function varied(unit: string, times: number, word: string, change: (i: number) => string): string {
+  return Array.from({ length: times }, (_, i) => unit.replace(word, change(i))).join("")
+}
+
+type LongCase = {
+  name: string
+  /** the text before the loop, the loop's copies (the repeated passage is `period` long), the text after */
+  before: string
+  loop: string
+  after: string
+  period: number
+  /** null: never stopped; n: stopped within the n-th copy (its verdict after copy n - 1 ends, by copy n's end) */
+  copies: number | null
+}
+
+const LONG_CASES: LongCase[] = [
+  {
+    name: "a 1,200-character passage x4, the text ending with copy 4",
+    before: PROSE,
+    loop: repeat(LONG_PASSAGE, 4),
+    after: "",
+    period: 1200,
+    copies: STREAM_LONG_REPEATS,
+  },
+  {
+    name: "a 1,200-character passage x10, in the answer",
+    before: PROSE,
+    loop: repeat(LONG_PASSAGE, 10),
+    after: "",
+    period: 1200,
+    copies: STREAM_LONG_REPEATS,
+  },
+  {
+    name: `a passage of STREAM_LONG_CHARS (${STREAM_LONG_CHARS}) characters x4`,
+    before: PROSE,
+    loop: repeat(passageOf(12, STREAM_LONG_CHARS), 4),
+    after: "",
+    period: STREAM_LONG_CHARS,
+    copies: STREAM_LONG_REPEATS,
+  },
+  {
+    name: "a 5,000-character passage x4 (beyond the earlier 4,000-character limit)",
+    before: PROSE,
+    loop: repeat(passageOf(13, 5000), 4),
+    after: "",
+    period: 5000,
+    copies: STREAM_LONG_REPEATS,
+  },
+  {
+    name: `a passage of STREAM_MAX_PERIOD (${STREAM_MAX_PERIOD}) characters x4`,
+    before: PROSE,
+    loop: repeat(passageOf(14, STREAM_MAX_PERIOD), 4),
+    after: "",
+    period: STREAM_MAX_PERIOD,
+    copies: STREAM_LONG_REPEATS,
+  },
+  {
+    name: "a whole fenced code block, fences included, x4 (a fence line is no code line: the long rule)",
+    before: PROSE,
+    loop: repeat("```ts\n" + codeLines(1200 - 10) + "```\n", 4),
+    after: "",
+    period: 1200,
+    copies: STREAM_LONG_REPEATS,
+  },
+  {
+    name: "a 1,200-character passage x3, then other prose",
+    before: PROSE,
+    loop: repeat(LONG_PASSAGE, 3),
+    after: paragraph(21, 2000),
+    period: 1200,
+    copies: null,
+  },
+  {
+    name: "a 1,200-character passage x3 and all but 40 characters of a 4th, then other prose",
+    before: PROSE,
+    loop: repeat(LONG_PASSAGE, 3) + LONG_PASSAGE.slice(0, 1160),
+    after: "and that is where the two drafts differ: " + paragraph(22, 2000),
+    period: 1200,
+    copies: null,
+  },
+  {
+    name: "a 999-character passage x5 (shorter than STREAM_LONG_CHARS: the main rule's 6 copies)",
+    before: PROSE,
+    loop: repeat(passageOf(15, 999), 5),
+    after: paragraph(23, 1500),
+    period: 999,
+    copies: null,
+  },
+  {
+    name: "a 999-character passage x8: stopped at its 6th copy (the main rule)",
+    before: PROSE,
+    loop: repeat(passageOf(15, 999), 8),
+    after: "",
+    period: 999,
+    copies: STREAM_REPEATS,
+  },
+  {
+    name: "a 1,200-character passage x4, its step counter different in each copy",
+    before: PROSE,
+    loop: varied(LONG_PASSAGE, 4, "Step 11.0", (i) => `Step 11.0 (try ${i + 1})`),
+    after: paragraph(24, 1500),
+    period: 1200,
+    copies: null,
+  },
+  {
+    name: "a 1,200-character passage x6, one word different in each copy",
+    before: PROSE,
+    loop: varied(LONG_PASSAGE, 6, "module", (i) => ["module", "parser", "cache", "value", "index", "token"][i]),
+    after: paragraph(25, 1500),
+    period: 1200,
+    copies: null,
+  },
+  {
+    name: "a 1,200-character block of code lines x8 inside one fence (the code backstop)",
+    before: PROSE + "```ts\n",
+    loop: repeat(LONG_CODE, 8),
+    after: "```\n",
+    period: 1200,
+    copies: null,
+  },
+  {
+    name: `a 1,200-character block of code lines inside one fence, x${STREAM_CODE_REPEATS + 2}: stopped at the code backstop`,
+    before: PROSE + "```ts\n",
+    loop: repeat(LONG_CODE, STREAM_CODE_REPEATS + 2),
+    after: "```\n",
+    period: 1200,
+    copies: STREAM_CODE_REPEATS,
+  },
+  {
+    name: "a Markdown table of 1,000+ characters x8 (rows: the code backstop)",
+    before: PROSE,
+    loop: repeat(table(24), 8),
+    after: "\nDone.\n",
+    period: table(24).length,
+    copies: null,
+  },
+]
+
+/** Chunk sizes of 1 to 60 characters, from a seed: a repeating pattern of 97 random sizes. */
+function randomSizes(seed: number): number[] {
+  let x = seed >>> 0
+  return Array.from({ length: 97 }, () => {
+    x = (Math.imul(x, 1664525) + 1013904223) >>> 0
+    return 1 + (x % 60)
+  })
+}
+
+describe("long passages: the long-passage rule", () => {
+  for (const c of LONG_CASES) {
+    for (const seed of [1, 2, 3]) {
+      test(`${c.name}, random chunks (seed ${seed})`, async () => {
+        const run = await start()
+        const text = c.before + c.loop + c.after
+        const stoppedAt = await stream(run, "ses_long", "prt_long", "text", text, randomSizes(seed))
+        if (c.copies === null) {
+          expect([run.aborts, run.toasts]).toEqual([[], []])
+          return
+        }
+        expect(run.aborts).toEqual([{ path: { id: "ses_long" } }])
+        expect(stoppedAt).not.toBeNull()
+        // the verdict's character (the log line's `at`): inside copy n, by its end; the abort follows its chunk
+        const line = run.logs.find((l) => l.message.startsWith("loop-guard: stopped the session's run"))
+        const at = line?.extra?.at
+        expect(at).toBeLessThanOrEqual(c.before.length + c.copies * c.period)
+        expect(at).toBeGreaterThan(c.before.length + (c.copies - 1) * c.period)
+        expect(line?.extra?.period).toBe(c.period)
+        expect(run.toasts[0].message).toMatch(
+          new RegExp(
+            `^loop-guard: stopped the agent: its answer repeated an? ${c.period}-character passage ${c.copies} times$`,
+          ),
+        )
+      })
+    }
+  }
+
+  test("the watcher alone: a 1,200-character passage x4 fed one character at a time ends at copy 4's last", () => {
+    const watcher = new StreamWatcher()
+    const text = PROSE + repeat(LONG_PASSAGE, 4)
+    let loop = null
+    for (let i = 0; i < text.length && !loop; i++) loop = watcher.feed(text[i])
+    expect(loop).toEqual({
+      period: 1200,
+      count: STREAM_LONG_REPEATS,
+      start: PROSE.length,
+      first: 1200,
+      at: text.length,
+      code: false,
+    })
+  })
+
+  test("the long-passage rule's part is cut after the passage's first copy in the model's next context", async () => {
+    const run = await start()
+    const saved = PROSE + repeat(LONG_PASSAGE, 5)
+    await stream(run, "ses_a", "prt_r", "reasoning", saved, randomSizes(4))
+    expect(run.aborts).toHaveLength(1)
+    const messages = [{ info: { id: "msg_ses_a" }, parts: [{ id: "prt_r", type: "reasoning", text: saved }] }]
+    await run.hooks["experimental.chat.messages.transform"]({}, { messages })
+    expect(messages[0].parts[0].text).toBe(
+      PROSE +
+        LONG_PASSAGE +
+        `\n\n[loop-guard stopped a repetition here: the passage above was repeated ${STREAM_LONG_REPEATS} times; the ` +
+        "repetitions were cut. Do not repeat it: continue with what comes next, or tell the user what blocks you.]",
     )
   })
 })
