@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The version matrix (README: `npm run test:hosts -- VERSION... | all`): runs the end-to-end suite (test/e2e-*.test.ts)
+# The version matrix (docs/testing.md: `npm run test:hosts -- VERSION... | all`): runs the end-to-end suite (test/e2e-*.test.ts)
 # against other opencode releases than the pinned one, and prints one line per version.
 #
 # Why: opencode releases every few days and updates itself; the supported range in opencode-versions.json may only

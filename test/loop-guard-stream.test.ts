@@ -609,7 +609,7 @@ describe("legitimate repetition is never stopped", () => {
   }
   // Whole lines repeated outside a fence, a table or a diagram follow the main rule: the watcher cannot tell a quoted
   // log from a model repeating a pair of lines (the recorded real loop of a 2-line pair must still be caught early).
-  test("a log of identical lines outside a code fence is stopped like prose: a known limit, see README", async () => {
+  test("a log of identical lines outside a code fence is stopped like prose: a known limit, see docs/loop-guard.md", async () => {
     const run = await start()
     const text =
       "The test output was:\n" +
