@@ -2906,6 +2906,7 @@ type CommandReading = {
   changing: boolean
   opaque: boolean
   ran: RanCommand[]
+  index?: RanIndex // `ran` by program, made the first time a command rule asks (ranIndex)
 }
 
 /**
@@ -2913,7 +2914,16 @@ type CommandReading = {
  * its arguments; `stdin` its here-documents; `via` the wrappers and code it runs inside, outermost first
  * (`sudo`, `bash -c`); `opaque`: it runs code the reader does not follow (an unknown program, `python3 -c`, `ssh`).
  */
-type RanCommand = { words: string[]; start: number; stdin: string[]; via: string[]; opaque: boolean }
+type RanCommand = {
+  words: string[]
+  start: number
+  program: string // the program's name without its path: `git` for `/usr/bin/git`
+  stdin: string[]
+  via: string[]
+  opaque: boolean
+  args?: string[] // the words after the program, made the first time a pattern's program is this one
+  code?: string // opaqueText, made the first time a pattern asks
+}
 
 // Where readSimple records the commands it finds, at any depth of wrappers (`sudo timeout 5 git ...`): set by
 // readCommandAt for the line it reads. Threading a list through every ProgramReader would touch each of them for a
@@ -2922,7 +2932,14 @@ let ranSink: RanCommand[] = []
 const ranVia: string[] = [] // the programs (and shells' code) the command being read runs inside, outermost first
 
 function recordRan(words: string[], start: number, stdin: string[], opaque: boolean): void {
-  ranSink.push({ words, start, stdin, via: ranVia.length ? ranVia.slice() : NO_WORDS, opaque })
+  const via = ranVia.length ? ranVia.slice() : NO_WORDS
+  ranSink.push({ words, start, program: programName(words[start]), stdin, via, opaque })
+}
+
+/** A program word without its directory: `/usr/bin/git` -> `git`. */
+function programName(word: string): string {
+  const slash = word.lastIndexOf("/")
+  return slash < 0 ? word : word.slice(slash + 1)
 }
 
 // One entry: guard-integrity and the changing-step check (per state contract, and again when the call is counted)
@@ -2943,7 +2960,14 @@ function readCommandAt(command: string, depth: number): CommandReading {
   if (scan === null) {
     // a line it cannot follow (an unclosed quote, too deep): its whole text is opaque code
     const ran = [
-      { words: [command], start: 0, stdin: NO_WORDS, via: ranVia.length ? ranVia.slice() : NO_WORDS, opaque: true },
+      {
+        words: [command],
+        start: 0,
+        program: "",
+        stdin: NO_WORDS,
+        via: ranVia.length ? ranVia.slice() : NO_WORDS,
+        opaque: true,
+      },
     ]
     return { readings: [], redirects: [], changing: true, opaque: true, ran }
   }
@@ -3036,6 +3060,7 @@ type CommandPattern = {
   flags: PatternFlag[]
   operands: PatternOperand[]
   named: RegExp[] // what code the reader cannot follow must name (program, subcommands, each flag), each a regex
+  keys: string[] // `program subcommand` (or `program`) for each alternative: what a call's runsKeys must hold
 }
 
 /** Programs the reader knows that take no subcommand: every word after them is an option or an operand. */
@@ -3159,7 +3184,7 @@ function parseCommandPattern(text: string): CommandPattern | string {
   if (/^[-!]/.test(first) || /^[A-Za-z_][A-Za-z0-9_]*=/.test(first) || /[*?[]/.test(first))
     return `names no program: its first word ${JSON.stringify(first)} must be the program, as in "git push --force" or "rm -rf /"`
   const programs = alternatives(first).map((name) => name.replace(/^.*\//, ""))
-  const pattern: CommandPattern = { text, programs, subcommands: [], flags: [], operands: [], named: [] }
+  const pattern: CommandPattern = { text, programs, subcommands: [], flags: [], operands: [], named: [], keys: [] }
   let k = 1
   if (!programs.some((name) => NO_SUBCOMMAND.has(name)))
     for (; k < words.length && /^[A-Za-z][\w.:-]*$/.test(words[k]); k++) pattern.subcommands.push([words[k]])
@@ -3174,6 +3199,9 @@ function parseCommandPattern(text: string): CommandPattern | string {
       pattern.operands.push({ globs, path: globs.every((glob) => PATH_PATTERN.test(glob)), excluded: absent })
     }
   }
+  for (const program of programs)
+    if (pattern.subcommands.length === 0) pattern.keys.push(program)
+    else for (const sub of pattern.subcommands[0]) pattern.keys.push(`${program} ${sub}`)
   // What code the reader cannot follow must name: the program, its subcommands, a spelling of each flag.
   const key = patternKey(programs[0], pattern.subcommands[0]?.[0])
   pattern.named.push(namedWord(programs))
@@ -3212,8 +3240,9 @@ function expandPlaces(word: string, places: PathPlaces): string {
 }
 
 /** Whether an operand of the command matches one operand glob of the pattern. */
-function operandMatches(operand: PatternOperand, word: string, places: PathPlaces): boolean {
+function operandMatches(operand: PatternOperand, word: string, placesOf: () => PathPlaces): boolean {
   if (!operand.path) return operand.globs.some((glob) => wordGlob(glob).test(word))
+  const places = placesOf()
   const abs = resolvePath(places.directory, expandPlaces(word, places))
   return operand.globs.some((glob) => globToRegExp(normalizeGlob(expandPlaces(glob, places))).test(abs))
 }
@@ -3231,7 +3260,7 @@ function wordGlob(glob: string): RegExp {
 
 /** Where a command's subcommand stands after the program's own options, or -1 when its words are not there. */
 function subcommandsEnd(program: string, args: readonly string[], subcommands: readonly string[][]): number {
-  let at = program === "git" ? gitGlobals(args as string[]).at : 0
+  let at = program === "git" ? gitSubcommandAt(args) : 0
   for (const wanted of subcommands) {
     // other programs' options before the subcommand: skipped, and the word after one as its possible value
     while (at < args.length && args[at].startsWith("-") && !wanted.includes(args[at])) {
@@ -3244,16 +3273,23 @@ function subcommandsEnd(program: string, args: readonly string[], subcommands: r
   return at
 }
 
+/** The words after a command's program, made once per command (every pattern on its program asks). */
+function ranArgs(ran: RanCommand): string[] {
+  ran.args ??= ran.start + 1 === ran.words.length ? NO_WORDS : ran.words.slice(ran.start + 1)
+  return ran.args
+}
+
 /** How one simple command the call runs stands to a pattern: matched, or how near it came (for the explanations). */
 type RunMatch = { matched: true } | { matched: false; near?: string }
+const NO_MATCH: RunMatch = { matched: false }
 
 /** Whether a simple command is the pattern's program with its subcommand, flags and operands. */
-function matchRan(pattern: CommandPattern, ran: RanCommand, places: PathPlaces): RunMatch {
-  const program = ran.words[ran.start].replace(/^.*\//, "")
-  if (!pattern.programs.includes(program)) return { matched: false }
-  const args = ran.start + 1 === ran.words.length ? NO_WORDS : ran.words.slice(ran.start + 1)
+function matchRan(pattern: CommandPattern, ran: RanCommand, places: () => PathPlaces): RunMatch {
+  const program = ran.program
+  if (!pattern.programs.includes(program)) return NO_MATCH
+  const args = ranArgs(ran)
   const end = subcommandsEnd(program, args, pattern.subcommands)
-  if (end < 0) return { matched: false }
+  if (end < 0) return NO_MATCH
   const key = patternKey(program, pattern.subcommands.length ? args[end - 1] : undefined)
   const parsed = getopt(end === 0 ? args : args.slice(end), own(FLAG_VALUES, key) ?? {})
   const given = new Map<string, string[]>()
@@ -3307,15 +3343,71 @@ function opaqueText(ran: RanCommand): string {
 }
 
 /** The first simple command of a reading that a pattern matches, and what to say of it; undefined when none. */
-function runsMatch(patterns: readonly CommandPattern[], read: CommandReading, places: PathPlaces): string | undefined {
+function runsMatch(
+  patterns: readonly CommandPattern[],
+  read: CommandReading,
+  places: () => PathPlaces,
+): string | undefined {
+  const { byProgram, opaqueRan } = ranIndex(read)
   for (const pattern of patterns)
-    for (const ran of read.ran)
-      if (matchRan(pattern, ran, places).matched) return `runs \`${ranText(ran)}\`${ranWhere(ran)}`
+    for (const name of pattern.programs) {
+      const runs = byProgram.get(name) // the common case: none, so the pattern costs one lookup
+      if (runs)
+        for (const ran of runs)
+          if (matchRan(pattern, ran, places).matched) return `runs \`${ranText(ran)}\`${ranWhere(ran)}`
+    }
+  if (opaqueRan.length === 0) return undefined
   for (const pattern of patterns)
-    for (const ran of read.ran)
+    for (const ran of opaqueRan)
       if (isOpaqueNaming(pattern, ran))
         return `runs code the reader cannot follow that names \`${pattern.text}\`: \`${ranText(ran)}\`${ranWhere(ran)}`
   return undefined
+}
+
+/** A reading's commands by program, and its opaque ones: made once per reading (every command rule of a call asks). */
+type RanIndex = { byProgram: Map<string, RanCommand[]>; opaqueRan: RanCommand[]; keys: Set<string> }
+
+function ranIndex(read: CommandReading): RanIndex {
+  if (read.index) return read.index
+  const index: RanIndex = { byProgram: new Map(), opaqueRan: [], keys: new Set() }
+  for (const ran of read.ran) {
+    const list = index.byProgram.get(ran.program)
+    if (list) list.push(ran)
+    else index.byProgram.set(ran.program, [ran])
+    if (ran.opaque) index.opaqueRan.push(ran)
+    // `program word` for each word subcommandsEnd could take for the subcommand: after git's global options the
+    // one word; for others the first word after the leading options, and each word after an option (its value, or
+    // the subcommand itself)
+    index.keys.add(ran.program)
+    const words = ran.words
+    let k = ran.start + 1
+    if (ran.program === "git") k += gitSubcommandAt(ranArgs(ran))
+    else
+      while (k < words.length && words[k][0] === "-") {
+        const value = k + 1 < words.length && words[k + 1][0] !== "-" // its value, or the subcommand
+        if (value) index.keys.add(`${ran.program} ${words[k + 1]}`)
+        k += value ? 2 : 1
+      }
+    if (k < words.length) index.keys.add(`${ran.program} ${words[k]}`)
+  }
+  read.index = index
+  return index
+}
+
+/**
+ * The runs screen of a plan: whether any command rule of it could fire on this call. One of the rules' keys is among
+ * the call's (`git push` is run), or code the reader cannot follow names one of their programs. When it fails (most calls), none of the command rules is looked at.
+ */
+function runsScreenHolds(keys: ReadonlySet<string>, programs: readonly string[], args: unknown): boolean {
+  if (!isMapping(args) || typeof args.command !== "string") return false
+  const index = ranIndex(readCommand(args.command))
+  for (const key of index.keys) if (keys.has(key)) return true
+  for (const ran of index.opaqueRan) {
+    ran.code ??= capText(opaqueText(ran), REGEX_INPUT_CAP)
+    // its own program was keyed above (`npm test` is npm, read as a pattern on npm says: isOpaqueNaming)
+    for (const program of programs) if (program !== ran.program && ran.code.includes(program)) return true
+  }
+  return false
 }
 
 /**
@@ -3323,13 +3415,16 @@ function runsMatch(patterns: readonly CommandPattern[], read: CommandReading, pl
  * is not such code: it was matched word by word (`npm publish --dry-run` is npm, read as the pattern says).
  */
 function isOpaqueNaming(pattern: CommandPattern, ran: RanCommand): boolean {
-  if (!ran.opaque || pattern.programs.includes(ran.words[ran.start].replace(/^.*\//, ""))) return false
-  const text = capText(opaqueText(ran), REGEX_INPUT_CAP)
-  return pattern.named.every((regex) => regex.test(text))
+  if (!ran.opaque || pattern.programs.includes(ran.program)) return false
+  ran.code ??= capText(opaqueText(ran), REGEX_INPUT_CAP)
+  const text = ran.code
+  let named = false // the common case, decided without a regex: the code does not name the program at all
+  for (const name of pattern.programs) named ||= text.includes(name)
+  return named && pattern.named.every((regex) => regex.test(text))
 }
 
 /** Why no pattern matched, for `/anchor test` and the examples: where the words appear, and what they do there. */
-function runsMissWhy(patterns: readonly CommandPattern[], read: CommandReading, places: PathPlaces): string {
+function runsMissWhy(patterns: readonly CommandPattern[], read: CommandReading, places: () => PathPlaces): string {
   for (const pattern of patterns)
     for (const ran of read.ran) {
       const result = matchRan(pattern, ran, places)
@@ -3337,7 +3432,7 @@ function runsMissWhy(patterns: readonly CommandPattern[], read: CommandReading, 
     }
   for (const pattern of patterns)
     for (const ran of read.ran) {
-      const program = ran.words[ran.start].replace(/^.*\//, "")
+      const program = ran.program
       const inWords = ran.words.slice(ran.start + 1).some((word) => pattern.named[0].test(word))
       if (inWords) return `\`${pattern.text}\` appears only as ${program}'s argument: not run`
       if (ran.stdin.some((doc) => pattern.named[0].test(doc)))
@@ -3375,14 +3470,18 @@ const GIT_BRANCH_LISTING =
  * diff, core.pager).
  */
 function gitGlobals(args: string[]): { at: number; global: string[]; setsConfig: boolean } {
-  let at = 0
+  const at = gitSubcommandAt(args)
   let setsConfig = false
-  while (at < args.length && args[at].startsWith("-")) {
-    if (args[at] === "-c" || args[at].startsWith("--config-env")) setsConfig = true
-    at += args[at] === "-C" || args[at] === "-c" ? 2 : 1
-  }
+  for (let k = 0; k < at; k++) if (args[k] === "-c" || args[k].startsWith("--config-env")) setsConfig = true
   const global = at === 0 ? NO_WORDS : args.slice(0, at).map((arg) => arg.replace(/^--(git-dir|work-tree)=/, ""))
   return { at, global, setsConfig }
+}
+
+/** Where git's subcommand stands: after its global options, `-C DIR` and `-c KEY=VALUE` taking the next word. */
+function gitSubcommandAt(args: readonly string[]): number {
+  let at = 0
+  while (at < args.length && args[at].startsWith("-")) at += args[at] === "-C" || args[at] === "-c" ? 2 : 1
+  return at
 }
 
 function isReadOnlyGit(args: string[], globals = gitGlobals(args)): boolean {
@@ -4087,7 +4186,8 @@ function runsHolds(
     return undefined
   }
   const read = readCommand(args.command)
-  const places = pathPlaces(env, typeof args.workdir === "string" ? args.workdir : undefined)
+  const workdir = typeof args.workdir === "string" ? args.workdir : undefined
+  const places = () => pathPlaces(env, workdir)
   const ran = runsMatch(patterns, read, places)
   why?.push(ran ? `runs: ${ran}` : `runs: ${runsMissWhy(patterns, read, places)}`)
   return ran
@@ -4097,6 +4197,18 @@ const NO_PROJECT = "/\0no project" // a path no command operand resolves to
 
 /** The places a path pattern names, for a call (made per call that reaches a command rule; a few strings). */
 function pathPlaces(env: EngineEnv, workdir: string | undefined): PathPlaces {
+  if (lastPlaces && lastPlacesEnv === env && lastPlacesWorkdir === workdir) return lastPlaces
+  lastPlaces = pathPlacesUncached(env, workdir)
+  lastPlacesEnv = env
+  lastPlacesWorkdir = workdir
+  return lastPlaces
+}
+// One entry: every path rule of a call asks for the same places.
+let lastPlaces: PathPlaces | undefined
+let lastPlacesEnv: EngineEnv | undefined
+let lastPlacesWorkdir: string | undefined
+
+function pathPlacesUncached(env: EngineEnv, workdir: string | undefined): PathPlaces {
   const { directory, worktree, home, tmpdir } = env.paths
   const inWorktree = worktree !== "/" && relativeInside(worktree, directory) !== undefined
   // a project at `/` is none the plugin was told of: `$PROJECT` then names no path, or every path would be inside it
@@ -4242,9 +4354,13 @@ function judgeExample(
  * fails on a call, none of those matchers can hold, so none of those contracts fires: an allowed call with 50 regex
  * contracts on bash's `command` costs one regex test, not 50. When it holds, each contract is checked as usual.
  */
-type Screen = { keyPath: string[]; kind: ScreenPart["kind"]; regex: RegExp }
+type Screen =
+  | { keyPath: string[]; kind: ScreenPart["kind"]; regex: RegExp }
+  // the command rules of a plan: their patterns' `program subcommand` keys and programs (runsScreenHolds)
+  | { kind: "runs"; keys: Set<string>; programs: string[] }
 
 function screenHolds(screen: Screen, args: unknown, env: EngineEnv): boolean {
+  if (screen.kind === "runs") return runsScreenHolds(screen.keys, screen.programs, args)
   const value = valueAt(args, screen.keyPath)
   if (value === undefined) return false // a regex or glob matcher never holds on a missing argument
   if (screen.kind === "regex") return screen.regex.test(capText(asText(value), REGEX_INPUT_CAP))
@@ -4268,8 +4384,18 @@ type ToolPlan = {
 function toolPlan(active: readonly Contract[], tool: string): ToolPlan {
   const contracts = active.filter((contract) => toolApplies(contract, tool))
   const groups = new Map<string, { keyPath: string[]; part: ScreenPart; sources: string[]; members: number[] }>()
+  const runs = { keys: new Set<string>(), programs: new Set<string>(), members: [] as number[] }
   contracts.forEach((contract, index) => {
     if (contract.trigger.type !== "tool") return
+    if (contract.trigger.runs) {
+      // a command rule is behind the plan's one runs screen: it can fire only when one of its programs runs
+      for (const pattern of contract.trigger.runs) {
+        for (const key of pattern.keys) runs.keys.add(key)
+        for (const program of pattern.programs) runs.programs.add(program)
+      }
+      runs.members.push(index)
+      return
+    }
     const matcher = contract.trigger.args.find((m) => m.screen)
     if (!matcher?.screen) return
     const part = matcher.screen
@@ -4291,6 +4417,10 @@ function toolPlan(active: readonly Contract[], tool: string): ToolPlan {
     }
     for (const index of members) screenOf[index] = screens.length
     screens.push({ keyPath, kind: part.kind, regex })
+  }
+  if (runs.members.length > 1) {
+    for (const index of runs.members) screenOf[index] = screens.length
+    screens.push({ kind: "runs", keys: runs.keys, programs: [...runs.programs] })
   }
   const counting = contracts.filter((contract) => contract.trigger.type === "state").map((contract) => contract.id)
   const unscreened = contracts.filter((_, index) => screenOf[index] < 0)

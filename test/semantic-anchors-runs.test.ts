@@ -5,19 +5,12 @@
 // - malformed patterns, with their exact messages (file, key path, fix), disabling only their contract;
 // - composition with args, unlessSeen, modes, roles and examples; `/anchor test`'s explanation.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import plugin, { buildConfig, formatProblem, resolvePaths } from "../semantic-anchors"
 import { start } from "./fixtures/semantic-anchors/harness"
-
-/** The contracts part of install.sh's example config, uncommented: the ready rules as a user copies them. */
-function readyRules(): string {
-  const install = readFileSync(join(import.meta.dir, "..", "install.sh"), "utf8")
-  const body = /^example_config_text\(\) \{[\s\S]*?cat <<'EOF'\n([\s\S]*?)\nEOF\n/m.exec(install)![1]
-  const contracts = body.slice(body.indexOf("# contracts:"))
-  return `version: 1\n${contracts.replace(/^# ?/gm, "")}\n`
-}
+import { readyRuleIds, readyRulesYaml as readyRules } from "./fixtures/semantic-anchors/ready-rules"
 
 // A project that does not lie under /tmp (the harness's temp projects do, and /tmp is where rm -rf is ordinary).
 const PROJECT = "/srv/app"
@@ -61,7 +54,7 @@ async function bash(command: string): Promise<string | undefined> {
 test("the ready rules load without a problem, every example holding", () => {
   const config = buildConfig([{ path: "/x/ready.yaml", label: "ready", layer: "global", text: readyRules() }] as never)
   expect(config.problems.map(formatProblem)).toEqual([])
-  expect([...config.contracts.keys()].filter((id) => id.startsWith("no-"))).toEqual([
+  expect(readyRuleIds()).toEqual([
     "no-force-push",
     "no-hard-reset",
     "no-git-clean",
@@ -70,6 +63,7 @@ test("the ready rules load without a problem, every example holding", () => {
     "no-publish",
     "no-kubectl-delete",
   ])
+  expect([...config.contracts.keys()]).toEqual(expect.arrayContaining(readyRuleIds()))
 })
 
 type Row = [command: string, runs: string | null]
