@@ -17,18 +17,23 @@
  * OPENCODE_SEMANTIC_ANCHORS_CONFIG), the project file `<project>/.opencode/opencode-semantic-anchors.yaml`.
  * The README documents every key; `opencode-semantic-anchors.schema.json` lets editors check them. Bad input never
  * stops a session: a broken file is skipped, a broken contract disables only itself, and every problem is reported
- * with file, key path and fix (log, one toast, `/anchor status`). A contract can carry `examples` (calls it must fire
- * on, calls it must let pass), checked at every load; `/anchor test <tool> <arguments>` shows the human how the
- * contracts in force judge one call, matcher by matcher, without counting or recording anything.
+ * with file, key path and fix (log, one toast, `/anchor status`). A tool trigger can name commands as they are typed
+ * (`runs: ["git push --force"]`): it fires when any simple command the bash call would run is one, however it is
+ * spelled, chained or wrapped, and never on text (an echo's arguments, a grep pattern, a commit message); the ready
+ * rules are in `./install.sh --example-config`. A contract can carry `examples` (calls it must fire on, calls it must
+ * let pass), checked at every load; `/anchor test <tool> <arguments>` shows the human how the contracts in force
+ * judge one call, matcher by matcher, without counting or recording anything.
  *
  * The bounds that keep memory flat (root sessions kept, text caps, overrides by default) are the constants below.
  *
  * Layout, top-down: (1) pure core, no I/O: names, paths, globs, regexes, the contract model, built-ins and presets,
  * the validator; (2) rule engine: what an edit touches, the bash reader (PROGRAMS: what each program does with its
- * arguments) and the integrity guard, session state (RootSessions: one eviction rule, least recently used), the
- * bypass refusals, verdicts and the texts; (3) adapter, last: the plugin instance (Anchors: config, sessions,
- * client), `/anchor` (status, test, bypass, reload) and the two tools with their one bypass path, each hook a named
- * function (onConfig, onEvent, onChatMessage, onCommand, onToolBefore, onToolAfter), then server().
+ * arguments; one reading per call serves the step counter, the command patterns and the integrity guard), the
+ * command patterns (`runs:`; FLAG_NAMES: one flag's spellings) and the integrity guard, session state (RootSessions:
+ * one eviction rule, least recently used), the bypass refusals, verdicts and the texts; (3) adapter, last: the plugin
+ * instance (Anchors: config, sessions, client), `/anchor` (status, test, bypass, reload) and the two tools with their
+ * one bypass path, each hook a named function (onConfig, onEvent, onChatMessage, onCommand, onToolBefore,
+ * onToolAfter), then server().
  */
 import type { Hooks, Plugin, PluginInput, ToolContext, ToolDefinition } from "@opencode-ai/plugin"
 // @ts-ignore -- no Node types in this zero-dependency project; node:fs is built into Bun, which runs the plugin.
@@ -1814,8 +1819,9 @@ function isGuardPath(abs: string, guard: GuardFiles): boolean {
 // `scanCommand` splits a command line into simple commands (at unquoted `|`, `||`, `&&`, `;`, `&`, newlines and
 // parentheses) with their redirections and here-documents; `readSimple` looks the program up in PROGRAMS, the one
 // table of what each program does with its arguments: which are scripts or patterns (text, never paths), which are
-// files it reads, which files it writes (creates, changes, moves or deletes). Two verdicts rest on it: the
-// changing-step classifier (`isReadOnlyCommand`) and guard-integrity (`bashTouchesGuard`).
+// files it reads, which files it writes (creates, changes, moves or deletes). Three verdicts rest on one reading of
+// the call (readCommand): the changing-step classifier (`isReadOnlyCommand`), guard-integrity (`bashTouchesGuard`)
+// and the command patterns of `runs:` (every simple command it would run, recorded as RanCommand).
 // A program the table does not know, an interpreter's script (awk, perl, python -c, ...), a script file and a
 // command substitution are opaque: they may do anything, so the command is a changing step and a guard name anywhere
 // in it blocks. A character of a script (`.`, `/`, `*`) is never taken for a path.
