@@ -3000,12 +3000,15 @@ function readCommandAt(command: string, depth: number): CommandReading {
       result.opaque ||= one.opaque
       // the code a command runs (`bash -c CODE`) is run inside the program recorded last for it: the outermost
       const runner = result.ran.length > ranBefore ? result.ran[result.ran.length - 1] : undefined
-      const inside = runner ? `${runner.words[runner.start].replace(/^.*\//, "")}'s code` : "code"
+      const inside = runner ? `${runner.program}'s code` : "code"
       for (const code of one.nested) readNestedInto(result, code, depth, inside)
-      // a shell reading code from a pipe (`cat <<EOF | sh`): the line's here-documents may be that code
-      if (one.codeFromPipe)
+      // a shell reading code from a pipe (`cat <<EOF | sh`): the line's here-documents may be that code, and so may
+      // any word of the line (`echo 'git push -f' | sh`): the whole line is the code it runs, for the patterns
+      if (one.codeFromPipe) {
+        if (runner) runner.code = capText(command, REGEX_INPUT_CAP)
         for (const other of scan.commands)
           for (const code of other.heredocs) readNestedInto(result, code, depth, inside)
+      }
     }
   } finally {
     ranSink = outerSink

@@ -105,10 +105,22 @@ const READY: [rule: string, rows: Row[]][] = [
       ["find . -maxdepth 0 -exec git push -f \\;", "git push -f` (after find"],
       ["bash <<'EOF'\ngit push -f\nEOF", "git push -f` (in bash's code"],
       ["python3 -c \"import os; os.system('git push --force')\"", OPAQUE],
+      ["echo 'git push --force' | sh", OPAQUE], // a shell runs what the pipe gives it: the echo's words may be it
+      ["printf 'git push -f\\n' | sudo bash", OPAQUE],
+      ["f() { git push -f; }; f", "git push -f"], // a function's body is read where it is written
+      ["if git push -f origin; then echo ok; fi", "git push -f origin"],
+      ["for b in main dev; do git push -f origin $b; done", "git push -f origin $b"],
+      ['git push "--force" origin', "git push --force origin"], // quotes removed, as the shell does
+      ["git push origin HEAD --force", "git push origin HEAD --force"], // flags after the operands
+      ['echo "$(git push -f)"', "git push -f"],
       ["ssh ci@host 'cd app && git push -f'", OPAQUE],
       ["docker exec app git push --force", OPAQUE],
       ["node -e \"require('child_process').execSync('git push -f')\"", OPAQUE],
       ["git push origin main", null],
+      ["git push -o ci.skip origin main", null], // -o takes a value: ci.skip is no flag
+      ["git push --follow-tags", null],
+      ["echo 'git push --force' > notes.sh", null], // written to a file, not run
+      ["git stash push -m 'before --force'", null],
       ["git push --force --dry-run", null],
       ["git push -fn", null],
       ["echo 'never git push --force here'", null],
