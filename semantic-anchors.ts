@@ -2926,6 +2926,7 @@ type RanCommand = {
   program: string // the program's name without its path: `git` for `/usr/bin/git`
   stdin: string[]
   via: string[]
+  cwd: string[] // the `cd DIR` before it on the line, in order: where its relative paths resolve (path patterns)
   opaque: boolean
   args?: string[] // the words after the program, made the first time a pattern's program is this one
   code?: string // opaqueText, made the first time a pattern asks
@@ -2936,10 +2937,12 @@ type RanCommand = {
 // concern only the command patterns have; the reading is synchronous, so one list at a time is in use.
 let ranSink: RanCommand[] = []
 const ranVia: string[] = [] // the programs (and shells' code) the command being read runs inside, outermost first
+const ranCd: string[] = [] // the directories `cd` went to earlier on the line being read (and the lines around it)
 
 function recordRan(words: string[], start: number, stdin: string[], opaque: boolean): void {
   const via = ranVia.length ? ranVia.slice() : NO_WORDS
-  ranSink.push({ words, start, program: programName(words[start]), stdin, via, opaque })
+  const cwd = ranCd.length ? ranCd.slice() : NO_WORDS
+  ranSink.push({ words, start, program: programName(words[start]), stdin, via, cwd, opaque })
 }
 
 /** A program word without its directory: `/usr/bin/git` -> `git`. */
@@ -2972,6 +2975,7 @@ function readCommandAt(command: string, depth: number): CommandReading {
         program: "",
         stdin: NO_WORDS,
         via: ranVia.length ? ranVia.slice() : NO_WORDS,
+        cwd: NO_WORDS,
         opaque: true,
       },
     ]
@@ -2985,6 +2989,7 @@ function readCommandAt(command: string, depth: number): CommandReading {
     ran: [],
   }
   const outerSink = ranSink
+  const outerCd = ranCd.length // a `cd` inside this line (`bash -c 'cd x && ...'`) ends with it
   ranSink = result.ran
   try {
     for (const simple of scan.commands) {
@@ -3001,6 +3006,7 @@ function readCommandAt(command: string, depth: number): CommandReading {
       // the code a command runs (`bash -c CODE`) is run inside the program recorded last for it: the outermost
       const runner = result.ran.length > ranBefore ? result.ran[result.ran.length - 1] : undefined
       const inside = runner ? `${runner.program}'s code` : "code"
+      if (runner && (runner.program === "cd" || runner.program === "pushd")) changeDirectory(ranArgs(runner))
       for (const code of one.nested) readNestedInto(result, code, depth, inside)
       // a shell reading code from a pipe (`cat <<EOF | sh`): the line's here-documents may be that code, and so may
       // any word of the line (`echo 'git push -f' | sh`): the whole line is the code it runs, for the patterns
@@ -3012,8 +3018,16 @@ function readCommandAt(command: string, depth: number): CommandReading {
     }
   } finally {
     ranSink = outerSink
+    ranCd.length = outerCd
   }
   return result
+}
+
+/** `cd DIR` for the commands after it on the line: `cd` alone goes home; `cd -` (the last directory) is not followed. */
+function changeDirectory(args: readonly string[]): void {
+  const operands = args.filter((arg) => !arg.startsWith("-") || arg === "-")
+  if (operands[0] === "-") return
+  ranCd.push(operands[0] ?? "~")
 }
 
 /** Reads shell code a command runs (`bash -c CODE`) and adds what it does to the line's reading. */
@@ -3249,10 +3263,17 @@ function expandPlaces(word: string, places: PathPlaces): string {
 }
 
 /** Whether an operand of the command matches one operand glob of the pattern. */
-function operandMatches(operand: PatternOperand, word: string, placesOf: () => PathPlaces): boolean {
+function operandMatches(
+  operand: PatternOperand,
+  word: string,
+  placesOf: () => PathPlaces,
+  cwd: readonly string[],
+): boolean {
   if (!operand.path) return operand.globs.some((glob) => wordGlob(glob).test(word))
   const places = placesOf()
-  const abs = resolvePath(places.directory, expandPlaces(word, places))
+  let here = places.directory
+  for (const dir of cwd) here = resolvePath(here, expandPlaces(dir, places)) // `cd /etc && rm -rf *`
+  const abs = resolvePath(here, expandPlaces(word, places))
   return operand.globs.some((glob) => globToRegExp(normalizeGlob(expandPlaces(glob, places))).test(abs))
 }
 
@@ -3315,10 +3336,10 @@ function matchRan(pattern: CommandPattern, ran: RanCommand, places: () => PathPl
       return { matched: false, near: flag.absent ? `with ${flagText(flag)}` : `without ${flagText(flag)}` }
   }
   const kept = parsed.operands.filter(
-    (word) => !pattern.operands.some((o) => o.excluded && operandMatches(o, word, places)),
+    (word) => !pattern.operands.some((o) => o.excluded && operandMatches(o, word, places, ran.cwd)),
   )
   for (const operand of pattern.operands)
-    if (!operand.excluded && !kept.some((word) => operandMatches(operand, word, places)))
+    if (!operand.excluded && !kept.some((word) => operandMatches(operand, word, places, ran.cwd)))
       return { matched: false, near: `no operand matches ${operand.globs.join(" or ")}` }
   return { matched: true }
 }

@@ -173,6 +173,13 @@ const READY: [rule: string, rows: Row[]][] = [
       ["rm -rf /srv/other", "rm -rf /srv/other"],
       ["rm -rf dist /etc", "rm -rf dist /etc"],
       ["cd build && sudo rm -rf /var/lib/app", "rm -rf /var/lib/app` (after sudo"],
+      ["cd / && rm -rf *", "rm -rf *"], // relative paths resolve where the line's cd went
+      ["cd ~ && rm -rf .cache", "rm -rf .cache"],
+      ["cd .. && rm -rf app-old", "rm -rf app-old"],
+      ["bash -c 'cd /opt && rm -rf app'", "rm -rf app` (in bash's code"],
+      ["cd build && rm -rf *", null],
+      ["cd /tmp && rm -rf x", null],
+      ["bash -c 'cd /opt' && rm -rf app", null], // the cd ended with bash's code
       ["find /srv -name cache -exec rm -rf {} +", null], // {} is the found path: not known here (guard-integrity follows it)
       ["rm -rf dist node_modules", null],
       ["rm -rf ./build/", null],
