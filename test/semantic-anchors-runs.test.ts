@@ -10,6 +10,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import plugin, { buildConfig, formatProblem, resolvePaths } from "../semantic-anchors"
 import { start } from "./fixtures/semantic-anchors/harness"
+import { prng, type Rng } from "./lib/prng"
 import { readyRuleIds, readyRulesYaml as readyRules } from "./fixtures/semantic-anchors/ready-rules"
 
 // A project that does not lie under /tmp (the harness's temp projects do, and /tmp is where rm -rf is ordinary).
@@ -404,5 +405,81 @@ describe("composition: args, unlessSeen, modes, roles, examples, /anchor test", 
     expect(await lines("ls")).toContain(
       "runs: none of the commands it runs (`ls`) is `git push --force` or `git push +*`",
     )
+  })
+})
+
+// Random patterns and commands from words that matter to the reader (wrappers, shells, quotes, flags, globs):
+// loading never throws and reports a bad pattern at its key path; and the verdict of a call (through the plan and
+// its runs screen) always names exactly the command rules that `/anchor test` says fire one by one. Seeded: a
+// failure replays from its seed.
+describe("fuzz: random patterns and commands", () => {
+  const PROGRAMS = ["git", "rm", "npm", "kubectl", "make", "/usr/bin/git", "{git,hub}", "python3"]
+  const WORDS = ["push", "reset", "clean", "publish", "delete", "status", "-f", "--force", "-rf", "-n", "!--dry-run"]
+  const MORE = ["--hard", "+*", "*", "/", "~", "/**", "!/tmp/**", "origin", "main", "'a b'", "{-f,--force}", "-C", "."]
+  const ODD = ['"', "'", "|", ";", "$(x)", "!", "--", "&&", "<<EOF", "#", "`", "\\", "{", "}", ""]
+  const WRAP = [
+    "",
+    "sudo ",
+    "env A=1 ",
+    "bash -c '",
+    "cd x && ",
+    "echo ",
+    "xargs ",
+    "time ",
+    "python3 -c '",
+    "(",
+    "f() { ",
+  ]
+
+  function words(rng: Rng, pool: readonly string[], n: number): string {
+    return Array.from({ length: n }, () => rng.pick(pool)).join(" ")
+  }
+
+  test("loading: never throws; a bad pattern is an error at trigger.runs[i], and only its contract is left out", () => {
+    for (let seed = 1; seed <= 300; seed++) {
+      const rng = prng(seed)
+      const pattern = `${rng.pick(rng.chance(0.1) ? ODD : PROGRAMS)} ${words(rng, rng.chance(0.2) ? ODD : [...WORDS, ...MORE], rng.int(4))}`
+      const text = `version: 1\ncontracts:\n  - id: rule\n    description: R.\n    mode: block\n    trigger: { type: tool, runs: [${JSON.stringify(pattern)}] }\n  - id: other\n    description: O.\n    mode: warn\n    trigger: { type: tool, runs: ["git push --force"] }\n`
+      const config = buildConfig([{ path: "/p/a.yaml", label: "a.yaml", layer: "project", text }] as never)
+      const problems = config.problems.map(formatProblem)
+      for (const problem of problems)
+        expect({ seed, problem }).toEqual({
+          seed,
+          problem: expect.stringMatching(/^a\.yaml: contracts\[0\]\.trigger\.runs\[0\]: /),
+        })
+      expect({ seed, loaded: config.contracts.has("rule") }).toEqual({ seed, loaded: problems.length === 0 })
+      expect(config.contracts.has("other")).toBe(true)
+    }
+  })
+
+  test("the verdict through the plan's runs screen names exactly the command rules that fire one by one", async () => {
+    const seen = { fired: 0, passed: 0 }
+    for (let seed = 1; seed <= 40; seed++) {
+      const rng = prng(1000 + seed)
+      const rules = Array.from({ length: 3 }, (_, i) => {
+        const pattern = `${rng.pick(PROGRAMS.slice(0, 5))} ${words(rng, [...WORDS, ...MORE], 1 + rng.int(3))}`
+        return `  - id: rule-${i}\n    description: R${i}.\n    mode: block\n    trigger: { type: tool, runs: [${JSON.stringify(pattern)}] }\n`
+      })
+      const h = await start({ project: `version: 1\ncontracts:\n${rules.join("")}` })
+      expect({ seed, status: (await h.status("s")).includes("problems: none") }).toEqual({ seed, status: true })
+      for (let k = 0; k < 25; k++) {
+        const wrap = rng.pick(WRAP)
+        const close = wrap.endsWith("'") ? "'" : wrap === "(" ? ")" : wrap === "f() { " ? "; }" : ""
+        const command = `${wrap}${rng.pick(PROGRAMS.slice(0, 6))} ${words(rng, [...WORDS, ...MORE, ...ODD.slice(0, 4)], rng.int(5))}${close}`
+        const text = await h.command(`s${seed}-${k}`, `test bash ${command}`)
+        const verdict = /^verdict: block \(([^)]*)\)/m.exec(text)?.[1].split(", ") ?? []
+        const fired = [...text.matchAll(/^ {2}block (rule-\d+): fires$/gm)].map((m) => m[1])
+        expect({ seed, command, verdict: verdict.filter((id) => id.startsWith("rule-")) }).toEqual({
+          seed,
+          command,
+          verdict: fired,
+        })
+        expect(text).not.toContain("internal error")
+        seen[fired.length ? "fired" : "passed"]++
+      }
+    }
+    // both sides are exercised: a property that only ever compared two empty lists would prove nothing
+    expect(seen.fired).toBeGreaterThan(50)
+    expect(seen.passed).toBeGreaterThan(50)
   })
 })
