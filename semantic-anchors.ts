@@ -1069,6 +1069,11 @@ function compileTrigger(spec: unknown, keyPath: string, r: Reporter, mode: Mode 
     const toolsGiven = spec.tools !== undefined || spec.runs === undefined ? spec.tools : ["bash"]
     const tools = toolGlobs(toolsGiven, join(keyPath, "tools"), r)
     const runs = spec.runs === undefined ? null : compileRuns(spec.runs, join(keyPath, "runs"), r)
+    if (runs && spec.tools !== undefined && tools && !anyMatch(tools, "bash"))
+      r.warn(
+        join(keyPath, "tools"),
+        `has no bash, and runs is judged on the command a bash call runs: add bash to tools (a tool of another name fires only when it has a command argument)`,
+      )
     const args: ArgMatcher[] = []
     if (spec.args !== undefined) {
       if (!isMapping(spec.args))

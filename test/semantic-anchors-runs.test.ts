@@ -310,6 +310,14 @@ describe("a pattern that cannot be read: an error with file, key path and fix; o
     expect(ids).not.toContain("rule")
   })
 
+  test("runs with tools that hold no bash: a warning naming the fix; the contract still loads", () => {
+    const { problems, ids } = load(`{ type: tool, tools: [edit], runs: ["git push --force"] }`)
+    expect(problems).toEqual([
+      ".opencode/a.yaml: contracts[0].trigger.tools: has no bash, and runs is judged on the command a bash call runs: add bash to tools (a tool of another name fires only when it has a command argument)",
+    ])
+    expect(ids).toContain("rule")
+  })
+
   test("a bare string is one pattern, and `tools` defaults to bash", () => {
     const { problems, ids } = load(`{ type: tool, runs: "git reset --hard" }`)
     expect(problems).toEqual([])
