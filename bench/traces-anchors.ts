@@ -8,6 +8,7 @@
 //   a call that ran  -> tool.execute.after with the recorded result, or, when `err`, the host's error event
 //   a blocked call   -> the host's error event (the call did not run: what it was counted for is given back)
 //
+// Then the ready command rules of `./install.sh --example-config` over every bash call (replayReadyRules).
 // A replay counts a blocked call and still feeds the calls the agent really made next, so every block after the
 // first of a turn is counterfactual: a turn with a block is a turn the agent would have had to stop and ask in.
 // Prints per system: trajectories, turns, calls, blocks by contract, turns stopped (any block; step-confirmation's
@@ -241,22 +242,56 @@ function projectOf(trajectory: Trajectory): string {
   for (const [dir, n] of counts) if (n > most && dir !== "/" && !dir.startsWith("/tmp")) [best, most] = [dir, n]
   return best
 }
+/**
+ * Per ready rule, the command it is about without its flags and operands: a probe contract with these patterns counts
+ * the real calls that run it at all, and namesWords the calls whose text names its words. A rule's real test is the
+ * difference: the calls it must tell apart.
+ */
+const PROBES: Record<string, string[]> = {
+  "no-force-push": ["git push"],
+  "no-hard-reset": ["git reset"],
+  "no-git-clean": ["git clean"],
+  "no-rm-outside-project": ["rm -r"],
+  "no-skip-hooks": ["git commit", "git push"],
+  "no-publish": ["{npm,pnpm,yarn} publish"],
+  "no-kubectl-delete": ["kubectl delete"],
+}
+
+/** A regex on the raw command text: each pattern's words in order, anywhere (`{a,b}` any of them; `-r` in a cluster). */
+function namesWords(patterns: string[]): RegExp {
+  const word = (text: string): string => {
+    if (/^-[A-Za-z]$/.test(text)) return `(?<![\\w-])-[A-Za-z]*${text[1]}[A-Za-z]*(?![\\w-])` // -r in -rf
+    const alternatives = text.replace(/^\{|\}$/g, "").split(",")
+    return `(?<![\\w-])(?:${alternatives.map((a) => a.replace(/[.*+?^$()|[\]\\]/g, "\\$&")).join("|")})(?![\\w-])`
+  }
+  const one = (pattern: string) => pattern.split(" ").map(word).join("[\\s\\S]*")
+  return new RegExp(patterns.map(one).join("|"))
+}
+
 const REPLAY_HOME = "/home/replay" // not under /tmp either: `rm -rf ~` must be outside every temporary directory
 
 /**
  * The ready command rules of `./install.sh --example-config` (test/fixtures/semantic-anchors/ready-rules.ts reads
  * them) over every bash call of DIR: one plugin instance per system, the ready rules as the global file, the role's
  * preset emptied (so step-confirmation and the tips stay out and only these rules and guard-integrity are in force),
- * one session per trajectory. Prints the count per rule, then every call a ready rule fires on, with its command and
- * the block's `Why now` (what it runs): each is to be judged by hand (README); the target is that none fires on a
- * command that does not do what its rule names.
+ * one session per trajectory. Prints per rule the calls whose text names its words, the calls that run its command at
+ * all (PROBES) and the calls it fires on, then every call a ready rule fires on, with its command and the block's
+ * `Why now` (what it runs): each is to be judged by hand (README); the target is that none fires on a command that
+ * does not do what its rule names.
  */
 export async function replayReadyRules(dir: string): Promise<{ bashCalls: number; hits: ReadyHit[] }> {
   const ids = readyRuleIds()
   const root = mkdtempSync(path.join(tmpdir(), "anchors-ready-"))
   const file = path.join(root, "ready.yaml")
-  writeFileSync(file, `${readyRulesYaml()}presets:\n  software-developer: []\n`)
+  const probes = Object.entries(PROBES).map(
+    ([rule, runs]) =>
+      `  - id: probe-${rule}\n    description: Probe.\n    mode: block\n    trigger: { type: tool, runs: ${JSON.stringify(runs)} }\n`,
+  )
+  writeFileSync(file, `${readyRulesYaml()}${probes.join("")}presets:\n  software-developer: []\n`)
   const hits: ReadyHit[] = []
+  const probed: Record<string, number> = {}
+  const named: Record<string, number> = {}
+  const namers = Object.fromEntries(Object.entries(PROBES).map(([rule, runs]) => [rule, namesWords(runs)]))
   let bashCalls = 0
   for (const { file: system, trajectories } of loadTraces(dir)) {
     for (const trajectory of trajectories) {
@@ -272,6 +307,9 @@ export async function replayReadyRules(dir: string): Promise<{ bashCalls: number
         n++
         if (call.tool !== "bash") continue
         bashCalls++
+        const command = callText(call)
+        for (const [rule, namer] of Object.entries(namers))
+          if (namer.test(command)) named[rule] = (named[rule] ?? 0) + 1
         try {
           await hooks["tool.execute.before"](
             { tool: "bash", sessionID, callID: `${sessionID}#${n}` },
@@ -279,9 +317,9 @@ export async function replayReadyRules(dir: string): Promise<{ bashCalls: number
           )
         } catch (error) {
           const message = error instanceof Error ? error.message : String(error)
-          const rules = [...message.matchAll(/^Contract "([a-z0-9-]+)":/gm)]
-            .map((m) => m[1])
-            .filter((id) => ids.includes(id))
+          const fired = [...message.matchAll(/^Contract "([a-z0-9-]+)":/gm)].map((m) => m[1])
+          for (const id of fired) if (id.startsWith("probe-")) probed[id.slice(6)] = (probed[id.slice(6)] ?? 0) + 1
+          const rules = fired.filter((id) => ids.includes(id))
           if (rules.length === 0) continue
           const why = [...message.matchAll(/^Why now: (runs .*)\.$/gm)].map((m) => m[1])
           hits.push({ system, id: trajectory.id, call: n, rules, command: callText(call), why, project })
@@ -294,8 +332,17 @@ export async function replayReadyRules(dir: string): Promise<{ bashCalls: number
     `project for path rules: the directory each trajectory most often cds to, else ${REPLAY_PROJECT}; HOME ${REPLAY_HOME}; TMPDIR ${process.env.TMPDIR || "/tmp"}\n`,
   )
   printColumns(
-    ["rule", "calls it fires on"],
-    ids.map((id) => [id, String(hits.filter((h) => h.rules.includes(id)).length)]),
+    ["rule", "calls whose text names its words", "calls that run (or may run) its command", "calls it fires on"],
+    ids.map((id) => [
+      id,
+      `${named[id] ?? 0} (${(PROBES[id] ?? []).join(", ")})`,
+      String(probed[id] ?? 0),
+      String(hits.filter((h) => h.rules.includes(id)).length),
+    ]),
+  )
+  console.log(
+    "\nnames its words: a regex on the command text, as a rule on the text would see it; runs its command: a probe" +
+      " contract of the same program and subcommand, without the rule's flags and operands",
   )
   console.log(`\nevery call a ready rule fires on (${hits.length}), to be judged:`)
   for (const h of hits)
