@@ -3088,8 +3088,13 @@ type CommandPattern = {
   flags: PatternFlag[]
   operands: PatternOperand[]
   named: RegExp[] // what code the reader cannot follow must name (program, subcommands, each flag), each a regex
-  keys: string[] // `program subcommand` (or `program`) for each alternative: what a call's runsKeys must hold
+  keys: string[] // `program subcommand` (or `program`) for each alternative: one must be among a call's (ranIndex)
 }
+
+/** Programs that run the command after their options: a pattern names that command, and matches it behind them. */
+const SEEN_THROUGH = new Set(
+  "sudo nice nohup time exec timeout stdbuf setsid ionice watch xargs env command".split(" "),
+)
 
 /** Programs the reader knows that take no subcommand: every word after them is an option or an operand. */
 const NO_SUBCOMMAND = new Set([...PROGRAM_READERS.keys()].filter((name) => name !== "git"))
@@ -3212,6 +3217,9 @@ function parseCommandPattern(text: string): CommandPattern | string {
   if (/^[-!]/.test(first) || /^[A-Za-z_][A-Za-z0-9_]*=/.test(first) || /[*?[]/.test(first))
     return `names no program: its first word ${JSON.stringify(first)} must be the program, as in "git push --force" or "rm -rf /"`
   const programs = alternatives(first).map((name) => name.replace(/^.*\//, ""))
+  const wrapper = programs.find((name) => SEEN_THROUGH.has(name))
+  if (wrapper)
+    return `starts with ${wrapper}, which is seen through: write the command it runs ("rm -rf /" also matches "${wrapper} rm -rf /")`
   const pattern: CommandPattern = { text, programs, subcommands: [], flags: [], operands: [], named: [], keys: [] }
   let k = 1
   if (!programs.some((name) => NO_SUBCOMMAND.has(name)))

@@ -292,6 +292,11 @@ describe("a pattern that cannot be read: an error with file, key path and fix; o
     ],
     [`["git push $(x)"]`, "runs[0]", 'has a $(...) or backquotes; write the command itself, e.g. "git push --force"'],
     [
+      `["sudo rm -rf /"]`,
+      "runs[0]",
+      'starts with sudo, which is seen through: write the command it runs ("rm -rf /" also matches "sudo rm -rf /")',
+    ],
+    [
       `["git push !"]`,
       "runs[0]",
       'has a lone "!"; write "!--flag" (the flag must be absent) or "!glob" (such operands are left out)',
