@@ -496,7 +496,7 @@ version: 1
 #       # a path glob is matched against the resolved path; !glob leaves such operands out
 #       runs: ["rm -r /** !$PROJECT !$PROJECT/** !/tmp/** !$TMPDIR !$TMPDIR/**"]
 #     examples:
-#       fires: [{ tool: bash, args: { command: "rm -rf /" } }, { tool: bash, args: { command: "rm -rf ~" } }]
+#       fires: [{ tool: bash, args: { command: "rm -rf /" } }, { tool: bash, args: { command: "cd /etc && rm -rf nginx" } }]
 #       passes: [{ tool: bash, args: { command: "rm -rf dist node_modules" } }, { tool: bash, args: { command: "rm -rf /tmp/build" } }]
 #
 #   - id: no-skip-hooks
