@@ -302,6 +302,9 @@ export async function replayReadyRules(dir: string): Promise<{ bashCalls: number
         quiet,
       )
       const sessionID = `ses_ready_${system}/${trajectory.id}`
+      // a rule left out (an example that does not hold here) would count as firing on nothing: refuse to go on
+      const status: string = await hooks.tool.anchor_status.execute({}, { sessionID })
+      if (!status.includes("problems: none")) throw new Error(`bench: the ready rules do not load cleanly:\n${status}`)
       let n = 0
       for (const call of trajectory.turns.flat()) {
         n++
