@@ -2963,6 +2963,9 @@ let lastReading: CommandReading | undefined
 
 function readCommand(command: string): CommandReading {
   if (lastReading === undefined || lastCommand !== command) {
+    // a line is read from the top: no wrapper or cd of an earlier reading (one cut short by a throw) carries over
+    ranVia.length = 0
+    ranCd.length = 0
     lastReading = readCommandAt(command, 0)
     lastCommand = command
   }
