@@ -457,7 +457,7 @@ version: 1
 # presets:                       # role -> contract ids; replaces that role's built-in preset
 #   software-developer: [step-confirmation, source-anchor, intent-anchor]
 #
-# contracts:
+# contracts:                     # ready command rules: uncomment the ones you want (each is checked by its examples)
 #   - id: no-force-push          # required, unique, [a-z0-9-]
 #     description: Never rewrite shared history.
 #     mode: block                # block | warn | info
@@ -465,12 +465,77 @@ version: 1
 #     roles: ["*"]               # absent = every role
 #     trigger:
 #       type: tool               # tool | message | state
-#       tools: [bash]
-#       args:
-#         command: { regex: '\bgit\s+push\b.*\s(--force|-f)\b' }
+#       # commands as you type them; any one matches, however the call spells, chains or wraps it
+#       runs: ["git push --force !--dry-run", "git push --force-with-lease !--dry-run", "git push +*"]
 #     examples:                  # what it must do, checked at every load and by ./install.sh --check
-#       fires: [{ tool: bash, args: { command: "git push --force origin main" } }]
-#       passes: [{ tool: bash, args: { command: "git push origin main" } }]
+#       fires:
+#         - { tool: bash, args: { command: "git push --force origin main" } }
+#         - { tool: bash, args: { command: "cd app && git push -f" } }
+#         - { tool: bash, args: { command: "git -C . push origin +main" } }
+#         - { tool: bash, args: { command: "sudo -u ci env GIT_TRACE=1 git push --force-with-lease" } }
+#         - { tool: bash, args: { command: "bash -c 'git push -f'" } }
+#       passes:
+#         - { tool: bash, args: { command: "git push origin main" } }
+#         - { tool: bash, args: { command: "git push --force --dry-run" } }
+#         - { tool: bash, args: { command: "echo 'never git push --force here'" } }
+#         - { tool: bash, args: { command: "git commit -m 'no git push -f'" } }
+#
+#   - id: no-hard-reset
+#     description: Never throw away uncommitted work.
+#     mode: block
+#     message: Ask the user before discarding changes; git stash keeps them.
+#     trigger: { type: tool, runs: ["git reset --hard"] }
+#     examples:
+#       fires: [{ tool: bash, args: { command: "git reset --hard HEAD~1" } }]
+#       passes: [{ tool: bash, args: { command: "git reset --soft HEAD~1" } }]
+#
+#   - id: no-git-clean
+#     description: Never delete untracked files with git clean.
+#     mode: block
+#     message: List them with git clean -n and ask the user.
+#     trigger: { type: tool, runs: ["git clean --force !--dry-run"] }   # -f, -fd, -xdf ...; -n only lists
+#     examples:
+#       fires: [{ tool: bash, args: { command: "git clean -fdx" } }]
+#       passes: [{ tool: bash, args: { command: "git clean -n" } }, { tool: bash, args: { command: "git clean -fdn" } }]
+#
+#   - id: no-rm-outside-project
+#     description: Never delete a directory tree outside the project.
+#     mode: block
+#     message: Delete only inside the project or a temporary directory; ask the user for anything else.
+#     trigger:
+#       type: tool
+#       # a path glob is matched against the resolved path; !glob leaves such operands out
+#       runs: ["rm -r /** !$PROJECT !$PROJECT/** !/tmp/** !$TMPDIR !$TMPDIR/**"]
+#     examples:
+#       fires: [{ tool: bash, args: { command: "rm -rf /" } }, { tool: bash, args: { command: "cd /etc && rm -rf nginx" } }]
+#       passes: [{ tool: bash, args: { command: "rm -rf dist node_modules" } }, { tool: bash, args: { command: "rm -rf /tmp/build" } }]
+#
+#   - id: no-skip-hooks
+#     description: Never skip the git hooks.
+#     mode: block
+#     message: Fix what the hook reports instead.
+#     trigger: { type: tool, runs: ["git commit --no-verify", "git push --no-verify"] }
+#     examples:
+#       fires: [{ tool: bash, args: { command: "git commit -nm 'wip'" } }]
+#       passes: [{ tool: bash, args: { command: "git commit -m 'skip --no-verify'" } }]
+#
+#   - id: no-publish
+#     description: Publishing a package is the user's decision.
+#     mode: block
+#     message: Ask the user to publish.
+#     trigger: { type: tool, runs: ["{npm,pnpm,yarn} publish !--dry-run"] }
+#     examples:
+#       fires: [{ tool: bash, args: { command: "npm publish --access public" } }]
+#       passes: [{ tool: bash, args: { command: "npm publish --dry-run" } }, { tool: bash, args: { command: "npm run publish-docs" } }]
+#
+#   - id: no-kubectl-delete      # a tool of your own: its subcommand is found after its options (kubectl -n prod delete)
+#     description: Never delete cluster resources.
+#     mode: block
+#     message: Ask the user; kubectl delete --dry-run=client shows what would go.
+#     trigger: { type: tool, runs: ["kubectl delete !--dry-run"] }
+#     examples:
+#       fires: [{ tool: bash, args: { command: "kubectl -n prod delete pod web-1" } }]
+#       passes: [{ tool: bash, args: { command: "kubectl get pods" } }, { tool: bash, args: { command: "kubectl delete pod web-1 --dry-run=client" } }]
 EOF
 }
 

@@ -17,18 +17,23 @@
  * OPENCODE_SEMANTIC_ANCHORS_CONFIG), the project file `<project>/.opencode/opencode-semantic-anchors.yaml`.
  * The README documents every key; `opencode-semantic-anchors.schema.json` lets editors check them. Bad input never
  * stops a session: a broken file is skipped, a broken contract disables only itself, and every problem is reported
- * with file, key path and fix (log, one toast, `/anchor status`). A contract can carry `examples` (calls it must fire
- * on, calls it must let pass), checked at every load; `/anchor test <tool> <arguments>` shows the human how the
- * contracts in force judge one call, matcher by matcher, without counting or recording anything.
+ * with file, key path and fix (log, one toast, `/anchor status`). A tool trigger can name commands as they are typed
+ * (`runs: ["git push --force"]`): it fires when any simple command the bash call would run is one, however it is
+ * spelled, chained or wrapped, and never on text (an echo's arguments, a grep pattern, a commit message); the ready
+ * rules are in `./install.sh --example-config`. A contract can carry `examples` (calls it must fire on, calls it must
+ * let pass), checked at every load; `/anchor test <tool> <arguments>` shows the human how the contracts in force
+ * judge one call, matcher by matcher, without counting or recording anything.
  *
  * The bounds that keep memory flat (root sessions kept, text caps, overrides by default) are the constants below.
  *
  * Layout, top-down: (1) pure core, no I/O: names, paths, globs, regexes, the contract model, built-ins and presets,
  * the validator; (2) rule engine: what an edit touches, the bash reader (PROGRAMS: what each program does with its
- * arguments) and the integrity guard, session state (RootSessions: one eviction rule, least recently used), the
- * bypass refusals, verdicts and the texts; (3) adapter, last: the plugin instance (Anchors: config, sessions,
- * client), `/anchor` (status, test, bypass, reload) and the two tools with their one bypass path, each hook a named
- * function (onConfig, onEvent, onChatMessage, onCommand, onToolBefore, onToolAfter), then server().
+ * arguments; one reading per call serves the step counter, the command patterns and the integrity guard), the
+ * command patterns (`runs:`; FLAG_NAMES: one flag's spellings) and the integrity guard, session state (RootSessions:
+ * one eviction rule, least recently used), the bypass refusals, verdicts and the texts; (3) adapter, last: the plugin
+ * instance (Anchors: config, sessions, client), `/anchor` (status, test, bypass, reload) and the two tools with their
+ * one bypass path, each hook a named function (onConfig, onEvent, onChatMessage, onCommand, onToolBefore,
+ * onToolAfter), then server().
  */
 import type { Hooks, Plugin, PluginInput, ToolContext, ToolDefinition } from "@opencode-ai/plugin"
 // @ts-ignore -- no Node types in this zero-dependency project; node:fs is built into Bun, which runs the plugin.
@@ -401,6 +406,7 @@ type Paths = {
   directory: string
   worktree: string
   home: string
+  tmpdir: string // $TMPDIR, else /tmp: where a command rule's `$TMPDIR` points
   globalDir: string // ${XDG_CONFIG_HOME:-$HOME/.config}/opencode
   globalFile: string // the global file, or the one OPENCODE_SEMANTIC_ANCHORS_CONFIG names
   globalFromEnv: boolean
@@ -428,7 +434,14 @@ type ScreenPart = { kind: "regex" | "glob"; source: string; flags: string }
 
 // `toolsText` is the `tools` globs as written (`[bash, edit]`, or `(any tool)`), for the explanations.
 type Trigger =
-  | { type: "tool"; tools: RegExp[]; toolsText: string; args: ArgMatcher[]; unlessSeen: RegExp | null }
+  | {
+      type: "tool"
+      tools: RegExp[]
+      toolsText: string
+      runs: CommandPattern[] | null // `runs:`: the simple commands a bash call runs (null: no such key)
+      args: ArgMatcher[]
+      unlessSeen: RegExp | null
+    }
   | { type: "message"; pattern: RegExp | null; unless: RegExp | null; minLength: number }
   | { type: "state"; every: number; tools: RegExp[]; toolsText: string }
   // Built-in only: kinds that need path logic no YAML matcher expresses.
@@ -542,6 +555,7 @@ function builtinContracts(): Contract[] {
         type: "tool",
         tools: EDIT_TOOLS.map((name) => globToRegExp(name)),
         toolsText: `[${EDIT_TOOLS.join(", ")}]`,
+        runs: null,
         args: [],
         unlessSeen: /https?:\/\/\S|\b(?:Source|Quelle)\s*:/i,
       },
@@ -672,7 +686,7 @@ export const SCHEMA_KEYS = {
   settings: ["maxOverrides", "confirmPattern"],
   roles: ["default", "agents"],
   contract: ["id", "description", "mode", "message", "anchorRefs", "roles", "enabled", "locked", "trigger", "examples"],
-  trigger: ["type", "tools", "args", "unlessSeen", "pattern", "unless", "minLength", "every", "flags"],
+  trigger: ["type", "tools", "runs", "args", "unlessSeen", "pattern", "unless", "minLength", "every", "flags"],
   matcher: ["equals", "regex", "flags", "glob", "contains", "startsWith", "exists", "not"],
   matcherKinds: ["equals", "regex", "glob", "contains", "startsWith", "exists"],
   examples: ["fires", "passes"],
@@ -682,7 +696,7 @@ export const SCHEMA_KEYS = {
 } as const
 
 const TRIGGER_KEYS_BY_TYPE: Record<string, readonly string[]> = {
-  tool: ["type", "tools", "args", "unlessSeen", "flags"],
+  tool: ["type", "tools", "runs", "args", "unlessSeen", "flags"],
   message: ["type", "pattern", "unless", "minLength", "flags"],
   state: ["type", "every", "tools"],
 }
@@ -989,6 +1003,33 @@ function toolGlobs(value: unknown, keyPath: string, r: Reporter): RegExp[] | und
   return globs?.map((glob) => globToRegExp(glob))
 }
 
+/**
+ * `runs:`: one command pattern or a list (any one matches), each read by parseCommandPattern. A pattern that cannot
+ * be read is an error at its own key path (`trigger.runs[1]`), which disables the contract.
+ */
+function compileRuns(value: unknown, keyPath: string, r: Reporter): CommandPattern[] | undefined {
+  const list = typeof value === "string" ? [value] : value
+  if (!Array.isArray(list) || list.length === 0) {
+    r.error(
+      keyPath,
+      `must be a list of commands as you would type them, e.g. ["git push --force", "git push +*"] (got ${describe(value)})`,
+    )
+    return undefined
+  }
+  const patterns: CommandPattern[] = []
+  list.forEach((item, i) => {
+    const where = typeof value === "string" ? keyPath : join(keyPath, i)
+    if (typeof item !== "string") {
+      r.error(where, `must be a command as you would type it, e.g. "git push --force" (got ${describe(item)})`)
+      return
+    }
+    const parsed = parseCommandPattern(item)
+    if (typeof parsed === "string") r.error(where, parsed)
+    else patterns.push(parsed)
+  })
+  return patterns.length === list.length ? patterns : undefined
+}
+
 /** The `tools` of a trigger as written, for the explanations. */
 function toolsText(value: unknown): string {
   return value === undefined ? "(any tool)" : `[${[value].flat().join(", ")}]`
@@ -1024,7 +1065,15 @@ function compileTrigger(spec: unknown, keyPath: string, r: Reporter, mode: Mode 
     spec[key] === undefined ? null : compileRegex(spec[key], spec.flags, join(keyPath, key), flagsPath, r)
 
   if (type === "tool") {
-    const tools = toolGlobs(spec.tools, join(keyPath, "tools"), r)
+    // `runs:` is about bash commands: without `tools` it applies to bash alone
+    const toolsGiven = spec.tools !== undefined || spec.runs === undefined ? spec.tools : ["bash"]
+    const tools = toolGlobs(toolsGiven, join(keyPath, "tools"), r)
+    const runs = spec.runs === undefined ? null : compileRuns(spec.runs, join(keyPath, "runs"), r)
+    if (runs && spec.tools !== undefined && tools && !anyMatch(tools, "bash"))
+      r.warn(
+        join(keyPath, "tools"),
+        `has no bash, and runs is judged on the command a bash call runs: add bash to tools (a tool of another name fires only when it has a command argument)`,
+      )
     const args: ArgMatcher[] = []
     if (spec.args !== undefined) {
       if (!isMapping(spec.args))
@@ -1037,8 +1086,8 @@ function compileTrigger(spec: unknown, keyPath: string, r: Reporter, mode: Mode 
       }
     }
     const unlessSeen = optionalRegex("unlessSeen")
-    if (failed() || !tools || unlessSeen === undefined) return undefined
-    return { type, tools, toolsText: toolsText(spec.tools), args, unlessSeen }
+    if (failed() || !tools || unlessSeen === undefined || runs === undefined) return undefined
+    return { type, tools, toolsText: toolsText(toolsGiven), runs, args, unlessSeen }
   }
   if (type === "message") {
     const pattern = optionalRegex("pattern")
@@ -1775,8 +1824,9 @@ function isGuardPath(abs: string, guard: GuardFiles): boolean {
 // `scanCommand` splits a command line into simple commands (at unquoted `|`, `||`, `&&`, `;`, `&`, newlines and
 // parentheses) with their redirections and here-documents; `readSimple` looks the program up in PROGRAMS, the one
 // table of what each program does with its arguments: which are scripts or patterns (text, never paths), which are
-// files it reads, which files it writes (creates, changes, moves or deletes). Two verdicts rest on it: the
-// changing-step classifier (`isReadOnlyCommand`) and guard-integrity (`bashTouchesGuard`).
+// files it reads, which files it writes (creates, changes, moves or deletes). Three verdicts rest on one reading of
+// the call (readCommand): the changing-step classifier (`isReadOnlyCommand`), guard-integrity (`bashTouchesGuard`)
+// and the command patterns of `runs:` (every simple command it would run, recorded as RanCommand).
 // A program the table does not know, an interpreter's script (awk, perl, python -c, ...), a script file and a
 // command substitution are opaque: they may do anything, so the command is a changing step and a guard name anywhere
 // in it blocks. A character of a script (`.`, `/`, `*`) is never taken for a path.
@@ -2820,7 +2870,10 @@ const CODE_VARIABLES = new Set(["LD_PRELOAD", "LD_AUDIT", "BASH_ENV", "NODE_OPTI
  * `depth` counts the commands it runs through (`sudo nice timeout 5 ...`): past MAX_PREFIXES it is opaque.
  */
 function readSimple(words: string[], stdin: string[], depth = 0): Reading {
-  if (depth > MAX_PREFIXES) return OPAQUE()
+  if (depth > MAX_PREFIXES) {
+    recordRan(words, 0, stdin, true)
+    return OPAQUE()
+  }
   // A variable's value (`d=.opencode; rm -rf $d`) and a loop's words (`for f in .opencode/*`) may be paths the
   // command goes on to use: they are read, so a guard name there counts when the command changes something.
   let values = NO_WORDS
@@ -2838,9 +2891,14 @@ function readSimple(words: string[], stdin: string[], depth = 0): Reading {
   const word = words[i]
   const program = word[0] === "/" ? word.replace(/^\/(?:usr\/(?:local\/)?)?s?bin\//, "") : word // /usr/bin/sed is sed; ./bin/test is not test
   const reader = PROGRAM_READERS.get(program)
-  if (values.length === 0) return reader ? reader(words.slice(i + 1), stdin, depth) : OPAQUE()
-  const loadsCode = names.some((name) => CODE_VARIABLES.has(name))
+  ranVia.push(program) // the commands its reader finds it running are run "after" it
+  const loadsCode = values.length > 0 && names.some((name) => CODE_VARIABLES.has(name))
   const one = reader && !loadsCode ? reader(words.slice(i + 1), stdin, depth) : OPAQUE()
+  ranVia.pop()
+  // Recorded after its reader, so a wrapper's inner command comes first; code that only prints (an awk or perl
+  // filter) is followed enough: it runs nothing.
+  recordRan(words, i, stdin, one.opaque && one.changing)
+  if (values.length === 0) return one
   const commands = values.filter((_, k) => COMMAND_VARIABLES.get(names[k])?.has(program))
   const setsGitConfig = program === "git" && names.some((name) => GIT_CONFIG_VARIABLE.test(name))
   return {
@@ -2851,8 +2909,52 @@ function readSimple(words: string[], stdin: string[], depth = 0): Reading {
   }
 }
 
-/** A whole command line read: every simple command's reading (nested code included) and the redirect targets. */
-type CommandReading = { readings: Reading[]; redirects: string[]; changing: boolean; opaque: boolean }
+/** A whole command line read: every simple command's reading (nested code included) and the redirect targets;
+ * `ran`: every simple command it would run, for the command patterns (`runs:`). */
+type CommandReading = {
+  readings: Reading[]
+  redirects: string[]
+  changing: boolean
+  opaque: boolean
+  ran: RanCommand[]
+  index?: RanIndex // `ran` by program, made the first time a command rule asks (ranIndex)
+}
+
+/**
+ * One simple command a call would run: `words[start]` is its program (as written: `/usr/bin/git`), the words after it
+ * its arguments; `stdin` its here-documents; `via` the wrappers and code it runs inside, outermost first
+ * (`sudo`, `bash -c`); `opaque`: it runs code the reader does not follow (an unknown program, `python3 -c`, `ssh`).
+ */
+type RanCommand = {
+  words: string[]
+  start: number
+  program: string // the program's name without its path: `git` for `/usr/bin/git`
+  stdin: string[]
+  via: string[]
+  cwd: string[] // the `cd DIR` before it on the line, in order: where its relative paths resolve (path patterns)
+  opaque: boolean
+  args?: string[] // the words after the program, made the first time a pattern's program is this one
+  code?: string // opaqueText, made the first time a pattern asks
+}
+
+// Where readSimple records the commands it finds, at any depth of wrappers (`sudo timeout 5 git ...`): set by
+// readCommandAt for the line it reads. Threading a list through every ProgramReader would touch each of them for a
+// concern only the command patterns have; the reading is synchronous, so one list at a time is in use.
+let ranSink: RanCommand[] = []
+const ranVia: string[] = [] // the programs (and shells' code) the command being read runs inside, outermost first
+const ranCd: string[] = [] // the directories `cd` went to earlier on the line being read (and the lines around it)
+
+function recordRan(words: string[], start: number, stdin: string[], opaque: boolean): void {
+  const via = ranVia.length ? ranVia.slice() : NO_WORDS
+  const cwd = ranCd.length ? ranCd.slice() : NO_WORDS
+  ranSink.push({ words, start, program: programName(words[start]), stdin, via, cwd, opaque })
+}
+
+/** A program word without its directory: `/usr/bin/git` -> `git`. */
+function programName(word: string): string {
+  const slash = word.lastIndexOf("/")
+  return slash < 0 ? word : word.slice(slash + 1)
+}
 
 // One entry: guard-integrity and the changing-step check (per state contract, and again when the call is counted)
 // read the same command of one call.
@@ -2861,6 +2963,9 @@ let lastReading: CommandReading | undefined
 
 function readCommand(command: string): CommandReading {
   if (lastReading === undefined || lastCommand !== command) {
+    // a line is read from the top: no wrapper or cd of an earlier reading (one cut short by a throw) carries over
+    ranVia.length = 0
+    ranCd.length = 0
     lastReading = readCommandAt(command, 0)
     lastCommand = command
   }
@@ -2869,31 +2974,78 @@ function readCommand(command: string): CommandReading {
 
 function readCommandAt(command: string, depth: number): CommandReading {
   const scan = scanCommand(command, depth)
-  if (scan === null) return { readings: [], redirects: [], changing: true, opaque: true }
-  const result: CommandReading = { readings: [], redirects: [], changing: scan.substituted, opaque: scan.substituted }
-  for (const simple of scan.commands) {
-    if (simple.redirects.length) {
-      for (const target of simple.redirects) result.redirects.push(target)
-      result.changing = true
+  if (scan === null) {
+    // a line it cannot follow (an unclosed quote, too deep): its whole text is opaque code
+    const ran = [
+      {
+        words: [command],
+        start: 0,
+        program: "",
+        stdin: NO_WORDS,
+        via: ranVia.length ? ranVia.slice() : NO_WORDS,
+        cwd: NO_WORDS,
+        opaque: true,
+      },
+    ]
+    return { readings: [], redirects: [], changing: true, opaque: true, ran }
+  }
+  const result: CommandReading = {
+    readings: [],
+    redirects: [],
+    changing: scan.substituted,
+    opaque: scan.substituted,
+    ran: [],
+  }
+  const outerSink = ranSink
+  const outerCd = ranCd.length // a `cd` inside this line (`bash -c 'cd x && ...'`) ends with it
+  ranSink = result.ran
+  try {
+    for (const simple of scan.commands) {
+      if (simple.redirects.length) {
+        for (const target of simple.redirects) result.redirects.push(target)
+        result.changing = true
+      }
+      if (simple.words.length === 0) continue
+      const ranBefore = result.ran.length
+      const one = readSimple(simple.words, simple.heredocs)
+      result.readings.push(one)
+      result.changing ||= one.changing
+      result.opaque ||= one.opaque
+      // the code a command runs (`bash -c CODE`) is run inside the program recorded last for it: the outermost
+      const runner = result.ran.length > ranBefore ? result.ran[result.ran.length - 1] : undefined
+      const inside = runner ? `${runner.program}'s code` : "code"
+      if (runner && (runner.program === "cd" || runner.program === "pushd")) changeDirectory(ranArgs(runner))
+      for (const code of one.nested) readNestedInto(result, code, depth, inside)
+      // a shell reading code from a pipe (`cat <<EOF | sh`): the line's here-documents may be that code, and so may
+      // any word of the line (`echo 'git push -f' | sh`): the whole line is the code it runs, for the patterns
+      if (one.codeFromPipe) {
+        if (runner) runner.code = capText(command, REGEX_INPUT_CAP)
+        for (const other of scan.commands)
+          for (const code of other.heredocs) readNestedInto(result, code, depth, inside)
+      }
     }
-    if (simple.words.length === 0) continue
-    const one = readSimple(simple.words, simple.heredocs)
-    result.readings.push(one)
-    result.changing ||= one.changing
-    result.opaque ||= one.opaque
-    for (const code of one.nested) readNestedInto(result, code, depth)
-    // a shell reading code from a pipe (`cat <<EOF | sh`): the line's here-documents may be that code
-    if (one.codeFromPipe)
-      for (const other of scan.commands) for (const code of other.heredocs) readNestedInto(result, code, depth)
+  } finally {
+    ranSink = outerSink
+    ranCd.length = outerCd
   }
   return result
 }
 
+/** `cd DIR` for the commands after it on the line: `cd` alone goes home; `cd -` (the last directory) is not followed. */
+function changeDirectory(args: readonly string[]): void {
+  const operands = args.filter((arg) => !arg.startsWith("-") || arg === "-")
+  if (operands[0] === "-") return
+  ranCd.push(operands[0] ?? "~")
+}
+
 /** Reads shell code a command runs (`bash -c CODE`) and adds what it does to the line's reading. */
-function readNestedInto(result: CommandReading, code: string, depth: number): void {
+function readNestedInto(result: CommandReading, code: string, depth: number, inside: string): void {
+  ranVia.push(inside)
   const inner = readCommandAt(code, depth + 1)
+  ranVia.pop()
   for (const one of inner.readings) result.readings.push(one)
   for (const target of inner.redirects) result.redirects.push(target)
+  for (const ran of inner.ran) result.ran.push(ran)
   result.changing ||= inner.changing
   result.opaque ||= inner.opaque
 }
@@ -2907,6 +3059,435 @@ function readNestedInto(result: CommandReading, code: string, depth: number): vo
 function isReadOnlyCommand(command: string): boolean {
   const read = readCommand(command)
   return !read.changing && read.readings.length > 0 // an empty command: the classifier cannot tell, so it counts
+}
+
+// Command patterns (`runs:`) ---------------------------------------------------------------------------------------
+//
+// A tool trigger's `runs: ["git push --force", "git push +*"]` fires when any simple command the bash call would run
+// (readCommand's `ran`: chains, subshells, `$(...)`, `bash -c`/`eval`, after wrappers and `VAR=x`) is that program
+// with that subcommand, all those flags and an operand for each operand glob. A pattern is written as it is typed:
+//   - the first word is the program, by name (`git` matches `/usr/bin/git`); `{git,hub}` is any of them;
+//   - then its subcommand words (`push`, `delete`), found after the program's own options (`git -C dir -c k=v push`,
+//     `kubectl -n prod delete`); programs the reader knows to take no subcommand (rm, chmod, ...) have none;
+//   - flags are read as the program parses them: any order, `-rf` = `-r -f`, `--opt=value`; where FLAG_NAMES knows a
+//     program, a flag's spellings are one flag (`git push -f` = `--force`, `rm -r` = `-R` = `--recursive`);
+//     `!--dry-run` says the flag must be absent; `{-f,--force-with-lease}` is any of them;
+//   - operands are globs (`+*` a `+refspec`, `*` anything); one that starts with `/`, `~`, `$HOME`, `$PROJECT` or
+//     `$TMPDIR` is a path glob (`**` spans directories) matched against the operand resolved from the project
+//     directory (`../x` is outside it); `!glob` leaves out the operands it matches (`!/tmp/**`).
+// Text is never a command: an echo's arguments, a grep pattern, a commit message, a here-document fed to cat. Code
+// the reader cannot follow (`python3 -c`, `ssh host '...'`, an unknown program) fires when it names the pattern's
+// words (program, subcommand, a spelling of each flag): it may run them, and the contract says so.
+
+/** One flag of a pattern: any of its spellings (`{-f,--force-with-lease}`); a spelling's names all present (`-rf`). */
+type FlagSpelling = { names: string[]; value?: string }
+type PatternFlag = { any: FlagSpelling[]; absent: boolean }
+/** One operand of a pattern: any of its globs; `path`: matched as a resolved path; `excluded`: `!glob`. */
+type PatternOperand = { globs: string[]; path: boolean; excluded: boolean }
+type CommandPattern = {
+  text: string // as written, for the explanations
+  programs: string[]
+  subcommands: string[][] // each position's alternatives
+  flags: PatternFlag[]
+  operands: PatternOperand[]
+  named: RegExp[] // what code the reader cannot follow must name (program, subcommands, each flag), each a regex
+  keys: string[] // `program subcommand` (or `program`) for each alternative: one must be among a call's (ranIndex)
+}
+
+/** Programs that run the command after their options: a pattern names that command, and matches it behind them. */
+const SEEN_THROUGH = new Set(
+  "sudo nice nohup time exec timeout stdbuf setsid ionice watch xargs env command".split(" "),
+)
+
+/** Programs the reader knows that take no subcommand: every word after them is an option or an operand. */
+const NO_SUBCOMMAND = new Set([...PROGRAM_READERS.keys()].filter((name) => name !== "git"))
+
+/**
+ * Flags with more than one spelling, per program or `program subcommand`: each short letter and its long name, the
+ * long name the one flag. A flag not listed is itself (`--hard`).
+ */
+const FLAG_NAMES: Record<string, Record<string, string>> = {
+  rm: { r: "recursive", R: "recursive", f: "force", i: "interactive", d: "dir", v: "verbose" },
+  "git push": { f: "force", d: "delete", n: "dry-run", u: "set-upstream", q: "quiet", v: "verbose", o: "push-option" },
+  "git clean": { f: "force", n: "dry-run", i: "interactive", q: "quiet", e: "exclude" },
+  "git reset": { q: "quiet", p: "patch", N: "intent-to-add" },
+  "git commit": { n: "no-verify", a: "all", m: "message", F: "file", q: "quiet", v: "verbose", s: "signoff" },
+  "git checkout": { f: "force", q: "quiet", p: "patch" },
+  "npm publish": { w: "workspace", d: "dry-run" },
+  "kubectl delete": { n: "namespace", l: "selector", f: "filename", A: "all-namespaces", R: "recursive", o: "output" },
+}
+
+/** Options that take the next word as their value, per program or `program subcommand` (so it is no operand). */
+const FLAG_VALUES: Record<string, OptionSpec> = {
+  "git push": { values: "o", long: ["repo", "receive-pack", "exec", "push-option"] },
+  "git clean": { values: "e", long: ["exclude"] },
+  "git commit": {
+    values: "mFCct",
+    long: ["message", "file", "reuse-message", "reedit-message", "template", "author", "date", "fixup", "squash"],
+  },
+  "npm publish": { values: "w", long: ["tag", "access", "otp", "registry", "workspace"] },
+  "kubectl delete": {
+    values: "nlfo",
+    long: [
+      "namespace",
+      "selector",
+      "filename",
+      "output",
+      "grace-period",
+      "context",
+      "cascade",
+      "timeout",
+      "kubeconfig",
+    ],
+  },
+}
+
+const MAX_PATTERN_WORDS = 32 // words of one pattern; a longer one is an error (no command rule needs more)
+const RAN_SHOWN = 120 // characters of a matched command shown in a verdict
+
+/** Own keys only: a program named "constructor" must not find Object's. */
+function own<V>(table: Record<string, V>, key: string): V | undefined {
+  return Object.prototype.hasOwnProperty.call(table, key) ? table[key] : undefined
+}
+
+/** The one name of a flag under a program (`f` -> `force` for `git push`); the name itself when it has no other. */
+function flagName(key: string, name: string): string {
+  return own(FLAG_NAMES, key)?.[name] ?? name
+}
+
+/** Every spelling of a flag under a program (`f` -> `--force`, `-f`), for code the reader cannot follow. */
+function flagSpellings(key: string, name: string): string[] {
+  const long = flagName(key, name)
+  const spellings = [long.length > 1 ? `--${long}` : `-${long}`]
+  for (const [letter, named] of Object.entries(own(FLAG_NAMES, key) ?? {}))
+    if (named === long && letter !== long) spellings.push(`-${letter}`)
+  return spellings
+}
+
+/** A word's alternatives: `{a,b}` expanded as bash does; the word itself when it has none. */
+function alternatives(word: string): string[] {
+  return braceWords(word) ?? [word]
+}
+
+/** A pattern operand that is a path: matched against the operand resolved from the project directory. */
+const PATH_PATTERN = /^(?:\/|~|\$\{?(?:HOME|PROJECT|TMPDIR)\b)/
+
+/** Where a word ends in code the reader cannot follow: a blank, a quote, a shell operator. */
+const CODE_WORD_EDGE = `\\s'"\`;&|()`
+
+/** A regex that holds when code names one of these words as a word (`git` in `os.system('git push')`). */
+function namedWord(words: readonly string[], shortFlag = false): RegExp {
+  const edge = `(?:^|[${CODE_WORD_EDGE}/=])`
+  const end = `(?=$|[${CODE_WORD_EDGE}=])`
+  const source = words
+    .map((word) =>
+      shortFlag && /^-[^-]$/.test(word)
+        ? `-[A-Za-z]*${escapeRegex(word[1])}[A-Za-z]*` // a letter in a cluster: -fd names -f
+        : escapeRegex(word),
+    )
+    .join("|")
+  return new RegExp(`${edge}(?:${source})${end}`)
+}
+
+/** The flags one pattern word asks for (`-rf` -> r and f; `--force`; `{-f,--force-with-lease}` one of two). */
+function patternFlags(bare: string, absent: boolean): PatternFlag[] {
+  const spelled = alternatives(bare)
+  const spelling = (word: string): FlagSpelling => {
+    if (!word.startsWith("--")) return { names: [...word.slice(1)] }
+    const eq = word.indexOf("=")
+    return eq < 0 ? { names: [word.slice(2)] } : { names: [word.slice(2, eq)], value: word.slice(eq + 1) }
+  }
+  if (spelled.length > 1 || bare.startsWith("--") || absent) return [{ any: spelled.map(spelling), absent }]
+  return [...bare.slice(1)].map((letter) => ({ any: [{ names: [letter] }], absent: false }))
+}
+
+/**
+ * A pattern read, or why it cannot be (empty, an unclosed quote, more than one command, no program): the text of
+ * the problem, which the validator puts after the pattern's key path.
+ */
+function parseCommandPattern(text: string): CommandPattern | string {
+  if (text.trim() === "") return 'is empty; write the command as you would type it, e.g. "git push --force"'
+  const scan = scanCommand(text)
+  if (scan === null)
+    return `has an unclosed quote (${JSON.stringify(text)}); close it, or drop it: a pattern's words are plain words`
+  if (scan.substituted) return 'has a $(...) or backquotes; write the command itself, e.g. "git push --force"'
+  const one = scan.commands[0]
+  if (scan.commands.length !== 1 || one.words.length === 0 || one.redirects.length || one.heredocs.length)
+    return `is not one command (${JSON.stringify(text)}); write each command as its own pattern in the list: any one matches`
+  const words = one.words
+  if (words.length > MAX_PATTERN_WORDS) return `has more than ${MAX_PATTERN_WORDS} words; shorten it`
+  const first = words[0]
+  if (/^[-!]/.test(first) || /^[A-Za-z_][A-Za-z0-9_]*=/.test(first) || /[*?[]/.test(first))
+    return `names no program: its first word ${JSON.stringify(first)} must be the program, as in "git push --force" or "rm -rf /"`
+  const programs = alternatives(first).map((name) => name.replace(/^.*\//, ""))
+  const wrapper = programs.find((name) => SEEN_THROUGH.has(name))
+  if (wrapper)
+    return `starts with ${wrapper}, which is seen through: write the command it runs ("rm -rf /" also matches "${wrapper} rm -rf /")`
+  const pattern: CommandPattern = { text, programs, subcommands: [], flags: [], operands: [], named: [], keys: [] }
+  let k = 1
+  if (!programs.some((name) => NO_SUBCOMMAND.has(name)))
+    for (; k < words.length && /^[A-Za-z][\w.:-]*$/.test(words[k]); k++) pattern.subcommands.push([words[k]])
+  for (; k < words.length; k++) {
+    const absent = words[k].startsWith("!")
+    const bare = absent ? words[k].slice(1) : words[k]
+    if (bare === "" || bare === "--")
+      return `has a lone ${JSON.stringify(words[k])}; write "!--flag" (the flag must be absent) or "!glob" (such operands are left out)`
+    if (bare.startsWith("-") && bare !== "-") pattern.flags.push(...patternFlags(bare, absent))
+    else {
+      const globs = alternatives(bare)
+      pattern.operands.push({ globs, path: globs.every((glob) => PATH_PATTERN.test(glob)), excluded: absent })
+    }
+  }
+  for (const program of programs)
+    if (pattern.subcommands.length === 0) pattern.keys.push(program)
+    else for (const sub of pattern.subcommands[0]) pattern.keys.push(`${program} ${sub}`)
+  // What code the reader cannot follow must name: the program, its subcommands, a spelling of each flag.
+  const key = patternKey(programs[0], pattern.subcommands[0]?.[0])
+  pattern.named.push(namedWord(programs))
+  for (const sub of pattern.subcommands) pattern.named.push(namedWord(sub))
+  for (const flag of pattern.flags)
+    if (!flag.absent)
+      pattern.named.push(
+        namedWord(
+          flag.any.flatMap((s) => s.names.flatMap((name) => flagSpellings(key, name))),
+          true,
+        ),
+      )
+  return pattern
+}
+
+/** The key of FLAG_NAMES and FLAG_VALUES for a program and its subcommand: `git push`, or `rm`. */
+function patternKey(program: string, sub: string | undefined): string {
+  return sub !== undefined && own(FLAG_NAMES, `${program} ${sub}`) !== undefined ? `${program} ${sub}` : program
+}
+
+/** What a path operand's `$VAR`s and `~` stand for: the project, the home and the temporary directory. */
+type PathPlaces = { directory: string; project: string; home: string; tmpdir: string }
+
+function expandPlaces(word: string, places: PathPlaces): string {
+  if (word === "~" || word.startsWith("~/")) return places.home + word.slice(1)
+  return word.replace(/\$(?:\{(HOME|PROJECT|TMPDIR|PWD)\}|(HOME|PROJECT|TMPDIR|PWD)\b)/g, (_, a, b) => {
+    const name = a ?? b
+    return name === "HOME"
+      ? places.home
+      : name === "TMPDIR"
+        ? places.tmpdir
+        : name === "PWD"
+          ? places.directory
+          : places.project
+  })
+}
+
+/** Whether an operand of the command matches one operand glob of the pattern. */
+function operandMatches(
+  operand: PatternOperand,
+  word: string,
+  placesOf: () => PathPlaces,
+  cwd: readonly string[],
+): boolean {
+  if (!operand.path) return operand.globs.some((glob) => wordGlob(glob).test(word))
+  const places = placesOf()
+  let here = places.directory
+  for (const dir of cwd) here = resolvePath(here, expandPlaces(dir, places)) // `cd /etc && rm -rf *`
+  const abs = resolvePath(here, expandPlaces(word, places))
+  return operand.globs.some((glob) => globToRegExp(normalizeGlob(expandPlaces(glob, places))).test(abs))
+}
+
+/** A path glob with `//` and a trailing `/` taken out (`$PROJECT/**` with a project at `/`). */
+function normalizeGlob(glob: string): string {
+  const collapsed = glob.replace(/\/{2,}/g, "/")
+  return collapsed.length > 1 && collapsed.endsWith("/") ? collapsed.slice(0, -1) : collapsed
+}
+
+/** An operand glob that is no path: `*` and `?` match any character, `/` too (`kubectl delete *` takes `pod/x`). */
+function wordGlob(glob: string): RegExp {
+  return globToRegExp(glob.replace(/\*+/g, "**"))
+}
+
+/** Where a command's subcommand stands after the program's own options, or -1 when its words are not there. */
+function subcommandsEnd(program: string, args: readonly string[], subcommands: readonly string[][]): number {
+  let at = program === "git" ? gitSubcommandAt(args) : 0
+  for (const wanted of subcommands) {
+    // other programs' options before the subcommand: skipped, and the word after one as its possible value
+    while (at < args.length && args[at].startsWith("-") && !wanted.includes(args[at])) {
+      const takesNext = !args[at].includes("=") && at + 1 < args.length && !wanted.includes(args[at + 1])
+      at += takesNext && !args[at + 1].startsWith("-") ? 2 : 1
+    }
+    if (at >= args.length || !wanted.includes(args[at])) return -1
+    at++
+  }
+  return at
+}
+
+/** The words after a command's program, made once per command (every pattern on its program asks). */
+function ranArgs(ran: RanCommand): string[] {
+  ran.args ??= ran.start + 1 === ran.words.length ? NO_WORDS : ran.words.slice(ran.start + 1)
+  return ran.args
+}
+
+/** How one simple command the call runs stands to a pattern: matched, or how near it came (for the explanations). */
+type RunMatch = { matched: true } | { matched: false; near?: string }
+const NO_MATCH: RunMatch = { matched: false }
+
+/** Whether a simple command is the pattern's program with its subcommand, flags and operands. */
+function matchRan(pattern: CommandPattern, ran: RanCommand, places: () => PathPlaces): RunMatch {
+  const program = ran.program
+  if (!pattern.programs.includes(program)) return NO_MATCH
+  const args = ranArgs(ran)
+  const end = subcommandsEnd(program, args, pattern.subcommands)
+  if (end < 0) return NO_MATCH
+  const key = patternKey(program, pattern.subcommands.length ? args[end - 1] : undefined)
+  const parsed = getopt(end === 0 ? args : args.slice(end), own(FLAG_VALUES, key) ?? {})
+  const given = new Map<string, string[]>()
+  for (const [name, list] of parsed.options) {
+    const one = flagName(key, name)
+    given.set(one, [...(given.get(one) ?? NO_WORDS), ...list])
+  }
+  const present = (s: FlagSpelling) =>
+    s.names.every((name) => given.has(flagName(key, name))) &&
+    (s.value === undefined || given.get(flagName(key, s.names[0]))!.some((v) => wordGlob(s.value!).test(v)))
+  for (const flag of pattern.flags) {
+    const holds = flag.any.some(present)
+    if (holds === flag.absent)
+      return { matched: false, near: flag.absent ? `with ${flagText(flag)}` : `without ${flagText(flag)}` }
+  }
+  const kept = parsed.operands.filter(
+    (word) => !pattern.operands.some((o) => o.excluded && operandMatches(o, word, places, ran.cwd)),
+  )
+  for (const operand of pattern.operands)
+    if (!operand.excluded && !kept.some((word) => operandMatches(operand, word, places, ran.cwd)))
+      return { matched: false, near: `no operand matches ${operand.globs.join(" or ")}` }
+  return { matched: true }
+}
+
+/** A pattern flag as it was written: `--force`, `-f`, `-f or --force-with-lease`. */
+function flagText(flag: PatternFlag): string {
+  return flag.any
+    .map((s) =>
+      s.names.length === 1 && s.names[0].length > 1
+        ? `--${s.names[0]}${s.value !== undefined ? `=${s.value}` : ""}`
+        : `-${s.names.join("")}`,
+    )
+    .join(" or ")
+}
+
+/** A simple command as a verdict shows it: its words from the program on, one line, bounded. */
+function ranText(ran: RanCommand): string {
+  return oneLine(ran.words.slice(ran.start).join(" "), RAN_SHOWN)
+}
+
+/** Where a simple command runs: `after sudo, in bash's code`; empty at the top of the line. */
+function ranWhere(ran: RanCommand): string {
+  if (ran.via.length === 0) return ""
+  return ` (${ran.via.map((v) => (v.endsWith(" code") || v.endsWith("'s code") ? `in ${v}` : `after ${v}`)).join(", ")})`
+}
+
+/** The text of code the reader cannot follow: its words and here-documents, as the words code would name. */
+function opaqueText(ran: RanCommand): string {
+  const words = ran.words.slice(ran.start).join(" ")
+  return ran.stdin.length ? `${words}\n${ran.stdin.join("\n")}` : words
+}
+
+/** The first simple command of a reading that a pattern matches, and what to say of it; undefined when none. */
+function runsMatch(
+  patterns: readonly CommandPattern[],
+  read: CommandReading,
+  places: () => PathPlaces,
+): string | undefined {
+  const { byProgram, opaqueRan } = ranIndex(read)
+  for (const pattern of patterns)
+    for (const name of pattern.programs) {
+      const runs = byProgram.get(name) // the common case: none, so the pattern costs one lookup
+      if (runs)
+        for (const ran of runs)
+          if (matchRan(pattern, ran, places).matched) return `runs \`${ranText(ran)}\`${ranWhere(ran)}`
+    }
+  if (opaqueRan.length === 0) return undefined
+  for (const pattern of patterns)
+    for (const ran of opaqueRan)
+      if (isOpaqueNaming(pattern, ran))
+        return `runs code the reader cannot follow that names \`${pattern.text}\`: \`${ranText(ran)}\`${ranWhere(ran)}`
+  return undefined
+}
+
+/** A reading's commands by program, and its opaque ones: made once per reading (every command rule of a call asks). */
+type RanIndex = { byProgram: Map<string, RanCommand[]>; opaqueRan: RanCommand[]; keys: Set<string> }
+
+function ranIndex(read: CommandReading): RanIndex {
+  if (read.index) return read.index
+  const index: RanIndex = { byProgram: new Map(), opaqueRan: [], keys: new Set() }
+  for (const ran of read.ran) {
+    const list = index.byProgram.get(ran.program)
+    if (list) list.push(ran)
+    else index.byProgram.set(ran.program, [ran])
+    if (ran.opaque) index.opaqueRan.push(ran)
+    // `program word` for each word subcommandsEnd could take for the subcommand: after git's global options the
+    // one word; for others the first word after the leading options, and each word after an option (its value, or
+    // the subcommand itself)
+    index.keys.add(ran.program)
+    const words = ran.words
+    let k = ran.start + 1
+    if (ran.program === "git") k += gitSubcommandAt(ranArgs(ran))
+    else
+      while (k < words.length && words[k][0] === "-") {
+        const value = k + 1 < words.length && words[k + 1][0] !== "-" // its value, or the subcommand
+        if (value) index.keys.add(`${ran.program} ${words[k + 1]}`)
+        k += value ? 2 : 1
+      }
+    if (k < words.length) index.keys.add(`${ran.program} ${words[k]}`)
+  }
+  read.index = index
+  return index
+}
+
+/**
+ * The runs screen of a plan: whether any command rule of it could fire on this call. One of the rules' keys is among
+ * the call's (`git push` is run), or code the reader cannot follow names one of their programs. When it fails (most calls), none of the command rules is looked at.
+ */
+function runsScreenHolds(keys: ReadonlySet<string>, programs: readonly string[], args: unknown): boolean {
+  if (!isMapping(args) || typeof args.command !== "string") return false
+  const index = ranIndex(readCommand(args.command))
+  for (const key of index.keys) if (keys.has(key)) return true
+  for (const ran of index.opaqueRan) {
+    ran.code ??= capText(opaqueText(ran), REGEX_INPUT_CAP)
+    // its own program was keyed above (`npm test` is npm, read as a pattern on npm says: isOpaqueNaming)
+    for (const program of programs) if (program !== ran.program && ran.code.includes(program)) return true
+  }
+  return false
+}
+
+/**
+ * Whether a command runs code the reader cannot follow that names the pattern's words. The pattern's own program
+ * is not such code: it was matched word by word (`npm publish --dry-run` is npm, read as the pattern says).
+ */
+function isOpaqueNaming(pattern: CommandPattern, ran: RanCommand): boolean {
+  if (!ran.opaque || pattern.programs.includes(ran.program)) return false
+  ran.code ??= capText(opaqueText(ran), REGEX_INPUT_CAP)
+  const text = ran.code
+  let named = false // the common case, decided without a regex: the code does not name the program at all
+  for (const name of pattern.programs) named ||= text.includes(name)
+  return named && pattern.named.every((regex) => regex.test(text))
+}
+
+/** Why no pattern matched, for `/anchor test` and the examples: where the words appear, and what they do there. */
+function runsMissWhy(patterns: readonly CommandPattern[], read: CommandReading, places: () => PathPlaces): string {
+  for (const pattern of patterns)
+    for (const ran of read.ran) {
+      const result = matchRan(pattern, ran, places)
+      if (!result.matched && result.near) return `runs \`${ranText(ran)}\`, but ${result.near}: not \`${pattern.text}\``
+    }
+  for (const pattern of patterns)
+    for (const ran of read.ran) {
+      const program = ran.program
+      const inWords = ran.words.slice(ran.start + 1).some((word) => pattern.named[0].test(word))
+      if (inWords) return `\`${pattern.text}\` appears only as ${program}'s argument: not run`
+      if (ran.stdin.some((doc) => pattern.named[0].test(doc)))
+        return `\`${pattern.text}\` appears only in a here-document fed to ${program}: not run`
+    }
+  const shown = read.ran.slice(0, 5).map((ran) => `\`${ranText(ran)}\``)
+  return shown.length
+    ? `none of the commands it runs (${shown.join(", ")}${read.ran.length > 5 ? ", ..." : ""}) is ${patterns.map((p) => `\`${p.text}\``).join(" or ")}`
+    : "it runs no command"
 }
 
 // The integrity guard's view of bash -------------------------------------------------------------------------------
@@ -2935,14 +3516,18 @@ const GIT_BRANCH_LISTING =
  * diff, core.pager).
  */
 function gitGlobals(args: string[]): { at: number; global: string[]; setsConfig: boolean } {
-  let at = 0
+  const at = gitSubcommandAt(args)
   let setsConfig = false
-  while (at < args.length && args[at].startsWith("-")) {
-    if (args[at] === "-c" || args[at].startsWith("--config-env")) setsConfig = true
-    at += args[at] === "-C" || args[at] === "-c" ? 2 : 1
-  }
+  for (let k = 0; k < at; k++) if (args[k] === "-c" || args[k].startsWith("--config-env")) setsConfig = true
   const global = at === 0 ? NO_WORDS : args.slice(0, at).map((arg) => arg.replace(/^--(git-dir|work-tree)=/, ""))
   return { at, global, setsConfig }
+}
+
+/** Where git's subcommand stands: after its global options, `-C DIR` and `-c KEY=VALUE` taking the next word. */
+function gitSubcommandAt(args: readonly string[]): number {
+  let at = 0
+  while (at < args.length && args[at].startsWith("-")) at += args[at] === "-C" || args[at] === "-c" ? 2 : 1
+  return at
 }
 
 function isReadOnlyGit(args: string[], globals = gitGlobals(args)): boolean {
@@ -3548,6 +4133,12 @@ function checkApplicable(
     case "tool": {
       why?.push(`tool ${tool}: in tools ${trigger.toolsText}`)
       let held = true
+      let ran: string | undefined
+      if (trigger.runs) {
+        ran = runsHolds(trigger.runs, args, env, why)
+        if (ran === undefined && !why) return undefined
+        held = ran !== undefined
+      }
       for (const matcher of trigger.args) {
         const value = valueAt(args, matcher.keyPath)
         const holds = matcher.test(value, env.match)
@@ -3559,9 +4150,10 @@ function checkApplicable(
       const seen = trigger.unlessSeen !== null && state.seenHits.has(trigger.unlessSeen)
       if (trigger.unlessSeen) why?.push(seenWhy(trigger.unlessSeen, seen))
       if (seen) return undefined
+      const what = ran ?? `${tool} call matched`
       return trigger.unlessSeen
-        ? `${tool} call and nothing seen in this session matches /${trigger.unlessSeen.source}/`
-        : `${tool} call matched`
+        ? `${what} and nothing seen in this session matches /${trigger.unlessSeen.source}/`
+        : what
     }
     case "state": {
       if (!isChanging(facts)) {
@@ -3622,6 +4214,55 @@ function checkApplicable(
       why?.push("judged on user messages, not on tool calls")
       return undefined
   }
+}
+
+/**
+ * Whether a call runs a command one of the patterns names (`runs:`): what it runs and where, or undefined. The
+ * command is read once per call (readCommand), the same reading guard-integrity and the step counter use; its
+ * paths resolve in the bash tool's `workdir` when given.
+ */
+function runsHolds(
+  patterns: readonly CommandPattern[],
+  args: unknown,
+  env: EngineEnv,
+  why?: string[],
+): string | undefined {
+  if (!isMapping(args) || typeof args.command !== "string") {
+    why?.push("runs: the call has no command argument (only bash has one)")
+    return undefined
+  }
+  const read = readCommand(args.command)
+  const workdir = typeof args.workdir === "string" ? args.workdir : undefined
+  const places = () => pathPlaces(env, workdir)
+  const ran = runsMatch(patterns, read, places)
+  why?.push(ran ? `runs: ${ran}` : `runs: ${runsMissWhy(patterns, read, places)}`)
+  return ran
+}
+
+const NO_PROJECT = "/\0no project" // a path no command operand resolves to
+
+/** The places a path pattern names, for a call (made per call that reaches a command rule; a few strings). */
+function pathPlaces(env: EngineEnv, workdir: string | undefined): PathPlaces {
+  if (lastPlaces && lastPlacesEnv === env && lastPlacesWorkdir === workdir) return lastPlaces
+  lastPlaces = pathPlacesUncached(env, workdir)
+  lastPlacesEnv = env
+  lastPlacesWorkdir = workdir
+  return lastPlaces
+}
+// One entry: every path rule of a call asks for the same places.
+let lastPlaces: PathPlaces | undefined
+let lastPlacesEnv: EngineEnv | undefined
+let lastPlacesWorkdir: string | undefined
+
+function pathPlacesUncached(env: EngineEnv, workdir: string | undefined): PathPlaces {
+  const { directory, worktree, home, tmpdir } = env.paths
+  const inWorktree = worktree !== "/" && relativeInside(worktree, directory) !== undefined
+  // a project at `/` is none the plugin was told of: `$PROJECT` then names no path, or every path would be inside it
+  // (nor would relative paths be outside it: they resolve in a stand-in directory there)
+  const project = inWorktree ? worktree : directory === "/" ? NO_PROJECT : directory
+  const cwd = directory === "/" ? NO_PROJECT : directory
+  const here = workdir?.trim() ? resolvePath(cwd, workdir, home) : cwd
+  return { directory: here, project, home, tmpdir }
 }
 
 // The explanations of checkToolContract and checkMessageContract: for `/anchor test` and the examples' problems.
@@ -3759,9 +4400,13 @@ function judgeExample(
  * fails on a call, none of those matchers can hold, so none of those contracts fires: an allowed call with 50 regex
  * contracts on bash's `command` costs one regex test, not 50. When it holds, each contract is checked as usual.
  */
-type Screen = { keyPath: string[]; kind: ScreenPart["kind"]; regex: RegExp }
+type Screen =
+  | { keyPath: string[]; kind: ScreenPart["kind"]; regex: RegExp }
+  // the command rules of a plan: their patterns' `program subcommand` keys and programs (runsScreenHolds)
+  | { kind: "runs"; keys: Set<string>; programs: string[] }
 
 function screenHolds(screen: Screen, args: unknown, env: EngineEnv): boolean {
+  if (screen.kind === "runs") return runsScreenHolds(screen.keys, screen.programs, args)
   const value = valueAt(args, screen.keyPath)
   if (value === undefined) return false // a regex or glob matcher never holds on a missing argument
   if (screen.kind === "regex") return screen.regex.test(capText(asText(value), REGEX_INPUT_CAP))
@@ -3785,8 +4430,18 @@ type ToolPlan = {
 function toolPlan(active: readonly Contract[], tool: string): ToolPlan {
   const contracts = active.filter((contract) => toolApplies(contract, tool))
   const groups = new Map<string, { keyPath: string[]; part: ScreenPart; sources: string[]; members: number[] }>()
+  const runs = { keys: new Set<string>(), programs: new Set<string>(), members: [] as number[] }
   contracts.forEach((contract, index) => {
     if (contract.trigger.type !== "tool") return
+    if (contract.trigger.runs) {
+      // a command rule is behind the plan's one runs screen: it can fire only when one of its programs runs
+      for (const pattern of contract.trigger.runs) {
+        for (const key of pattern.keys) runs.keys.add(key)
+        for (const program of pattern.programs) runs.programs.add(program)
+      }
+      runs.members.push(index)
+      return
+    }
     const matcher = contract.trigger.args.find((m) => m.screen)
     if (!matcher?.screen) return
     const part = matcher.screen
@@ -3808,6 +4463,10 @@ function toolPlan(active: readonly Contract[], tool: string): ToolPlan {
     }
     for (const index of members) screenOf[index] = screens.length
     screens.push({ keyPath, kind: part.kind, regex })
+  }
+  if (runs.members.length > 1) {
+    for (const index of runs.members) screenOf[index] = screens.length
+    screens.push({ kind: "runs", keys: runs.keys, programs: [...runs.programs] })
   }
   const counting = contracts.filter((contract) => contract.trigger.type === "state").map((contract) => contract.id)
   const unscreened = contracts.filter((_, index) => screenOf[index] < 0)
@@ -4135,6 +4794,7 @@ export function resolvePaths(
     directory,
     worktree,
     home,
+    tmpdir: normalizePath(env.TMPDIR || "/tmp"),
     globalDir,
     globalFile: fromEnv ? resolvePath(directory, fromEnv, home) : `${globalDir}/${CONFIG_FILE_NAME}`,
     globalFromEnv: Boolean(fromEnv),

@@ -1,12 +1,16 @@
-// semantic-anchors benchmarks: cost per tool check with 0, 10 and 100 user contracts (regex and glob matchers, on
-// top of the built-ins), config load + validation of 100 contracts, heap per session and after 100,000 sessions.
+// semantic-anchors benchmarks: cost per tool check with 0, 10 and 100 user contracts (command rules, regex and glob
+// matchers, on top of the built-ins), config load + validation of 100 contracts, heap per session and after 100,000 sessions.
 import { lstatSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import plugin, { MAX_ROOT_SESSIONS, loadConfig, resolvePaths } from "../semantic-anchors.ts"
 import { heapUsed, now, summarize, type Row } from "./lib.ts"
 
-/** N user contracts for every role: even ones a regex on `command`, odd ones a glob on `filePath`; none fires. */
+/**
+ * N user contracts for every role; none fires on the bench's calls. One in five is a command rule (`runs:`, three
+ * patterns on git, npm and rm, the programs the bench's bash calls run: each is read as far as its subcommand); of
+ * the rest, even ones are a regex on `command`, odd ones a glob on `filePath`. 100 contracts: 20 command rules.
+ */
 export function contractsYaml(n: number): string {
   const lines = ["version: 1", "contracts:"]
   for (let i = 0; i < n; i++) {
@@ -17,7 +21,11 @@ export function contractsYaml(n: number): string {
       "    trigger:",
       "      type: tool",
     )
-    if (i % 2 === 0)
+    if (i % 5 === 0)
+      lines.push(
+        `      runs: ["git push --force bench-${i}", "npm publish --tag bench-${i} !--dry-run", "rm -r /srv/bench-${i}"]`,
+      )
+    else if (i % 2 === 0)
       lines.push(
         '      tools: ["bash", "*shell*"]',
         "      args:",
@@ -47,19 +55,20 @@ function sandbox(projectYaml: string | null): Sandbox {
 }
 
 /**
- * semantic-anchors' server() with HOME and XDG_CONFIG_HOME set to the given directories and no
- * OPENCODE_SEMANTIC_ANCHORS_CONFIG (the plugin reads them at server()), restored afterwards. The bench's and the
+ * semantic-anchors' server() with HOME and XDG_CONFIG_HOME set to the given directories and
+ * OPENCODE_SEMANTIC_ANCHORS_CONFIG to `configFile`, or unset (the plugin reads them at server()), restored afterwards. The bench's and the
  * trace replay's one way to start the plugin.
  */
 export async function startAnchors(
-  dirs: { home: string; xdg: string; project: string },
+  dirs: { home: string; xdg: string; project: string; configFile?: string },
   client: unknown = { app: { log: async () => true }, tui: { showToast: async () => true } },
 ): Promise<any> {
   const names = ["HOME", "XDG_CONFIG_HOME", "OPENCODE_SEMANTIC_ANCHORS_CONFIG"] as const
   const saved = names.map((name) => process.env[name])
   process.env.HOME = dirs.home
   process.env.XDG_CONFIG_HOME = dirs.xdg
-  delete process.env.OPENCODE_SEMANTIC_ANCHORS_CONFIG
+  if (dirs.configFile) process.env.OPENCODE_SEMANTIC_ANCHORS_CONFIG = dirs.configFile
+  else delete process.env.OPENCODE_SEMANTIC_ANCHORS_CONFIG
   try {
     return await plugin.server({ client, directory: dirs.project, worktree: dirs.project } as any, {})
   } finally {

@@ -8,6 +8,7 @@
 //   a call that ran  -> tool.execute.after with the recorded result, or, when `err`, the host's error event
 //   a blocked call   -> the host's error event (the call did not run: what it was counted for is given back)
 //
+// Then the ready command rules of `./install.sh --example-config` over every bash call (replayReadyRules).
 // A replay counts a blocked call and still feeds the calls the agent really made next, so every block after the
 // first of a turn is counterfactual: a turn with a block is a turn the agent would have had to stop and ask in.
 // Prints per system: trajectories, turns, calls, blocks by contract, turns stopped (any block; step-confirmation's
@@ -15,12 +16,13 @@
 // touch the guard's files), and what a check cost on these real calls: the median of tool.execute.before per kind of
 // call allowed without a note or tip (a bash command, an edit tool, any other), timed alone (the after hook and the
 // events are not timed).
-import { mkdtempSync } from "node:fs"
+import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import path from "node:path"
 import { now, printColumns, summarize } from "./lib.ts"
 import { startAnchors } from "./semantic-anchors.ts"
 import { emitError, loadTraces } from "./traces.ts"
+import { readyRuleIds, readyRulesYaml } from "../test/fixtures/semantic-anchors/ready-rules.ts"
 
 type Call = { tool: string; args: unknown; obs?: string; err?: boolean }
 type Trajectory = { id: string; system: string; turns: Call[][] }
@@ -132,9 +134,11 @@ export async function replayAnchors(
 }
 
 /** Runs the replay over DIR and prints the figures and every guard-integrity block. */
-export async function replayAnchorTraces(
-  dir: string,
-): Promise<{ figures: AnchorFigures[]; guardBlocks: GuardBlock[] }> {
+export async function replayAnchorTraces(dir: string): Promise<{
+  figures: AnchorFigures[]
+  guardBlocks: GuardBlock[]
+  ready: Awaited<ReturnType<typeof replayReadyRules>>
+}> {
   const all: AnchorFigures[] = []
   const guardBlocks: GuardBlock[] = []
   for (const { file, trajectories } of loadTraces(dir)) {
@@ -199,7 +203,156 @@ export async function replayAnchorTraces(
   console.log(`\nguard-integrity blocks: ${guardBlocks.length} in ${trajectories} trajectories (target: 0)`)
   for (const b of guardBlocks)
     console.log(`  ${b.system} ${b.id} call ${b.call} ${b.tool}: ${b.what.replace(/\n/g, "\\n")}`)
-  return { figures: [...all, total], guardBlocks }
+  const ready = await replayReadyRules(dir)
+  return { figures: [...all, total], guardBlocks, ready }
+}
+
+/** A call one of the ready rules fires on: which rules, and what the block says it runs. */
+export type ReadyHit = {
+  system: string
+  id: string
+  call: number
+  rules: string[]
+  command: string
+  why: string[]
+  project: string
+}
+
+// The project the ready rules judge paths against when a trajectory names none (projectOf): a directory that is no
+// trajectory's, not under /tmp (a temporary directory is where rm -rf is ordinary, so a project there would hide
+// every path).
+const REPLAY_PROJECT = "/srv/replay-project"
+
+/**
+ * The directory a trajectory worked in, as its own calls name it (the corpus records no working directory): the
+ * absolute directory it most often `cd`s to (`cd /testbed && ...`), else REPLAY_PROJECT. Printed with every hit.
+ */
+function projectOf(trajectory: Trajectory): string {
+  const counts = new Map<string, number>()
+  for (const call of trajectory.turns.flat()) {
+    const command = (call.args as { command?: unknown } | undefined)?.command
+    if (call.tool !== "bash" || typeof command !== "string") continue
+    for (const [, dir] of command.matchAll(/(?:^|[;&|(]\s*)cd\s+["']?(\/[^\s"';&|)]*)/g)) {
+      const clean = dir.replace(/\/+$/, "") || "/"
+      counts.set(clean, (counts.get(clean) ?? 0) + 1)
+    }
+  }
+  let best = REPLAY_PROJECT
+  let most = 0
+  for (const [dir, n] of counts) if (n > most && dir !== "/" && !dir.startsWith("/tmp")) [best, most] = [dir, n]
+  return best
+}
+/**
+ * Per ready rule, the command it is about without its flags and operands: a probe contract with these patterns counts
+ * the real calls that run it at all, and namesWords the calls whose text names its words. A rule's real test is the
+ * difference: the calls it must tell apart.
+ */
+const PROBES: Record<string, string[]> = {
+  "no-force-push": ["git push"],
+  "no-hard-reset": ["git reset"],
+  "no-git-clean": ["git clean"],
+  "no-rm-outside-project": ["rm -r"],
+  "no-skip-hooks": ["git commit", "git push"],
+  "no-publish": ["{npm,pnpm,yarn} publish"],
+  "no-kubectl-delete": ["kubectl delete"],
+}
+
+/** A regex on the raw command text: each pattern's words in order, anywhere (`{a,b}` any of them; `-r` in a cluster). */
+function namesWords(patterns: string[]): RegExp {
+  const word = (text: string): string => {
+    if (/^-[A-Za-z]$/.test(text)) return `(?<![\\w-])-[A-Za-z]*${text[1]}[A-Za-z]*(?![\\w-])` // -r in -rf
+    const alternatives = text.replace(/^\{|\}$/g, "").split(",")
+    return `(?<![\\w-])(?:${alternatives.map((a) => a.replace(/[.*+?^$()|[\]\\]/g, "\\$&")).join("|")})(?![\\w-])`
+  }
+  const one = (pattern: string) => pattern.split(" ").map(word).join("[\\s\\S]*")
+  return new RegExp(patterns.map(one).join("|"))
+}
+
+const REPLAY_HOME = "/home/replay" // not under /tmp either: `rm -rf ~` must be outside every temporary directory
+
+/**
+ * The ready command rules of `./install.sh --example-config` (test/fixtures/semantic-anchors/ready-rules.ts reads
+ * them) over every bash call of DIR: one plugin instance per system, the ready rules as the global file, the role's
+ * preset emptied (so step-confirmation and the tips stay out and only these rules and guard-integrity are in force),
+ * one session per trajectory. Prints per rule the calls whose text names its words, the calls that run its command at
+ * all (PROBES) and the calls it fires on, then every call a ready rule fires on, with its command and the block's
+ * `Why now` (what it runs): each is to be judged by hand (README); the target is that none fires on a command that
+ * does not do what its rule names.
+ */
+export async function replayReadyRules(dir: string): Promise<{ bashCalls: number; hits: ReadyHit[] }> {
+  const ids = readyRuleIds()
+  const root = mkdtempSync(path.join(tmpdir(), "anchors-ready-"))
+  const file = path.join(root, "ready.yaml")
+  const probes = Object.entries(PROBES).map(
+    ([rule, runs]) =>
+      `  - id: probe-${rule}\n    description: Probe.\n    mode: block\n    trigger: { type: tool, runs: ${JSON.stringify(runs)} }\n`,
+  )
+  writeFileSync(file, `${readyRulesYaml()}${probes.join("")}presets:\n  software-developer: []\n`)
+  const hits: ReadyHit[] = []
+  const probed: Record<string, number> = {}
+  const named: Record<string, number> = {}
+  const namers = Object.fromEntries(Object.entries(PROBES).map(([rule, runs]) => [rule, namesWords(runs)]))
+  let bashCalls = 0
+  for (const { file: system, trajectories } of loadTraces(dir)) {
+    for (const trajectory of trajectories) {
+      // one instance per trajectory: the project (what "outside the project" means) is the trajectory's own
+      const project = projectOf(trajectory)
+      const hooks = await startAnchors(
+        { home: REPLAY_HOME, xdg: path.join(root, "xdg"), project, configFile: file },
+        quiet,
+      )
+      const sessionID = `ses_ready_${system}/${trajectory.id}`
+      // a rule left out (an example that does not hold here) would count as firing on nothing: refuse to go on
+      const status: string = await hooks.tool.anchor_status.execute({}, { sessionID })
+      if (!status.includes("problems: none")) throw new Error(`bench: the ready rules do not load cleanly:\n${status}`)
+      let n = 0
+      for (const call of trajectory.turns.flat()) {
+        n++
+        if (call.tool !== "bash") continue
+        bashCalls++
+        const command = callText(call)
+        for (const [rule, namer] of Object.entries(namers))
+          if (namer.test(command)) named[rule] = (named[rule] ?? 0) + 1
+        try {
+          await hooks["tool.execute.before"](
+            { tool: "bash", sessionID, callID: `${sessionID}#${n}` },
+            { args: call.args },
+          )
+        } catch (error) {
+          const message = error instanceof Error ? error.message : String(error)
+          const fired = [...message.matchAll(/^Contract "([a-z0-9-]+)":/gm)].map((m) => m[1])
+          for (const id of fired) if (id.startsWith("probe-")) probed[id.slice(6)] = (probed[id.slice(6)] ?? 0) + 1
+          const rules = fired.filter((id) => ids.includes(id))
+          if (rules.length === 0) continue
+          const why = [...message.matchAll(/^Why now: (runs .*)\.$/gm)].map((m) => m[1])
+          hits.push({ system, id: trajectory.id, call: n, rules, command: callText(call), why, project })
+        }
+      }
+    }
+  }
+  console.log(`\nthe ready command rules (install.sh --example-config) over the ${bashCalls} bash calls of ${dir}`)
+  console.log(
+    `project for path rules: the directory each trajectory most often cds to, else ${REPLAY_PROJECT}; HOME ${REPLAY_HOME}; TMPDIR ${process.env.TMPDIR || "/tmp"}\n`,
+  )
+  printColumns(
+    ["rule", "calls whose text names its words", "calls that run (or may run) its command", "calls it fires on"],
+    ids.map((id) => [
+      id,
+      `${named[id] ?? 0} (${(PROBES[id] ?? []).join(", ")})`,
+      String(probed[id] ?? 0),
+      String(hits.filter((h) => h.rules.includes(id)).length),
+    ]),
+  )
+  console.log(
+    "\nnames its words: a regex on the command text, as a rule on the text would see it; runs its command: a probe" +
+      " contract of the same program and subcommand, without the rule's flags and operands",
+  )
+  console.log(`\nevery call a ready rule fires on (${hits.length}), to be judged:`)
+  for (const h of hits)
+    console.log(
+      `  ${h.system} ${h.id} call ${h.call} [${h.rules.join(", ")}] (project ${h.project}): ${h.command.replace(/\n/g, "\\n")}\n      ${h.why.join("; ")}`,
+    )
+  return { bashCalls, hits }
 }
 
 function emptyAnchorFigures(system: string, trajectories: number): AnchorFigures {

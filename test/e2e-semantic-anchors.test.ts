@@ -15,6 +15,7 @@ import {
   type Sandbox,
   type SandboxOptions,
 } from "./e2e/harness"
+import { readyRuleYaml } from "./fixtures/semantic-anchors/ready-rules"
 
 const PROJECT_CONFIG = ".opencode/opencode-semantic-anchors.yaml"
 const sandboxes: Sandbox[] = []
@@ -102,6 +103,30 @@ describe("e2e semantic-anchors in opencode run", () => {
       "[semantic-anchors] WARN publish-note: Publishing is a release step. Check the changelog before publishing.",
     )
     expect(warned).not.toContain("semantic-anchors blocked")
+  })
+
+  test("issue 21: the ready no-force-push rule (runs:) blocks a chained, wrapped force push; an echo of it runs", async () => {
+    const sb = sandbox({ files: { [PROJECT_CONFIG]: readyRuleYaml("no-force-push") } })
+    const chained = {
+      tool: "bash",
+      args: { command: "echo ran >> push.log; cd . && env GIT_TRACE=0 git push -f origin main", description: "Push" },
+    }
+    const echoed = {
+      tool: "bash",
+      args: { command: "echo 'never git push --force here' > note.log", description: "Note" },
+    }
+    const r = await runOpencode(sb, { prompt: "push", script: [chained, echoed, { text: "done" }] })
+
+    expect(r.code).toBe(0)
+    expect(toolParts(r.events).map((p) => `${p.tool}:${p.status}`)).toEqual(["bash:error", "bash:completed"])
+    // the chained call did not run at all (not even its echo); the model read which command it would have run
+    expect(pushRuns(sb)).toBe(0)
+    const blocked = resultSeenFor(r.llm, 0)
+    expectBlocked(blocked, "no-force-push")
+    expect(blocked).toContain("Why now: runs `git push -f origin main` (after env).")
+    // the echo ran as written: the words are its argument, not a command
+    expect(fs.readFileSync(path.join(sb.project, "note.log"), "utf8")).toBe("never git push --force here\n")
+    expect(resultSeenFor(r.llm, 1)).not.toContain("semantic-anchors")
   })
 
   test("7: a broken project YAML: opencode still runs, the built-ins apply, the warning is in opencode's log", async () => {
