@@ -443,7 +443,8 @@ example_config_text() {
 # Written by `./install.sh --example-config`. Everything below `version: 1` is commented out, so this file changes
 # nothing until you uncomment a part. A project's .opencode/opencode-semantic-anchors.yaml is read after this file
 # and adds contracts or overrides them by id (except locked ones). Mistakes are reported in opencode's log with the
-# file, the key path and the fix; they never stop your session. The full reference is in the project's README.
+# file, the key path and the fix; they never stop your session. The full reference is docs/contracts.md in the
+# opencode-guards checkout (its section "Command rules" explains the ready rules below).
 version: 1
 
 # settings:

@@ -15,14 +15,15 @@
  * How to tune: YAML files, merged by contract id in this order: built-ins, the global file
  * `${XDG_CONFIG_HOME:-~/.config}/opencode/opencode-semantic-anchors.yaml` (or the file named by
  * OPENCODE_SEMANTIC_ANCHORS_CONFIG), the project file `<project>/.opencode/opencode-semantic-anchors.yaml`.
- * The README documents every key; `opencode-semantic-anchors.schema.json` lets editors check them. Bad input never
- * stops a session: a broken file is skipped, a broken contract disables only itself, and every problem is reported
- * with file, key path and fix (log, one toast, `/anchor status`). A tool trigger can name commands as they are typed
- * (`runs: ["git push --force"]`): it fires when any simple command the bash call would run is one, however it is
- * spelled, chained or wrapped, and never on text (an echo's arguments, a grep pattern, a commit message); the ready
- * rules are in `./install.sh --example-config`. A contract can carry `examples` (calls it must fire on, calls it must
- * let pass), checked at every load; `/anchor test <tool> <arguments>` shows the human how the contracts in force
- * judge one call, matcher by matcher, without counting or recording anything.
+ * docs/contracts.md documents every key; `opencode-semantic-anchors.schema.json` lets editors check them. Bad input
+ * never stops a session: a broken file is skipped, a broken contract disables only itself, and every problem is
+ * reported with file, key path and fix (log, one toast, `/anchor status`). A tool trigger can name commands as they
+ * are typed (`runs: ["git push --force"]`): it fires when any simple command the bash call would run is one, however
+ * it is spelled, chained or wrapped, and never on text (an echo's arguments, a grep pattern, a commit message); the
+ * ready rules are in `./install.sh --example-config`, the patterns in full in docs/contracts.md ("Command rules"). A
+ * contract can carry `examples` (calls it must fire on, calls it must let pass), checked at every load;
+ * `/anchor test <tool> <arguments>` shows the human how the contracts in force judge one call, matcher by matcher,
+ * without counting or recording anything.
  *
  * The bounds that keep memory flat (root sessions kept, text caps, overrides by default) are the constants below.
  *
@@ -624,7 +625,7 @@ function builtinContracts(): Contract[] {
   ]
 }
 
-/** Built-in presets, one per Semantic-Anchors role, each with the reason the README table gives. */
+/** Built-in presets, one per Semantic-Anchors role, each with the reason docs/contracts.md's presets table gives. */
 export const BUILTIN_PRESETS: Record<(typeof ROLES)[number], { contracts: string[]; why: string }> = {
   "software-developer": {
     contracts: ["step-confirmation", "source-anchor", "intent-anchor"],
@@ -2772,7 +2773,8 @@ function each(names: string, reader: ProgramReader): Record<string, ProgramReade
 
 /**
  * The table: each program and what it does with its arguments. A program not listed is opaque (a changing step; a
- * guard name anywhere in the command blocks). README "What counts as a changing step" summarises it.
+ * guard name anywhere in the command blocks). docs/contracts.md summarises it ("How bash commands are read", "What
+ * counts as a changing step").
  */
 const PROGRAMS: Record<string, ProgramReader> = {
   // print or look up: the words are text
