@@ -64,13 +64,24 @@ export function loadTraces(dir: string): TraceFile[] {
   return traces
 }
 
+/**
+ * The rule a block's log line names, in the bench's words: cycle (k <= 4, results repeated), long cycle (k = 5..8,
+ * results repeated), backstop (any k, results changed), step set, per-call streak, failure streak, wait.
+ */
+export const RULES = ["cycle", "per-call streak", "step set", "long cycle", "backstop", "failure streak", "wait"]
+function ruleOf(extra: Record<string, unknown> | undefined): string {
+  const reason = String(extra?.reason ?? "cycle")
+  if (reason === "cycle" && Number(extra?.k) > 4) return "long cycle"
+  return { streak: "per-call streak", step: "step set", failures: "failure streak" }[reason] ?? reason
+}
+
 /** A fake opencode client: the log's block reasons, the toasts and the session aborts loop-guard asks for. */
 function fakeClient() {
   const seen = { reasons: [] as string[], toasts: [] as { message: string; variant: string }[], aborts: [] as string[] }
   const client = {
     app: {
       log: async ({ body }: { body: { message: string; extra?: Record<string, unknown> } }) => {
-        if (/blocked/.test(body.message)) seen.reasons.push(String(body.extra?.reason ?? "cycle"))
+        if (/blocked/.test(body.message)) seen.reasons.push(ruleOf(body.extra))
         return true
       },
     },
@@ -187,7 +198,7 @@ export async function replayTraces(dir: string): Promise<{ figures: SystemFigure
     for (const [r, c] of Object.entries(f.byReason)) total.byReason[r] = (total.byReason[r] ?? 0) + c
     for (const [v, c] of Object.entries(f.toasts)) total.toasts[v] = (total.toasts[v] ?? 0) + c
   }
-  const reasons = ["cycle", "backstop", "failures"]
+  const reasons = RULES
   const header = ["system", "trajectories", "calls", "blocks", "episodes", ...reasons, "stops", "calls after a stop"]
   const rows = [...all, total].map((f) => [
     f.system,
@@ -202,10 +213,16 @@ export async function replayTraces(dir: string): Promise<{ figures: SystemFigure
   console.log(`\nreal-trajectory replay: ${dir}\n`)
   printColumns(header, rows)
   console.log(
-    `\nblocks by reason: cycle = a repeat whose results did not change, backstop = a repeat whose results changed,`,
+    `\nblocks by rule: cycle = a cycle of 1-4 calls whose results did not change, per-call streak = one call back at least`,
   )
   console.log(
-    `failures = the same tool failing the same way; stops = turns the bounded stop ended. Toasts: ${JSON.stringify(total.toasts)}\n`,
+    `every other call with the same result, step set = the same parallel calls again in any order, long cycle = a cycle`,
+  )
+  console.log(
+    `of 5-8 calls, backstop = a cycle whose results changed, failure streak = the same tool failing the same way, wait =`,
+  )
+  console.log(
+    `a waiting cycle past its budget; stops = turns the bounded stop ended. Toasts: ${JSON.stringify(total.toasts)}\n`,
   )
   console.log(`episodes (${episodes.length}): system id turn calls first-last, blocks, reasons, tools`)
   for (const e of episodes) {
