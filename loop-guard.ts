@@ -2,7 +2,7 @@
  * loop-guard: an opencode plugin that stops the agent from cycling through the same tool calls.
  *
  * What: every tool call gets a signature (tool name + canonical arguments) and, once it has run, a digest of its
- * result. When the last calls of a session, the current one included, repeat a cycle of length k (k = 1..4) for
+ * result. When the last calls of a session, the current one included, repeat a cycle of length k (k = 1..8) for
  * the configured number of repetitions r AND the repeated calls returned the same results each time, the current
  * call is blocked: the hook throws, the tool does not run, and the model reads our message as the tool result.
  * With the default r = 3 such a cycle is caught after max(3k, 4) calls:
@@ -11,10 +11,33 @@
  *   k = 2  A B A B A B               the 6th call
  *   k = 3  A B C A B C A B C         the 9th call
  *   k = 4  A B C D x3                the 12th call
+ *   k = 8  A B C D E F G H x3        the 24th call (five reads repeated, an edit/test/revert/lint cycle)
  *
  * Progress is not a loop: when the results changed between repetitions (a poll of a job that advances, a growing
  * log), the cycle runs on until a backstop at max(3r*k, 3r+1) calls (the 10th identical poll by default), so
  * nothing repeats forever. A call whose result was not seen (yet) counts as the result "none".
+ *
+ * Steps as sets: the calls of one step (the parallel calls of one assistant message: opencode announces each tool
+ * part with its messageID before it runs; without that, calls that reach the hook one after the other with no
+ * result between) compare as a set. When the last r steps (3 by default) each made the same 2..8 calls in any
+ * order ([a,b,c], [c,a,b], [b,c,a]) and the complete ones returned the same results, the call that completes the
+ * r-th is blocked; with results that changed, the 3r-th step is the backstop. A step that holds a wait is the wait
+ * rule's; a step of one call is the cycle rule's k = 1.
+ *
+ * Per-call streaks: one call that comes back at least every other call (at most STREAK_MAX_GAP = 1 call of other
+ * work between two occurrences, counted by steps), among calls that vary, is blocked at its (r+1)-th occurrence
+ * (the 4th) when every earlier one returned the same result and no call in between changed the project: an edit,
+ * write, patch or task, or a bash command that is not read-only (isReadOnlyCommand: only a short list of reading
+ * programs is read-only, anything else counts as a change; a failed call changes nothing). `websearch x` every
+ * other call while the reads between change is caught at its 4th; an agent that re-reads one file while it
+ * explores new ones ([a], [a,b], [a,b,c], [a,b,c,d]) does more work every round, its re-reads drift apart (1, 2,
+ * 3 calls between) and it runs. A fixed partner (a b a b) is a cycle, left to the cycle rule and its backstop.
+ *
+ * Bounds: a session keeps its last max(24r, 3r+1) - 1 calls (71 by default: the backstop of an 8-call cycle or
+ * of 3r steps of 8 calls), only digests. Per call the cycle check compares signatures for k = 1..8 and stops at
+ * the first mismatch (one comparison per k in the usual case), the step check reads back only for a step of 2 or
+ * more calls, step by step while they hold the same calls (at most 3r steps), and the streak reads at most
+ * r + 1 + r * STREAK_MAX_GAP + 8 calls back.
  *
  * Failure streaks: when one tool other than bash failed on the last 3 calls of the session with the same error,
  * whatever its arguments (an edit retried with ever different oldStrings, each "not found"), its next call is
@@ -69,8 +92,8 @@
  *                                          a cycle is let through only when every call in it is an exempt tool, a
  *                                          failure streak when its tool is exempt
  *
- * Layout: pure core (signature, results, waits, cycle check, wait rule, failure streak, messages, the stream
- * watcher, settings), then session state (sessions, streamed parts), then the opencode adapter.
+ * Layout: pure core (signature, results, waits, cycle check, steps as sets, per-call streak, wait rule, failure
+ * streak, messages, the stream watcher, settings), then session state (sessions, streamed parts), then the opencode adapter.
  */
 import type { Hooks, Plugin, PluginInput } from "@opencode-ai/plugin"
 
