@@ -702,7 +702,7 @@ function findStepRepeat(
   let start = history.length
   while (start > 0 && history[start - 1].step === current.step) start--
   const size = history.length - start + 1
-  if (size < 2 || size > MAX_CYCLE || history.length < size * 2) return null
+  if (size < 2 || size > MAX_CYCLE) return null
   const mine = [...history.slice(start), current]
   if (mine.some((call) => call.wait > 0) || mine.every((call) => isExempt(call.tool))) return null
   const key = stepKey(mine)
@@ -781,15 +781,15 @@ function findCallStreak(
   let result: string | null = null
   const around = new Set<string>()
   let i = history.length - 1
-  for (; i >= limit && occurrences <= repetitions; i--) {
+  // on to the first occurrence, then over the calls before it in its step (they are its pair's work too)
+  for (; i >= limit && (occurrences <= repetitions || history[i].step === laterStep); i--) {
     const call = history[i]
     if (call.signature === current.signature) {
       if (result !== null && call.result !== result) return null
       result = call.result
       occurrences += 1
+      if (call.step !== laterStep) [laterGap, gap] = [gap, 0] // in the later one's step: no gap, the count goes on
       laterStep = call.step
-      laterGap = gap
-      gap = 0
       continue
     }
     if (call.changes && !call.failed) return null
@@ -799,6 +799,7 @@ function findCallStreak(
     if (gap > STREAK_MAX_GAP || laterGap > STREAK_MAX_GAP) return null
   }
   if (occurrences <= repetitions || around.size < 2) return null
+  if (i >= 0 && history[i].step === laterStep) return null // the first occurrence's step reaches past the bound
   return { reason: "streak", tool: current.tool, occurrences, calls: history.length - i }
 }
 

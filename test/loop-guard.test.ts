@@ -11,6 +11,7 @@ import plugin, {
   duration,
   fnv1a64,
   historyCapacity,
+  isReadOnlyCommand,
   newCall,
   newSessionState,
   record,
@@ -1460,6 +1461,33 @@ describe("per-call streaks: one call repeated among other calls", () => {
     expect(await runSteps(hooks, "A=a | A=a 1=1 | A=a 1=1 2=2 | A=a 1=1 2=2 3=3 | A=a 1=1 2=2 3=3 4=4")).toBe(
       ".|..|...|....|.....",
     )
+  })
+})
+
+describe("per-call streaks: which bash commands read only (a changing one ends a streak)", () => {
+  const table: [string, boolean][] = [
+    ["cat src/a.ts", true],
+    ["ls -la && git status", true],
+    ["grep -rn TODO src | head -20 | wc -l", true],
+    ["git log --oneline -5; git diff HEAD~1", true],
+    ["find . -name '*.ts'", true],
+    ["cd src && rg foo", true],
+    ["", true],
+    ["npm test", false],
+    ["rm -rf build", false],
+    ["ls > files.txt", false],
+    ["cat $(which node)", false],
+    ["echo `date`", false],
+    ["git commit -am x", false],
+    ["git", false],
+    ["find . -name '*.tmp' -delete", false],
+    ["find . -exec rm {} ;", false],
+    ["sed -i s/a/b/ f", false],
+    ["cat a | tee b", false],
+    ["python -c 'print(1)'", false],
+  ]
+  test.each(table)("%p read-only: %p", (command, readOnly) => {
+    expect(isReadOnlyCommand(command)).toBe(readOnly)
   })
 })
 
