@@ -475,7 +475,8 @@ class ReferenceRule {
   /**
    * The per-call streak: r earlier occurrences of the call, each two (and the last and this one) at most one call
    * of other work apart, counted by steps (the other calls from the earlier one's step up to the later one's step;
-   * those beside this call in its step count for none); all returned the same result; no other call since the
+   * those beside this call in its step count for none); all returned the same result (repeats of it in the first
+   * one's step too); no other call since the
    * first one's step began changed the project without failing; and at least two different other calls among them.
    * Only the last 2r + 9 calls are looked at (the plugin's bound).
    */
@@ -499,7 +500,7 @@ class ReferenceRule {
       if (gap > 1) return false
     }
     const since = history.slice(first)
-    const results = positions.slice(0, this.r).map((i) => history[i].result)
+    const results = since.filter((c) => c.key === key).map((c) => c.result) // its first step's repeats too
     if (!results.every((r) => r === results[0])) return false
     const others = since.filter((c) => c.key !== key)
     if (others.some((c) => c.changes && !c.result.startsWith("error"))) return false
