@@ -700,9 +700,9 @@ function findStepRepeat(
   isExempt: (tool: string) => boolean = () => false,
 ): StepRepeat | null {
   let start = history.length
-  while (start > 0 && history[start - 1].step === current.step) start--
+  while (start > 0 && history[start - 1].step === current.step && history.length - start < MAX_CYCLE) start--
   const size = history.length - start + 1
-  if (size < 2 || size > MAX_CYCLE) return null
+  if (size < 2 || size > MAX_CYCLE || history[start - 1]?.step === current.step) return null // none, or too many
   const mine = [...history.slice(start), current]
   if (mine.some((call) => call.wait > 0) || mine.every((call) => isExempt(call.tool))) return null
   const key = stepKey(mine)
@@ -759,8 +759,9 @@ function streakWindow(repetitions: number): number {
 type CallStreak = { reason: "streak"; tool: string; occurrences: number; calls: number }
 
 /**
- * The per-call streak the current call completes: its r + 1st occurrence (the 4th by default) where each two
- * occurrences have at most STREAK_MAX_GAP calls of other work between them, counted by steps (the other calls of
+ * The per-call streak the current call completes: its r + 1st occurrence (the 4th by default; occurrences are
+ * the steps that make the call: repeats inside one step are one, identical parallel calls being opencode's own
+ * doom_loop check) where each two occurrences have at most STREAK_MAX_GAP calls of other work between them (the other calls of
  * the earlier occurrence's step and of the steps up to the later one's), every earlier occurrence returned the
  * same result, no call in the streak changed the project (changesProject, a failed one does not), and the calls
  * around it vary (at least two different ones: a fixed partner makes it a cycle, the cycle rule's). Null
@@ -774,12 +775,14 @@ function findCallStreak(
 ): CallStreak | null {
   if (isExempt(current.tool)) return null
   const limit = Math.max(0, history.length - (streakWindow(repetitions) + MAX_CYCLE))
+  if (!occursTimes(history, current.signature, limit, repetitions)) return null // most calls: one quick scan
   let occurrences = 1
   let laterStep = current.step // the step of the newest occurrence found so far
   let gap = 0 // other calls between the newest occurrence found and the one before it, being counted
   let laterGap = 0 // the other calls counted for the pair already found (its earlier step's calls come later)
   let result: string | null = null
-  const around = new Set<string>()
+  let other: string | null = null // the first other call seen, and whether another one differs from it
+  let varied = false
   let i = history.length - 1
   // on to the first occurrence, then over the calls before it in its step (they are its pair's work too)
   for (; i >= limit && (occurrences <= repetitions || history[i].step === laterStep); i--) {
@@ -787,20 +790,31 @@ function findCallStreak(
     if (call.signature === current.signature) {
       if (result !== null && call.result !== result) return null
       result = call.result
-      occurrences += 1
-      if (call.step !== laterStep) [laterGap, gap] = [gap, 0] // in the later one's step: no gap, the count goes on
+      if (call.step !== laterStep) {
+        occurrences += 1 // a step that makes it again; a repeat inside one step is no new occurrence
+        ;[laterGap, gap] = [gap, 0]
+      }
       laterStep = call.step
       continue
     }
     if (call.changes && !call.failed) return null
-    around.add(call.signature)
+    if (other === null) other = call.signature
+    else if (call.signature !== other) varied = true
     if (call.step !== laterStep) gap += 1
     else if (laterStep !== current.step) laterGap += 1 // beside an earlier occurrence, in its step: its pair's
     if (gap > STREAK_MAX_GAP || laterGap > STREAK_MAX_GAP) return null
   }
-  if (occurrences <= repetitions || around.size < 2) return null
+  if (occurrences <= repetitions || !varied) return null
   if (i >= 0 && history[i].step === laterStep) return null // the first occurrence's step reaches past the bound
   return { reason: "streak", tool: current.tool, occurrences, calls: history.length - i }
+}
+
+/** Whether the signature occurs at least `times` times in history[from..]. */
+function occursTimes(history: readonly Call[], signature: string, from: number, times: number): boolean {
+  let count = 0
+  for (let i = history.length - 1; i >= from; i--)
+    if (history[i].signature === signature && ++count >= times) return true
+  return false
 }
 
 // ---------------------------------------------------------------------------------------------------------------

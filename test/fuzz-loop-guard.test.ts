@@ -473,7 +473,8 @@ class ReferenceRule {
     return mine.every((c) => c.result === "none" || newest.some((b) => b.key === c.key && b.result === c.result))
   }
   /**
-   * The per-call streak: r earlier occurrences of the call, each two (and the last and this one) at most one call
+   * The per-call streak: r earlier steps that make the call (a repeat inside a step is one), each two (and the
+   * last and this one) at most one call
    * of other work apart, counted by steps (the other calls from the earlier one's step up to the later one's step;
    * those beside this call in its step count for none); all returned the same result (repeats of it in the first
    * one's step too); no other call since the
@@ -482,19 +483,22 @@ class ReferenceRule {
    */
   private callStreak(history: RefCall[], key: string, step: number): boolean {
     const from = Math.max(0, history.length - (2 * this.r + 9))
-    const at: number[] = []
-    for (let i = from; i < history.length; i++) if (history[i].key === key) at.push(i)
-    if (at.length < this.r) return false
+    let mine = history.length // where this call's step begins in the history
+    while (mine > 0 && history[mine - 1].step === step) mine--
     const stepStart = (i: number) => {
       while (i > from && history[i - 1].step === history[i].step) i--
       return i
     }
-    const positions = at.slice(at.length - this.r)
-    const first = stepStart(positions[0])
+    const starts: number[] = [] // where each earlier step that makes the call begins (one entry per step)
+    for (let i = from; i < mine; i++) {
+      if (history[i].key === key && (starts.length === 0 || stepStart(i) !== starts[starts.length - 1]))
+        starts.push(stepStart(i))
+    }
+    if (starts.length < this.r) return false
+    starts.splice(0, starts.length - this.r)
+    const first = starts[0]
     if (first === from && from > 0 && history[from - 1].step === history[from].step) return false // cut by the bound
-    let mine = history.length // where this call's step begins in the history
-    while (mine > 0 && history[mine - 1].step === step) mine--
-    const starts = [...positions.map(stepStart), mine]
+    starts.push(mine)
     for (let p = 0; p < this.r; p++) {
       const gap = history.slice(starts[p], starts[p + 1]).filter((c) => c.key !== key).length
       if (gap > 1) return false
