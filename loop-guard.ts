@@ -1790,6 +1790,8 @@ type SessionState = {
   /** steps told apart by their order (stepOf): how many so far, and whether no result has come since the last call */
   steps: number
   stepOpen: boolean
+  /** the current step's name: "o:" and its number */
+  step: string
   /** the assistant message of each call opencode announced (a tool part's messageID), by callID; made when needed */
   messages: Bounded<string> | null
 }
@@ -1805,6 +1807,7 @@ export function newSessionState(): SessionState {
     waitEnded: 0,
     steps: 0,
     stepOpen: false,
+    step: "o:0",
     messages: null,
   }
 }
@@ -1819,17 +1822,17 @@ const MAX_STEP_MESSAGES = 64
  */
 function stepOf(state: SessionState, callID: string): string {
   const message = state.messages?.get(callID)
-  if (message !== undefined) return `m:${message}`
-  if (!state.stepOpen) state.steps += 1
+  if (message !== undefined) return message
+  if (!state.stepOpen) state.step = `o:${++state.steps}` // one string per step, shared by its calls
   state.stepOpen = true
-  return `o:${state.steps}`
+  return state.step
 }
 
 /** Remembers the assistant message of a tool part opencode announced (pending or running), for stepOf. */
 function noteStep(state: SessionState, part: { callID?: unknown; messageID?: unknown }): void {
   if (typeof part.callID !== "string" || typeof part.messageID !== "string") return
   state.messages ??= new Bounded<string>(MAX_STEP_MESSAGES)
-  state.messages.set(part.callID, part.messageID)
+  state.messages.set(part.callID, `m:${part.messageID}`)
 }
 
 /**
