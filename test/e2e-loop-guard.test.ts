@@ -471,6 +471,50 @@ describe("e2e loop-guard: per-call streaks and steps as sets (issue 22)", () => 
     expect(toolMessages(last).filter((t) => t.content.startsWith("loop-guard blocked")).length).toBe(1)
   })
 
+  test("22c: opencode announces each tool part with its messageID before the call reaches tool.execute.before", async () => {
+    // loop-guard's steps come from these announcements (stepOf); a probe plugin beside it writes the order it sees.
+    const probe = [
+      'import fs from "node:fs"',
+      "const out = process.env.PROBE_OUT",
+      "const line = (text) => fs.appendFileSync(out, text + '\\n')",
+      "export default {",
+      '  id: "order-probe",',
+      "  server: async () => ({",
+      "    event: async ({ event }) => {",
+      "      const p = event?.properties?.part",
+      '      if (event?.type === "message.part.updated" && p?.type === "tool" && p.state?.status === "pending")',
+      '        line("announced " + p.callID + " " + p.messageID)',
+      "    },",
+      '    "tool.execute.before": async (input) => line("before " + input.callID),',
+      "  }),",
+      "}",
+    ].join("\n")
+    const files = { "a.txt": "file a\n", "b.txt": "file b\n", "c.txt": "file c\n" }
+    const sb = createSandbox({ files, install: ["--only", "loop-guard"], configFiles: { "plugins/probe.ts": probe } })
+    sandboxes.push(sb)
+    sb.env.PROBE_OUT = path.join(sb.root, "probe.log")
+    const read = (name: string) => ({ tool: "read", args: { filePath: path.join(sb.project, name) } })
+    const r = await runOpencode(sb, {
+      prompt: "read",
+      script: [{ tools: [read("a.txt"), read("b.txt"), read("c.txt")] }, { tools: [read("c.txt")] }, { text: "ok" }],
+    })
+    expect(r.code).toBe(0)
+    const lines = fs.readFileSync(sb.env.PROBE_OUT, "utf8").trim().split("\n")
+    const befores = lines.filter((l) => l.startsWith("before "))
+    expect(befores.length).toBe(4)
+    const messages = new Map<string, string>()
+    for (const [i, l] of lines.entries()) {
+      const [kind, callID, messageID] = l.split(" ")
+      if (kind === "announced") messages.set(callID, messageID)
+      // every call was announced, with its message, before it reached the hook
+      if (kind === "before") expect(messages.get(callID)).toStartWith("msg")
+      if (kind === "before") expect(lines.slice(0, i).some((x) => x.startsWith(`announced ${callID} `))).toBe(true)
+    }
+    const ids = befores.map((l) => messages.get(l.split(" ")[1]))
+    expect(new Set(ids.slice(0, 3)).size).toBe(1) // the three parallel calls: one message
+    expect(ids[3]).not.toBe(ids[0]) // the next step: another
+  })
+
   test("22b (control): the same fan-out in the same order twice, then a different third step: nothing is blocked", async () => {
     const sb = loopGuardOnly({ "a.txt": "file a\n", "b.txt": "file b\n", "c.txt": "file c\n", "d.txt": "file d\n" })
     const read = (name: string) => ({ tool: "read", args: { filePath: path.join(sb.project, name) } })
