@@ -26,9 +26,10 @@
  *
  * Per-call streaks: one call that comes back at least every other call (at most STREAK_MAX_GAP = 1 call of other
  * work between two occurrences, counted by steps), among calls that vary, is blocked at its (r+1)-th occurrence
- * (the 4th) when every earlier one returned the same result and no call in between changed the project: an edit,
- * write, patch or task, or a bash command that is not read-only (isReadOnlyCommand: only a short list of reading
- * programs is read-only, anything else counts as a change; a failed call changes nothing). `websearch x` every
+ * (the 4th) when every earlier one returned the same result and no call in between changed the project: any tool
+ * but the reading ones of READ_ONLY_TOOLS (read, grep, glob, list, webfetch, websearch, ...), or a bash command
+ * that is not read-only (isReadOnlyCommand: only a short list of reading programs is read-only, anything else
+ * counts as a change; a failed call changes nothing). `websearch x` every
  * other call while the reads between change is caught at its 4th; an agent that re-reads one file while it
  * explores new ones ([a], [a,b], [a,b,c], [a,b,c,d]) does more work every round, its re-reads drift apart (1, 2,
  * 3 calls between) and it runs. A fixed partner (a b a b) is a cycle, left to the cycle rule and its backstop.
@@ -417,8 +418,23 @@ export function newCall(record: CallRecord, callID: string, wait = 0, step = cal
   return { ...record, callID, result: NO_RESULT, failed: false, refused: false, wait, note: null, step, changes }
 }
 
-/** Tools whose successful call changes the project (or may: a subagent). Every other tool reads. */
-const CHANGING_TOOLS = new Set(["edit", "write", "patch", "multiedit", "apply_patch", "task"])
+/**
+ * Tools that only read (opencode's own, and Claude Code's `bashoutput` poll). Any other tool (edit, write, patch,
+ * task, an MCP tool loop-guard knows nothing of) may change something when it succeeds: it ends a per-call streak,
+ * which only makes a streak harder to reach. bash is read by isReadOnlyCommand.
+ */
+const READ_ONLY_TOOLS = new Set([
+  "read",
+  "grep",
+  "glob",
+  "list",
+  "webfetch",
+  "websearch",
+  "codesearch",
+  "todoread",
+  "todowrite",
+  "bashoutput",
+])
 
 /**
  * Programs a bash command may run and still count as read-only (it cannot end a per-call streak). Kept short on
@@ -451,12 +467,12 @@ const READ_ONLY_GIT = new Set(["status", "log", "diff", "show", "branch", "blame
 const FIND_ACTIONS = /^-(?:delete|exec|execdir|ok|okdir|fprint|fprint0|fprintf|fls)$/
 
 /**
- * Whether a call may change the project: an edit-like tool (CHANGING_TOOLS), or a bash command that is not
+ * Whether a call may change the project: a tool that is not in READ_ONLY_TOOLS, or a bash command that is not
  * read-only (isReadOnlyCommand). Only this boolean is kept, never the command.
  */
 function changesProject(tool: string, args: unknown): boolean {
-  if (CHANGING_TOOLS.has(tool)) return true
-  if (tool !== "bash") return false
+  if (READ_ONLY_TOOLS.has(tool)) return false
+  if (tool !== "bash") return true
   const command = typeof args === "object" && args !== null ? (args as { command?: unknown }).command : undefined
   return typeof command !== "string" || !isReadOnlyCommand(command)
 }

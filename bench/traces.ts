@@ -257,7 +257,7 @@ function emptyFigures(system: string, trajectories: number): SystemFigures {
 /**
  * How the per-call streak's gap rule reads the real trajectories: every call that is the 4th (r + 1) or later
  * occurrence of the same call in its turn, the last 3 before it with the same recorded result, with no successful
- * changing call (changesProject's reading: edit, write, task, or a bash command that is not read-only) since the
+ * changing call (changesProject's reading: a tool that does not only read, or a bash command that is not read-only) since the
  * first of those 4 and at least two different calls around them: a re-read the streak rule could see. They are
  * counted by the largest number of other calls between two of the 4 occurrences: the rule blocks at 0-1
  * (STREAK_MAX_GAP); the rest are the look-alikes it lets run. Each trajectory with such calls at a gap of 2-3 (the
@@ -303,11 +303,12 @@ export function streakGaps(dir: string): Record<string, Record<string, number>> 
   return counts
 }
 
-/** The changing-call reading of loop-guard (edit, write, task, or bash not read-only), for the analysis above. */
+/** The changing-call reading of loop-guard (a tool that does not only read, or bash not read-only), for the above. */
 function changesProject(tool: string, args: unknown): boolean {
-  if (["edit", "write", "patch", "multiedit", "apply_patch", "task"].includes(tool)) return true
+  const reads = ["read", "grep", "glob", "list", "webfetch", "websearch", "codesearch", "todoread", "todowrite"]
+  if ([...reads, "bashoutput"].includes(tool)) return false
   const command = typeof args === "object" && args !== null ? (args as { command?: unknown }).command : undefined
-  return tool === "bash" && (typeof command !== "string" || !isReadOnlyCommand(command))
+  return tool !== "bash" || typeof command !== "string" || !isReadOnlyCommand(command)
 }
 
 /** For a call with 3 earlier occurrences (same result, nothing changed since, varied calls around): the largest gap. */

@@ -115,6 +115,7 @@ const CALLS: Record<string, [string, unknown]> = {
   9: ["read", { filePath: "src/9.ts" }],
   g: ["bash", { command: "git status && git diff | head -50", description: "Look at the changes" }],
   w: ["websearch", { query: "opencode plugin hooks" }],
+  m: ["mcp_db_insert", { row: 1 }],
 }
 
 describe("detection (default: 3 repetitions)", () => {
@@ -1410,6 +1411,7 @@ describe("per-call streaks: one call repeated among other calls", () => {
     ["back to back in places (no gap is no gap too)", "A=a A=a 1=1 A=a 2=2 A", ".....X"],
     ["a read-only command between does not reset it", "A=a g=g A=a 1=1 A=a 2=2 A", "......X"],
     ["a failed edit between does not reset it", "A=a 1=1 A=a F!e A=a 2=2 A", "......X"],
+    ["a grep and a glob between do not reset it", "A=a C=c A=a D=d A=a 2=2 A", "......X"],
     ["r = 2: blocked at its 3rd occurrence", "A=a 1=1 A=a 2=2 A", "....X", { OPENCODE_LOOP_GUARD_REPETITIONS: "2" }],
     ["a retry of the blocked call is blocked again", "A=a 1=1 A=a 2=2 A=a 3=3 A A", "......XX"],
     // look-alikes that must run
@@ -1422,6 +1424,12 @@ describe("per-call streaks: one call repeated among other calls", () => {
     ["its result changed", "A=a 1=1 A=b 2=2 A=a 3=3 A", "......."],
     ["an edit between (the re-read checks a change)", "A=a 1=1 A=a F=f A=a 2=2 A", "......."],
     ["a write between", "A=a 1=1 A=a W=w A=a 2=2 A", "......."],
+    [
+      "a tool loop-guard does not know (an MCP tool) between may have changed something",
+      "A=a 1=1 A=a m=m A=a 2=2 A",
+      ".......",
+    ],
+    ["a subagent (task) between", "A=a 1=1 A=a M=t A=a 2=2 A", "......."],
     ["a command that is not read-only between (npm test)", "A=a 1=1 A=a T=t A=a 2=2 A", "......."],
     ["the same partner every time is a cycle, the cycle rule's: its 6th", "A=a 1=1 A=a 1=1 A=a 1=1", ".....X"],
     [
