@@ -11,7 +11,8 @@
  *   k = 2  A B A B A B               the 6th call
  *   k = 3  A B C A B C A B C         the 9th call
  *   k = 4  A B C D x3                the 12th call
- *   k = 8  A B C D E F G H x3        the 24th call (five reads repeated, an edit/test/revert/lint cycle)
+ *   k = 5  A B C D E x3              the 15th call (five reads repeated)
+ *   k = 8  A B C D E F G H x3        the 24th call (k = 6: an edit/test/revert/lint cycle, the 18th)
  *
  * Progress is not a loop: when the results changed between repetitions (a poll of a job that advances, a growing
  * log), the cycle runs on until a backstop at max(3r*k, 3r+1) calls (the 10th identical poll by default), so
@@ -26,7 +27,7 @@
  *
  * Per-call streaks: one call that comes back at least every other call (at most STREAK_MAX_GAP = 1 call of other
  * work between two occurrences, counted by steps), among calls that vary, is blocked at its (r+1)-th occurrence
- * (the 4th) when every earlier one returned the same result and no call in between changed the project: any tool
+ * (the 4th; repeats inside one step are one occurrence) when every earlier one returned the same result and no call in between changed the project: any tool
  * but the reading ones of READ_ONLY_TOOLS (read, grep, glob, list, webfetch, websearch, ...), or a bash command
  * that is not read-only (isReadOnlyCommand: only a short list of reading programs is read-only, anything else
  * counts as a change; a failed call changes nothing). `websearch x` every
