@@ -27,11 +27,11 @@
  *
  * Per-call streaks: one call that comes back at least every other call (at most STREAK_MAX_GAP = 1 call of other
  * work between two occurrences, counted by steps), among calls that vary, is blocked at its (r+1)-th occurrence
- * (the 4th; repeats inside one step are one occurrence) when every earlier one returned the same result and no call in between changed the project: any tool
- * but the reading ones of READ_ONLY_TOOLS (read, grep, glob, list, webfetch, websearch, ...), or a bash command
- * that is not read-only (isReadOnlyCommand: only a short list of reading programs is read-only, anything else
- * counts as a change; a failed call changes nothing). `websearch x` every
- * other call while the reads between change is caught at its 4th; an agent that re-reads one file while it
+ * (the 4th; repeats inside one step are one occurrence) when every earlier one returned the same result and no
+ * call in between changed the project: any tool but the reading ones of READ_ONLY_TOOLS (read, grep, glob, list,
+ * webfetch, websearch, ...), or a bash command that is not read-only (isReadOnlyCommand: only a short list of
+ * reading programs is read-only, anything else counts as a change; a failed call changes nothing). `websearch x`
+ * every other call while the reads between change is caught at its 4th; an agent that re-reads one file while it
  * explores new ones ([a], [a,b], [a,b,c], [a,b,c,d]) does more work every round, its re-reads drift apart (1, 2,
  * 3 calls between) and it runs. A fixed partner (a b a b) is a cycle, left to the cycle rule and its backstop.
  *
