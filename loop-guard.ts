@@ -95,7 +95,8 @@
  *                                          failure streak when its tool is exempt
  *
  * Layout: pure core (signature, results, waits, cycle check, steps as sets, per-call streak, wait rule, failure
- * streak, messages, the stream watcher, settings), then session state (sessions, streamed parts), then the opencode adapter.
+ * streak, messages, the stream watcher, settings), then session state (sessions, streamed parts), then the opencode
+ * adapter.
  */
 import type { Hooks, Plugin, PluginInput } from "@opencode-ai/plugin"
 
@@ -612,8 +613,8 @@ type Cycle = {
 }
 
 /**
- * The smallest cycle (k = 1..MAX_CYCLE) that the current call completes, or null. `history` is the recorded calls, oldest
- * first, without the current one. A cycle whose results repeated is caught at windowSize; one whose results
+ * The smallest cycle (k = 1..MAX_CYCLE) that the current call completes, or null. `history` is the recorded calls,
+ * oldest first, without the current one. A cycle whose results repeated is caught at windowSize; one whose results
  * changed at backstopSize. `isExempt(tool)` lets a cycle through when every call in it is an exempt tool. A k whose
  * turn is itself periodic (A A as k = 2) is the smaller cycle, already judged, and is skipped.
  */
@@ -778,8 +779,8 @@ type CallStreak = { reason: "streak"; tool: string; occurrences: number; calls: 
 /**
  * The per-call streak the current call completes: its r + 1st occurrence (the 4th by default; occurrences are
  * the steps that make the call: repeats inside one step are one, identical parallel calls being opencode's own
- * doom_loop check) where each two occurrences have at most STREAK_MAX_GAP calls of other work between them (the other calls of
- * the earlier occurrence's step and of the steps up to the later one's), every earlier occurrence returned the
+ * doom_loop check) where each two occurrences have at most STREAK_MAX_GAP calls of other work between them (the
+ * other calls of the earlier occurrence's step and of the steps up to the later one's), every earlier occurrence returned the
  * same result, no call in the streak changed the project (changesProject, a failed one does not), and the calls
  * around it vary (at least two different ones: a fixed partner makes it a cycle, the cycle rule's). Null
  * otherwise, and for an exempt tool. Reads at most streakWindow + MAX_CYCLE calls back.
