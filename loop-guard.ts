@@ -780,10 +780,10 @@ type CallStreak = { reason: "streak"; tool: string; occurrences: number; calls: 
  * The per-call streak the current call completes: its r + 1st occurrence (the 4th by default; occurrences are
  * the steps that make the call: repeats inside one step are one, identical parallel calls being opencode's own
  * doom_loop check) where each two occurrences have at most STREAK_MAX_GAP calls of other work between them (the
- * other calls of the earlier occurrence's step and of the steps up to the later one's), every earlier occurrence returned the
- * same result, no call in the streak changed the project (changesProject, a failed one does not), and the calls
- * around it vary (at least two different ones: a fixed partner makes it a cycle, the cycle rule's). Null
- * otherwise, and for an exempt tool. Reads at most streakWindow + MAX_CYCLE calls back.
+ * other calls of the earlier occurrence's step and of the steps up to the later one's), every earlier occurrence
+ * returned the same result, no call in the streak changed the project (changesProject, a failed one does not),
+ * and the calls around it vary (at least two different ones: a fixed partner makes it a cycle, the cycle rule's).
+ * Null otherwise, and for an exempt tool. Reads at most streakWindow + MAX_CYCLE calls back.
  */
 function findCallStreak(
   history: readonly Call[],
