@@ -1541,6 +1541,19 @@ describe("steps as sets: the same parallel calls in another order are the same s
     expect(await runSteps(hooks, steps.replace(/ 1=8$/, " 1"))).toBe("..|..|..|..|..|..|..|..|.X")
   })
 
+  test("the longest step backstop fits the history: 9 steps of 8 calls whose results change, the last call", async () => {
+    const { hooks } = await start()
+    // every other step in reverse order; each call's result changes at every step
+    const order = (n: number) => (n % 2 ? [8, 7, 6, 5, 4, 3, 2, 1] : [1, 2, 3, 4, 5, 6, 7, 8])
+    const step = (n: number) =>
+      order(n)
+        .map((c) => `${c}=${(c + n) % 10}`)
+        .join(" ")
+    const steps = Array.from({ length: 9 }, (_, n) => step(n)).join(" | ")
+    const outcome = await runSteps(hooks, steps.replace(/=\d$/, ""))
+    expect(outcome).toBe([...Array(8).fill("........"), ".......X"].join("|"))
+  })
+
   test("the message names the step's tools, the count and that the results are in context", async () => {
     const { hooks, toasts, logs, call } = await start()
     expect(await runSteps(hooks, "A=a 1=1 | 1=1 A=a", false, "m1")).toBe("..|..")
@@ -1583,6 +1596,13 @@ describe("cycles up to length 8", () => {
   test.each(table)("%s", async (_name, steps, expected) => {
     const { trace } = await start()
     expect(await trace(steps)).toBe(expected)
+  })
+
+  test("the longest backstop fits the history: eight calls whose results change, blocked at the 72nd", async () => {
+    const { trace } = await start()
+    const steps = Array.from({ length: 72 }, (_, i) => `${(i % 8) + 1}=${i % 10}`).join(" ")
+    expect(await trace(steps)).toBe(".".repeat(71) + "X")
+    expect(historyCapacity(3)).toBe(71) // the 71 calls before the 72nd: exactly what is kept
   })
 
   test("the message of a long cycle names its calls in order and its length", async () => {
