@@ -1459,6 +1459,20 @@ describe("per-call streaks: one call repeated among other calls", () => {
     expect(logs.at(-1)?.extra).toMatchObject({ reason: "streak", tools: ["websearch"], occurrences: 4, calls: 7 })
   })
 
+  test("warn mode: the 4th runs and its result carries the note", async () => {
+    const { trace, call, succeed, toasts } = await start({ OPENCODE_LOOP_GUARD: "warn" })
+    expect(await trace("w=s 1=1 w=s 2=2 w=s 3=3")).toBe("......")
+    expect(await call("s1", "websearch", { query: "opencode plugin hooks" })).toBeNull()
+    const seen = await succeed("s1", "websearch", "results")
+    expect(seen).toStartWith(
+      "results\n\nloop-guard warning: this websearch call ran, but it repeats what you did before",
+    )
+    expect(seen).toContain("that result is already in your context")
+    expect(toasts.at(-1)?.message).toBe(
+      "loop-guard: warned about a 4th identical websearch among other calls; it ran (warn mode) and the agent was told",
+    )
+  })
+
   test("parallel steps: a re-read beside a different call in every step, in any position", async () => {
     const { hooks } = await start()
     expect(await runSteps(hooks, "A=a 1=1 | 2=2 A=a | A=a 3=3 | 4=4 A")).toBe("..|..|..|.X")
@@ -1529,6 +1543,7 @@ describe("steps as sets: the same parallel calls in another order are the same s
       ".|.|.|.|.|.|.|.|.",
     ],
     ["a new call before the repeated ones makes another step", "A=a 1=1 | 1=1 A=a | 3=3 A=a 1", "..|..|..."],
+    ["a step with a wait is the wait rule's (within its budget)", "Z=z R=r | R=r Z=z | Z=z R", "..|..|.."],
   ]
   test.each(table)("%s", async (_name, steps, expected, announce) => {
     const { hooks } = await start()
