@@ -2,7 +2,7 @@
  * loop-guard: an opencode plugin that stops the agent from cycling through the same tool calls.
  *
  * What: every tool call gets a signature (tool name + canonical arguments) and, once it has run, a digest of its
- * result. When the last calls of a session, the current one included, repeat a cycle of length k (k = 1..4) for
+ * result. When the last calls of a session, the current one included, repeat a cycle of length k (k = 1..8) for
  * the configured number of repetitions r AND the repeated calls returned the same results each time, the current
  * call is blocked: the hook throws, the tool does not run, and the model reads our message as the tool result.
  * With the default r = 3 such a cycle is caught after max(3k, 4) calls:
@@ -11,10 +11,35 @@
  *   k = 2  A B A B A B               the 6th call
  *   k = 3  A B C A B C A B C         the 9th call
  *   k = 4  A B C D x3                the 12th call
+ *   k = 5  A B C D E x3              the 15th call (five reads repeated)
+ *   k = 8  A B C D E F G H x3        the 24th call (k = 6: an edit/test/revert/lint cycle, the 18th)
  *
  * Progress is not a loop: when the results changed between repetitions (a poll of a job that advances, a growing
  * log), the cycle runs on until a backstop at max(3r*k, 3r+1) calls (the 10th identical poll by default), so
  * nothing repeats forever. A call whose result was not seen (yet) counts as the result "none".
+ *
+ * Steps as sets: the calls of one step (the parallel calls of one assistant message: opencode announces each tool
+ * part with its messageID before it runs; without that, calls that reach the hook one after the other with no
+ * result between) compare as a set. When the last r steps (3 by default) each made the same 2..8 calls in any
+ * order ([a,b,c], [c,a,b], [b,c,a]) and the complete ones returned the same results, the call that completes the
+ * r-th is blocked; with results that changed, the 3r-th step is the backstop. A step that holds a wait is the wait
+ * rule's; a step of one call is the cycle rule's k = 1.
+ *
+ * Per-call streaks: one call that comes back at least every other call (at most STREAK_MAX_GAP = 1 call of other
+ * work between two occurrences, counted by steps), among calls that vary, is blocked at its (r+1)-th occurrence
+ * (the 4th; repeats inside one step are one occurrence) when every earlier one returned the same result and no
+ * call in between changed the project: any tool but the reading ones of READ_ONLY_TOOLS (read, grep, glob, list,
+ * webfetch, websearch, ...), or a bash command that is not read-only (isReadOnlyCommand: only a short list of
+ * reading programs is read-only, anything else counts as a change; a failed call changes nothing). `websearch x`
+ * every other call while the reads between change is caught at its 4th; an agent that re-reads one file while it
+ * explores new ones ([a], [a,b], [a,b,c], [a,b,c,d]) does more work every round, its re-reads drift apart (1, 2,
+ * 3 calls between) and it runs. A fixed partner (a b a b) is a cycle, left to the cycle rule and its backstop.
+ *
+ * Bounds: a session keeps its last max(24r, 3r+1) - 1 calls (71 by default: the backstop of an 8-call cycle or
+ * of 3r steps of 8 calls), only digests. Per call the cycle check compares signatures for k = 1..8 and stops at
+ * the first mismatch (one comparison per k in the usual case), the step check reads back only for a step of 2 or
+ * more calls, step by step while they hold the same calls (at most 3r steps), and the streak reads at most
+ * r + 1 + r * STREAK_MAX_GAP + 8 calls back.
  *
  * Failure streaks: when one tool other than bash failed on the last 3 calls of the session with the same error,
  * whatever its arguments (an edit retried with ever different oldStrings, each "not found"), its next call is
@@ -70,8 +95,9 @@
  *                                          a cycle is let through only when every call in it is an exempt tool, a
  *                                          failure streak when its tool is exempt
  *
- * Layout: pure core (signature, results, waits, cycle check, wait rule, failure streak, messages, the stream
- * watcher, settings), then session state (sessions, streamed parts), then the opencode adapter.
+ * Layout: pure core (signature, results, waits, cycle check, steps as sets, per-call streak, wait rule, failure
+ * streak, messages, the stream watcher, settings), then session state (sessions, streamed parts), then the opencode
+ * adapter.
  */
 import type { Hooks, Plugin, PluginInput } from "@opencode-ai/plugin"
 
@@ -259,8 +285,8 @@ function safeString(object: object): string {
  * 64-bit digest of a string. The history keeps only digests, so a 1 MB `write` costs a few dozen bytes per slot.
  * Under opencode (Bun) this is Bun.hash (wyhash, 64 bit, native); elsewhere a 2 x 32-bit FNV-1a in plain JS.
  * Collision risk: a false block needs two different calls of the same tool whose digests collide inside one window
- * of at most 12r calls (the backstop of a 4-call cycle). With 64 bits that is about n^2 / 2^65 per window (n = 36
- * by default: ~4e-17); the digest also carries the text's length. A result digest that collides only makes a
+ * of at most 24r calls (the backstop of an 8-call cycle). With 64 bits that is about n^2 / 2^65 per window (n = 72
+ * by default: ~1.4e-16); the digest also carries the text's length. A result digest that collides only makes a
  * changing result look unchanged, i.e. brings a block forward from the backstop to the cycle's window. wyhash is not cryptographic, but the only party that could craft a collision is
  * the model, and all it would gain is having its own call blocked.
  */
@@ -385,10 +411,92 @@ type Call = CallRecord & {
   wait: number
   /** warn mode: the note to append to this call's result when it arrives */
   note: string | null
+  /** the step (one assistant message's calls, made at once) the call belongs to; see stepOf in the adapter */
+  step: string
+  /** the call may change the project when it succeeds (changesProject): it ends a per-call streak */
+  changes: boolean
 }
 
-export function newCall(record: CallRecord, callID: string, wait = 0): Call {
-  return { ...record, callID, result: NO_RESULT, failed: false, refused: false, wait, note: null }
+export function newCall(record: CallRecord, callID: string, wait = 0, step = callID, changes = false): Call {
+  return { ...record, callID, result: NO_RESULT, failed: false, refused: false, wait, note: null, step, changes }
+}
+
+/**
+ * Tools that only read (opencode's own, and Claude Code's `bashoutput` poll). Any other tool (edit, write, patch,
+ * task, an MCP tool loop-guard knows nothing of) may change something when it succeeds: it ends a per-call streak,
+ * which only makes a streak harder to reach. bash is read by isReadOnlyCommand.
+ */
+const READ_ONLY_TOOLS = new Set([
+  "read",
+  "grep",
+  "glob",
+  "list",
+  "webfetch",
+  "websearch",
+  "codesearch",
+  "todoread",
+  "todowrite",
+  "bashoutput",
+])
+
+/**
+ * Programs a bash command may run and still count as read-only (it cannot end a per-call streak). Kept short on
+ * purpose: a command it does not know counts as changing, which only makes a streak harder to reach.
+ */
+const READ_ONLY_PROGRAMS = new Set([
+  "cat",
+  "cd",
+  "echo",
+  "file",
+  "grep",
+  "egrep",
+  "fgrep",
+  "head",
+  "ls",
+  "nl",
+  "pwd",
+  "rg",
+  "stat",
+  "tail",
+  "tree",
+  "wc",
+  "which",
+  "find",
+  "git",
+])
+/** The git subcommands that only read. */
+const READ_ONLY_GIT = new Set(["status", "log", "diff", "show", "branch", "blame", "grep", "ls-files", "rev-parse"])
+/** find's actions that write or run something. */
+const FIND_ACTIONS = /^-(?:delete|exec|execdir|ok|okdir|fprint|fprint0|fprintf|fls)$/
+
+/**
+ * Whether a call may change the project: a tool that is not in READ_ONLY_TOOLS, or a bash command that is not
+ * read-only (isReadOnlyCommand). Only this boolean is kept, never the command.
+ */
+function changesProject(tool: string, args: unknown): boolean {
+  if (READ_ONLY_TOOLS.has(tool)) return false
+  if (tool !== "bash") return true
+  const command = typeof args === "object" && args !== null ? (args as { command?: unknown }).command : undefined
+  return typeof command !== "string" || !isReadOnlyCommand(command)
+}
+
+/**
+ * A bash command line that only reads: no redirection, no command substitution, and every command of it (cut at
+ * |, ||, &&, ; and line breaks) runs a program of READ_ONLY_PROGRAMS (git only with a READ_ONLY_GIT subcommand,
+ * find without an action that writes or runs). `cat a.txt | grep x` reads; `ls > out`, `rm x`, `npm test`,
+ * `sed -i ...` and anything unknown change.
+ */
+export function isReadOnlyCommand(command: string): boolean {
+  if (command.length > MAX_COMMAND_READ * 4 || /[>`]|\$\(/.test(command)) return false
+  for (const part of command.split(/\|\|?|&&|;|\n/)) {
+    const words = part.split(/[ \t\r]+/).filter((word) => word !== "")
+    if (words.length === 0) continue
+    const program = words[0]
+    if (!READ_ONLY_PROGRAMS.has(program)) return false
+    if (program === "git" && !READ_ONLY_GIT.has(words[1] ?? "")) return false
+    if (program === "find" && words.some((word) => FIND_ACTIONS.test(word))) return false
+  }
+  return true
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -474,7 +582,8 @@ function sleepOperand(operand: string): number | null {
 // Pure core: the cycle check
 // ---------------------------------------------------------------------------------------------------------------
 
-const MAX_CYCLE = 4
+/** The longest cycle looked for, and the most calls of one step compared as a set. */
+const MAX_CYCLE = 8
 
 /** How many calls, the current one included, must repeat a cycle of length k: max(r*k, r+1). */
 function windowSize(k: number, repetitions: number): number {
@@ -505,8 +614,8 @@ type Cycle = {
 }
 
 /**
- * The smallest cycle (k = 1..4) that the current call completes, or null. `history` is the recorded calls, oldest
- * first, without the current one. A cycle whose results repeated is caught at windowSize; one whose results
+ * The smallest cycle (k = 1..MAX_CYCLE) that the current call completes, or null. `history` is the recorded calls,
+ * oldest first, without the current one. A cycle whose results repeated is caught at windowSize; one whose results
  * changed at backstopSize. `isExempt(tool)` lets a cycle through when every call in it is an exempt tool. A k whose
  * turn is itself periodic (A A as k = 2) is the smaller cycle, already judged, and is skipped.
  */
@@ -561,6 +670,173 @@ function resultsRepeat(history: readonly Call[], calls: number, k: number): bool
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// Pure core: steps as sets
+// ---------------------------------------------------------------------------------------------------------------
+
+/** One step made again: the same calls at once, in any order. `changing`: their results changed (the backstop). */
+type StepRepeat = {
+  reason: "step"
+  changing: boolean
+  /** calls in the step */
+  k: number
+  /** steps in the window, the current one included */
+  repetitions: number
+  /** calls in the window */
+  calls: number
+  /** tool names of the step, sorted, and the current call's tool */
+  tools: string[]
+  tool: string
+}
+
+/** The calls of one step as a set: their signatures sorted (a multiset: a call made twice counts twice). */
+function stepKey(calls: readonly CallRecord[]): string {
+  return calls
+    .map((call) => call.signature)
+    .sort()
+    .join("\n")
+}
+
+/** What one step returned, by call: each signature with its result, sorted; equal when every call's result is. */
+function stepResults(calls: readonly Call[]): string {
+  return calls
+    .map((call) => `${call.signature}=${call.result}`)
+    .sort()
+    .join("\n")
+}
+
+/**
+ * The step the current call completes, when the last steps (r of them with the current one; 3r at the backstop)
+ * made the same 2..MAX_CYCLE calls each, in any order: [a,b,c], [c,a,b], [b,c,a]. Null otherwise. A step of one
+ * call is the cycle rule's k = 1. The results are compared between the complete steps before the current one (the
+ * current step's calls may still be running), and, for those of the current step already answered, with the step
+ * before; when they changed the steps run on to the backstop. A step with a wait is the wait rule's. `history` is
+ * recorded calls, oldest first, without the current one; at most 3r * MAX_CYCLE of them are read.
+ */
+function findStepRepeat(
+  history: readonly Call[],
+  current: Call,
+  repetitions: number,
+  isExempt: (tool: string) => boolean = () => false,
+): StepRepeat | null {
+  let start = history.length
+  while (start > 0 && history[start - 1].step === current.step && history.length - start < MAX_CYCLE) start--
+  const size = history.length - start + 1
+  if (size < 2 || size > MAX_CYCLE || history[start - 1]?.step === current.step) return null // none, or too many
+  const mine = [...history.slice(start), current]
+  if (mine.some((call) => call.wait > 0) || mine.every((call) => isExempt(call.tool))) return null
+  const key = stepKey(mine)
+  const steps: Call[][] = [] // the complete steps before the current one with the same calls, newest first
+  for (let end = start; end > 0 && steps.length < 3 * repetitions - 1;) {
+    let begin = end - 1
+    while (begin > 0 && history[begin - 1].step === history[end - 1].step) begin--
+    const step = history.slice(begin, end)
+    if (step.length !== size || stepKey(step) !== key) break
+    steps.push(step)
+    end = begin
+  }
+  if (steps.length < repetitions - 1) return null
+  const tools = mine.map((call) => call.tool).sort()
+  const found = (changing: boolean, count: number): StepRepeat => ({
+    reason: "step",
+    changing,
+    k: size,
+    repetitions: count,
+    calls: count * size,
+    tools,
+    tool: current.tool,
+  })
+  if (stepResultsRepeat(steps.slice(0, repetitions - 1), mine)) return found(false, repetitions)
+  return steps.length >= 3 * repetitions - 1 ? found(true, 3 * repetitions) : null
+}
+
+/** Whether the complete steps (newest first) returned the same, and the answered calls of `mine` the same again. */
+function stepResultsRepeat(steps: readonly Call[][], mine: readonly Call[]): boolean {
+  for (let i = 1; i < steps.length; i++) if (stepResults(steps[i]) !== stepResults(steps[0])) return false
+  const answered = mine.filter((call) => call.result !== NO_RESULT)
+  return answered.every((call) =>
+    steps[0].some((before) => before.signature === call.signature && before.result === call.result),
+  )
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Pure core: the per-call streak
+// ---------------------------------------------------------------------------------------------------------------
+
+/**
+ * The most calls of other work between two occurrences of a streak's call: it comes back at least every other
+ * call (every step, beside one other call). An agent that re-reads one file while it explores ([a], [a,b],
+ * [a,b,c], [a,b,c,d]) does more work every round, so its re-reads drift apart and never make a streak.
+ */
+const STREAK_MAX_GAP = 1
+
+/** The calls a streak can span, the current one included: r + 1 occurrences and r gaps of STREAK_MAX_GAP calls. */
+function streakWindow(repetitions: number): number {
+  return repetitions + 1 + repetitions * STREAK_MAX_GAP
+}
+
+/** One call repeated among other calls: `occurrences` times (the current one included) in the last `calls`. */
+type CallStreak = { reason: "streak"; tool: string; occurrences: number; calls: number }
+
+/**
+ * The per-call streak the current call completes: its r + 1st occurrence (the 4th by default; occurrences are
+ * the steps that make the call: repeats inside one step are one, identical parallel calls being opencode's own
+ * doom_loop check) where each two occurrences have at most STREAK_MAX_GAP calls of other work between them (the
+ * other calls of the earlier occurrence's step and of the steps up to the later one's), every earlier occurrence
+ * returned the same result, no call in the streak changed the project (changesProject, a failed one does not),
+ * and the calls around it vary (at least two different ones: a fixed partner makes it a cycle, the cycle rule's).
+ * Null otherwise, and for an exempt tool. Reads at most streakWindow + MAX_CYCLE calls back.
+ */
+function findCallStreak(
+  history: readonly Call[],
+  current: Call,
+  repetitions: number,
+  isExempt: (tool: string) => boolean = () => false,
+): CallStreak | null {
+  if (isExempt(current.tool)) return null
+  const limit = Math.max(0, history.length - (streakWindow(repetitions) + MAX_CYCLE))
+  if (!occursTimes(history, current.signature, limit, repetitions)) return null // most calls: one quick scan
+  let occurrences = 1
+  let laterStep = current.step // the step of the newest occurrence found so far
+  let gap = 0 // other calls between the newest occurrence found and the one before it, being counted
+  let laterGap = 0 // the other calls counted for the pair already found (its earlier step's calls come later)
+  let result: string | null = null
+  let other: string | null = null // the first other call seen, and whether another one differs from it
+  let varied = false
+  let i = history.length - 1
+  // on to the first occurrence, then over the calls before it in its step (they are its pair's work too)
+  for (; i >= limit && (occurrences <= repetitions || history[i].step === laterStep); i--) {
+    const call = history[i]
+    if (call.signature === current.signature) {
+      if (result !== null && call.result !== result) return null
+      result = call.result
+      if (call.step !== laterStep) {
+        occurrences += 1 // a step that makes it again; a repeat inside one step is no new occurrence
+        ;[laterGap, gap] = [gap, 0]
+      }
+      laterStep = call.step
+      continue
+    }
+    if (call.changes && !call.failed) return null
+    if (other === null) other = call.signature
+    else if (call.signature !== other) varied = true
+    if (call.step !== laterStep) gap += 1
+    else if (laterStep !== current.step) laterGap += 1 // beside an earlier occurrence, in its step: its pair's
+    if (gap > STREAK_MAX_GAP || laterGap > STREAK_MAX_GAP) return null
+  }
+  if (occurrences <= repetitions || !varied) return null
+  if (i >= 0 && history[i].step === laterStep) return null // the first occurrence's step reaches past the bound
+  return { reason: "streak", tool: current.tool, occurrences, calls: history.length - i }
+}
+
+/** Whether the signature occurs at least `times` times in history[from..]. */
+function occursTimes(history: readonly Call[], signature: string, from: number, times: number): boolean {
+  let count = 0
+  for (let i = history.length - 1; i >= from; i--)
+    if (history[i].signature === signature && ++count >= times) return true
+  return false
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // Pure core: the wait rule
 // ---------------------------------------------------------------------------------------------------------------
 
@@ -593,7 +869,7 @@ function lastTurn(history: readonly Call[], current: Call, k: number): Call[] {
 }
 
 /**
- * The length k of the smallest cycle (k = 1..4) the current call completes by its calls alone, whatever their
+ * The length k of the smallest cycle (k = 1..MAX_CYCLE) the current call completes by its calls alone, whatever their
  * results, one of whose calls is a wait; 0 when there is none. The window is the cycle rule's, max(r*k, r+1).
  */
 function findWaitingCycle(
@@ -748,8 +1024,11 @@ function findStreak(
 // Pure core: what the model and the human read
 // ---------------------------------------------------------------------------------------------------------------
 
-/** What was found: a cycle (results repeated, or at the backstop), a failure streak, or a wait past its limit. */
-type Finding = Cycle | Streak | WaitOver
+/**
+ * What was found: a cycle (results repeated, or at the backstop), a step made again, a per-call streak, a failure
+ * streak, or a wait past its limit.
+ */
+type Finding = Cycle | StepRepeat | CallStreak | Streak | WaitOver
 
 /** Blocks from this one on escalate: the agent is told to stop calling tools and report. */
 const ESCALATE_AT = 3
@@ -801,7 +1080,8 @@ function warnNote(finding: Finding): string {
 }
 
 function currentTool(finding: Finding): string {
-  return finding.reason === "failures" ? finding.tool : finding.tools[finding.tools.length - 1]
+  if (finding.reason === "failures" || finding.reason === "streak" || finding.reason === "step") return finding.tool
+  return finding.tools[finding.tools.length - 1]
 }
 
 /** Why the call was caught, and the advice that goes with the reason. */
@@ -816,6 +1096,8 @@ function explanation(finding: Finding): string[] {
         "them to allow it or to choose another way.",
     ]
   }
+  if (finding.reason === "streak") return streakExplanation(finding)
+  if (finding.reason === "step") return stepExplanation(finding)
   if (finding.reason === "failures") {
     return [
       `Your last ${finding.failures} tool calls were ${finding.tool} calls, and each failed with the same error, ` +
@@ -843,6 +1125,35 @@ function explanation(finding: Finding): string[] {
     lines.push(
       "If you are waiting for something (a job, a server, a build), wait first (for example with sleep) or read " +
         "its log before asking again.",
+    )
+  }
+  return lines
+}
+
+function streakExplanation(streak: CallStreak): string[] {
+  return [
+    `Your last ${streak.calls} tool calls, this one included, make this same ${streak.tool} call ` +
+      `${streak.occurrences} times with identical arguments, between other calls, and nothing was changed in between ` +
+      "(no edit, write or changing command).",
+    "Each time it returned the same result, and that result is already in your context; running it again will not " +
+      "tell you anything new.",
+  ]
+}
+
+function stepExplanation(step: StepRepeat): string[] {
+  const lines = [
+    `Your last ${step.repetitions} steps each made the same ${step.k} tool calls at once, in some order, with ` +
+      `identical arguments: ${step.tools.join(", ")}.`,
+  ]
+  if (!step.changing) {
+    lines.push(
+      "Each time they returned the same results, and those are already in your context; making them again will " +
+        "not tell you anything new.",
+    )
+  } else {
+    lines.push(
+      "Their results changed, so loop-guard let them run until now; this many identical steps is a loop, not " +
+        "progress.",
     )
   }
   return lines
@@ -902,6 +1213,14 @@ function caughtText(finding: Finding, retries = 0): string {
     const how = finding.refused ? "calls the user's permission rules refused" : "failures in a row"
     return `${finding.tool} after ${finding.failures} ${how}`
   }
+  if (finding.reason === "streak") {
+    const n = finding.occurrences + retries
+    return `${article(n)} ${ordinal(n)} identical ${finding.tool} among other calls`
+  }
+  if (finding.reason === "step") {
+    const changing = finding.changing ? " whose results kept changing" : ""
+    return `a step of ${finding.k} calls (${finding.tools.join(", ")}) made ${finding.repetitions} times in any order${changing}`
+  }
   return shapeText(finding, retries)
 }
 
@@ -912,7 +1231,8 @@ function toldText(finding: Finding, blocks: number): string {
   const escalated = blocks >= ESCALATE_AT
   if (finding.reason === "failures") return `re-read and ${escalated ? "stop and report" : "change approach"}`
   if (escalated) return "stop and report"
-  return finding.reason === "backstop" ? "wait or change course" : "change course"
+  const changing = finding.reason === "backstop" || (finding.reason === "step" && finding.changing)
+  return changing ? "wait or change course" : "change course"
 }
 
 /** The toast for a call warn mode let run. */
@@ -931,6 +1251,10 @@ function describe(finding: Finding): string {
     return `a wait past its ${finding.limit === "budget" ? "budget" : "lap cap"}: ${finding.tools.join(" -> ")}`
   if (finding.reason === "failures")
     return `a failure streak: ${finding.failures} ${finding.refused ? "refused" : "failed"} ${finding.tool} calls in a row`
+  if (finding.reason === "streak")
+    return `a per-call streak: ${finding.occurrences} identical ${finding.tool} calls among other calls`
+  if (finding.reason === "step")
+    return `a step made again: ${finding.repetitions} steps of the same ${finding.k} calls (${finding.tools.join(", ")})`
   return `${finding.reason === "backstop" ? "a cycle at the backstop" : "a cycle"}: ${finding.tools.join(" -> ")}`
 }
 
@@ -941,6 +1265,12 @@ function facts(finding: Finding): Record<string, unknown> {
   }
   if (finding.reason === "failures")
     return { reason: finding.reason, tools: [finding.tool], failures: finding.failures, refused: finding.refused }
+  if (finding.reason === "streak")
+    return { reason: finding.reason, tools: [finding.tool], occurrences: finding.occurrences, calls: finding.calls }
+  if (finding.reason === "step") {
+    const { reason, changing, tools, k, repetitions } = finding
+    return { reason, changing, tools, k, repetitions }
+  }
   return { reason: finding.reason, tools: finding.tools, k: finding.k, repetitions: finding.repetitions }
 }
 
@@ -1524,10 +1854,52 @@ type SessionState = {
   waiting: Waiting | null
   /** `recorded` when a call outside the timed cycle ended its timing: a count started later never reaches back */
   waitEnded: number
+  /** steps told apart by their order (stepOf): how many so far, and whether no result has come since the last call */
+  steps: number
+  stepOpen: boolean
+  /** the current step's name: "o:" and its number */
+  step: string
+  /** the assistant message of each call opencode announced (a tool part's messageID), by callID; made when needed */
+  messages: Bounded<string> | null
 }
 
 export function newSessionState(): SessionState {
-  return { history: [], blocks: 0, errorLogged: false, recorded: 0, lastBlock: null, waiting: null, waitEnded: 0 }
+  return {
+    history: [],
+    blocks: 0,
+    errorLogged: false,
+    recorded: 0,
+    lastBlock: null,
+    waiting: null,
+    waitEnded: 0,
+    steps: 0,
+    stepOpen: false,
+    step: "o:0",
+    messages: null,
+  }
+}
+
+/** Calls whose assistant message a session remembers (their parts are announced just before they run). */
+const MAX_STEP_MESSAGES = 64
+
+/**
+ * The step of a call: its assistant message when opencode announced the call's tool part (message.part.updated
+ * with its messageID, before the call runs); otherwise the calls that reach tool.execute.before one after the
+ * other with no result in between (a parallel fan-out), a result (after, or a failure's event) ending the step.
+ */
+function stepOf(state: SessionState, callID: string): string {
+  const message = state.messages?.get(callID)
+  if (message !== undefined) return message
+  if (!state.stepOpen) state.step = `o:${++state.steps}` // one string per step, shared by its calls
+  state.stepOpen = true
+  return state.step
+}
+
+/** Remembers the assistant message of a tool part opencode announced (pending or running), for stepOf. */
+function noteStep(state: SessionState, part: { callID?: unknown; messageID?: unknown }): void {
+  if (typeof part.callID !== "string" || typeof part.messageID !== "string") return
+  state.messages ??= new Bounded<string>(MAX_STEP_MESSAGES)
+  state.messages.set(part.callID, `m:${part.messageID}`)
 }
 
 /**
@@ -1689,6 +2061,18 @@ export function streamEvent(event: { type?: unknown; properties?: any } | undefi
   return { type: "start", sessionID, partID: part.id, kind: part.type }
 }
 
+/** A tool part opencode announced before it runs (pending or running), with its session, or null. */
+function announcedCall(
+  event: { type?: unknown; properties?: any } | undefined,
+): { sessionID: string; part: { callID?: unknown; messageID?: unknown } } | null {
+  if (event?.type !== "message.part.updated") return null
+  const part = event.properties?.part
+  const status = part?.state?.status
+  if (part?.type !== "tool" || (status !== "pending" && status !== "running")) return null
+  const sessionID = event.properties?.sessionID ?? part.sessionID
+  return typeof sessionID === "string" ? { sessionID, part } : null
+}
+
 /** A failed tool call from a `message.part.updated` event (tool.execute.after fires for successes only), or null. */
 function failedCall(
   event: { type?: unknown; properties?: any } | undefined,
@@ -1842,9 +2226,12 @@ const server: Plugin = async (input, _options) => {
   function judge(sessionID: string, tool: string, callID: string, args: unknown): Verdict {
     const state = sessions.get(sessionID)
     try {
-      const call = newCall(signature(tool, args), callID, waitSeconds(tool, args))
+      const step = stepOf(state, callID)
+      const call = newCall(signature(tool, args), callID, waitSeconds(tool, args), step, changesProject(tool, args))
       const finding =
         cycleOrWait(state, call, findCycle(state.history, call, settings.repetitions, isExempt)) ??
+        findStepRepeat(state.history, call, settings.repetitions, isExempt) ??
+        findCallStreak(state.history, call, settings.repetitions, isExempt) ??
         findStreak(state.history, call, settings.failures, isExempt)
       if (!finding) {
         record(state, call, capacity)
@@ -1925,7 +2312,9 @@ const server: Plugin = async (input, _options) => {
 
   /** A successful call's output: its digest joins the history; in warn mode the model's note is appended. */
   function afterCall(sessionID: string, callID: unknown, output: { output?: unknown } | undefined): void {
-    const call = findCall(sessions.peek(sessionID), callID)
+    const state = sessions.peek(sessionID)
+    if (state) state.stepOpen = false // a result came: the next call starts a step
+    const call = findCall(state, callID)
     if (!call || !output) return
     call.result = resultDigest(output.output)
     call.failed = false
@@ -1947,8 +2336,12 @@ const server: Plugin = async (input, _options) => {
         state.waiting = null // the wait budget starts over with the history
       }
     }
+    const announced = announcedCall(event)
+    if (announced) noteStep(sessions.get(announced.sessionID), announced.part)
     const failed = failedCall(event)
-    const call = failed && findCall(sessions.peek(failed.sessionID), failed.callID)
+    const failedState = failed ? sessions.peek(failed.sessionID) : undefined
+    if (failedState) failedState.stepOpen = false
+    const call = failed && findCall(failedState, failed.callID)
     if (call) {
       call.result = errorDigest(failed.error)
       call.failed = true

@@ -29,7 +29,11 @@ function deep(levels: number, salt: number): unknown {
   return node
 }
 
-/** Argument shapes, each made in 5 variants: a rotation of 5 distinct calls never forms a cycle of length 1..4. */
+/**
+ * Argument shapes, each made in 9 variants: a rotation of 9 distinct calls never forms a cycle of length 1..8 (and,
+ * with no result reported, all of a batch is one step: more than 8 calls are not compared as a set, and a repeat
+ * inside one step is no new occurrence of a per-call streak).
+ */
 export const SHAPES: { name: string; tool: string; make: (salt: number) => unknown }[] = [
   {
     name: "~100 B (read)",
@@ -73,7 +77,7 @@ export async function hookCost(opts: { rounds: number }): Promise<{ rows: Row[];
   const empty = async (_i: unknown, _o: unknown) => {}
 
   for (const shape of SHAPES) {
-    const variants = [0, 1, 2, 3, 4].map(shape.make)
+    const variants = [0, 1, 2, 3, 4, 5, 6, 7, 8].map(shape.make)
     const bytes = JSON.stringify(variants[0]).length
     const reps = Math.max(5, Math.min(20_000, Math.round(2_000_000 / bytes)))
     const ratios: number[] = []
@@ -82,16 +86,18 @@ export async function hookCost(opts: { rounds: number }): Promise<{ rows: Row[];
     const emptyNs: number[] = []
     let sink = 0
     let blocked = 0
+    let made = 0
     const stringifyBatch = () => {
       const t = now()
-      for (let i = 0; i < reps; i++) sink += JSON.stringify(variants[i % 5]).length
+      for (let i = 0; i < reps; i++) sink += JSON.stringify(variants[i % 9]).length
       return (now() - t) / reps
     }
     const hookBatch = async () => {
       const t = now()
       for (let i = 0; i < reps; i++) {
         try {
-          await before({ tool: shape.tool, sessionID: "bench", callID: `c${i}` }, { args: variants[i % 5] })
+          const n = made++ // on across batches: a batch shorter than 9 calls must not restart the rotation
+          await before({ tool: shape.tool, sessionID: "bench", callID: `c${n}` }, { args: variants[n % 9] })
         } catch {
           blocked++
         }

@@ -11,6 +11,7 @@ import plugin, {
   duration,
   fnv1a64,
   historyCapacity,
+  isReadOnlyCommand,
   newCall,
   newSessionState,
   record,
@@ -111,6 +112,10 @@ const CALLS: Record<string, [string, unknown]> = {
   6: ["read", { filePath: "src/6.ts" }],
   7: ["read", { filePath: "src/7.ts" }],
   8: ["read", { filePath: "src/8.ts" }],
+  9: ["read", { filePath: "src/9.ts" }],
+  g: ["bash", { command: "git status && git diff | head -50", description: "Look at the changes" }],
+  w: ["websearch", { query: "opencode plugin hooks" }],
+  m: ["mcp_db_insert", { row: 1 }],
 }
 
 describe("detection (default: 3 repetitions)", () => {
@@ -123,7 +128,7 @@ describe("detection (default: 3 repetitions)", () => {
     ["A-B-C-D x3: the 12th", "ABCDABCDABCD", "...........X"],
     ["A-A-B x3: repeated members count", "AABAABAAB", "........X"],
     ["A-B-A-C x3", "ABACABACABAC", "...........X"],
-    ["a cycle of length 5 is never blocked", "ABCDEABCDEABCDEABCDE", "...................."],
+    ["a cycle of length 9 is never blocked", "123456789".repeat(4), ".".repeat(36)],
     ["same tool, changing arguments", "12345678", "........"],
     ["edits that change between test reruns", "FTGTHTFT", "........"],
     ["the same edit between test reruns: ping-pong", "FTFTFT", ".....X"],
@@ -398,12 +403,12 @@ describe("sessions", () => {
     const state = newSessionState()
     for (let i = 0; i < 10_000; i++)
       record(state, newCall(signature("read", { filePath: `f${i}` }), `c${i}`), historyCapacity(3, 3))
-    expect(state.history.length).toBe(35) // max(9*4, 10) - 1: the longest backstop window minus the current call
-    expect(historyCapacity(5)).toBe(59)
-    expect(historyCapacity(2, 40)).toBe(40) // a longer failure streak needs its calls
+    expect(state.history.length).toBe(71) // max(9*8, 10) - 1: the longest backstop window minus the current call
+    expect(historyCapacity(5)).toBe(119)
+    expect(historyCapacity(2, 60)).toBe(60) // a longer failure streak needs its calls
     const { call, trace } = await start()
     for (let i = 0; i < 10_000; i++) await call("s1", "read", { filePath: `f${i}` })
-    expect(await trace("ABCDABCDABCD")).toBe("...........X") // the longest window still works after many calls
+    expect(await trace("12345678".repeat(3))).toBe(".".repeat(23) + "X") // the longest window still works
   })
 })
 
@@ -1340,5 +1345,288 @@ describe("export form", () => {
     expect(plugin.id).toBe("loop-guard")
     expect(typeof plugin.server).toBe("function")
     expect(Object.keys(plugin).sort()).toEqual(["id", "server"])
+  })
+})
+
+// ---------------------------------------------------------------------------------------------------------------
+// Issue 22, items 1-3: per-call streaks, steps as sets, cycles up to length 8
+
+/**
+ * Runs steps of parallel calls through the hooks as opencode does: every call of a step reaches
+ * tool.execute.before before any result, then each call that ran reports its result (`=x`, `!e` or nothing, as in
+ * `trace`). Steps are separated by `|`, calls by spaces. With `announce`, each call's tool part is first announced
+ * with its step's messageID (message.part.updated, pending) and each result comes right after its call instead.
+ * Returns the outcome per step: "." ran, "X" blocked.
+ */
+async function runSteps(hooks: any, text: string, announce = false, sessionID = "p1"): Promise<string> {
+  const outcome: string[] = []
+  let message = 0
+  for (const step of text.split("|")) {
+    message++
+    const ran: { tool: string; callID: string; token: string }[] = []
+    let marks = ""
+    for (const token of step.trim().split(/ +/)) {
+      const [tool, args] = CALLS[token[0]]
+      const callID = `p${++callNumber}`
+      if (announce) {
+        const part = { type: "tool", tool, callID, sessionID, messageID: `msg${message}`, state: { status: "pending" } }
+        await hooks.event({ event: { type: "message.part.updated", properties: { sessionID, part } } })
+      }
+      let blocked = false
+      try {
+        await hooks["tool.execute.before"]({ tool, sessionID, callID }, { args })
+      } catch {
+        blocked = true
+      }
+      marks += blocked ? "X" : "."
+      if (!blocked) ran.push({ tool, callID, token })
+      if (announce) await reportStep(hooks, sessionID, ran.splice(0))
+    }
+    await reportStep(hooks, sessionID, ran)
+    outcome.push(marks)
+  }
+  return outcome.join("|")
+}
+
+async function reportStep(hooks: any, sessionID: string, ran: { tool: string; callID: string; token: string }[]) {
+  for (const { tool, callID, token } of ran) {
+    if (token[1] === "=")
+      await hooks["tool.execute.after"](
+        { tool, sessionID, callID, args: {} },
+        { title: "", output: `output ${token[2]}` },
+      )
+    if (token[1] === "!") {
+      const part = { type: "tool", tool, callID, sessionID, state: { status: "error", error: `error ${token[2]}` } }
+      await hooks.event({ event: { type: "message.part.updated", properties: { sessionID, part } } })
+    }
+  }
+}
+
+describe("per-call streaks: one call repeated among other calls", () => {
+  // trace -> outcome, as in "detection"; every call reports its result, so each call is its own step.
+  const table: [string, string, string, Record<string, string>?][] = [
+    ["a web search re-issued every other call while the reads between change", "w=s 1=1 w=s 2=2 w=s 3=3 w", "......X"],
+    ["a re-read every other call: blocked at its 4th occurrence", "A=a 1=1 A=a 2=2 A=a 3=3 A", "......X"],
+    ["its 3rd occurrence runs", "A=a 1=1 A=a 2=2 A", "....."],
+    ["back to back in places (no gap is no gap too)", "A=a A=a 1=1 A=a 2=2 A", ".....X"],
+    ["a read-only command between does not reset it", "A=a g=g A=a 1=1 A=a 2=2 A", "......X"],
+    ["a failed edit between does not reset it", "A=a 1=1 A=a F!e A=a 2=2 A", "......X"],
+    ["a grep and a glob between do not reset it", "A=a C=c A=a D=d A=a 2=2 A", "......X"],
+    ["r = 2: blocked at its 3rd occurrence", "A=a 1=1 A=a 2=2 A", "....X", { OPENCODE_LOOP_GUARD_REPETITIONS: "2" }],
+    ["a retry of the blocked call is blocked again", "A=a 1=1 A=a 2=2 A=a 3=3 A A", "......XX"],
+    // look-alikes that must run
+    [
+      "exploring: [a], [a,b], [a,b,c], [a,b,c,d] (every round adds work)",
+      "A=a A=a 1=1 A=a 1=1 2=2 A=a 1=1 2=2 3=3",
+      "..........",
+    ],
+    ["re-reads two calls apart", "A=a 1=1 2=2 A=a 3=3 4=4 A=a 5=5 6=6 A=a", ".........."],
+    ["its result changed", "A=a 1=1 A=b 2=2 A=a 3=3 A", "......."],
+    ["an edit between (the re-read checks a change)", "A=a 1=1 A=a F=f A=a 2=2 A", "......."],
+    ["a write between", "A=a 1=1 A=a W=w A=a 2=2 A", "......."],
+    [
+      "a tool loop-guard does not know (an MCP tool) between may have changed something",
+      "A=a 1=1 A=a m=m A=a 2=2 A",
+      ".......",
+    ],
+    ["a subagent (task) between", "A=a 1=1 A=a M=t A=a 2=2 A", "......."],
+    ["a command that is not read-only between (npm test)", "A=a 1=1 A=a T=t A=a 2=2 A", "......."],
+    ["the same partner every time is a cycle, the cycle rule's: its 6th", "A=a 1=1 A=a 1=1 A=a 1=1", ".....X"],
+    [
+      "the same partner, results changing: the cycle's backstop, not a streak",
+      "A=a 1=1 A=a 1=2 A=a 1=3 A=a 1=4 A=a 1=5 A=a 1=6 A=a 1=7 A=a 1=8 A=a 1=9",
+      ".................X",
+    ],
+    ["an exempt tool repeats freely", "A=a 1=1 A=a 2=2 A=a 3=3 A", ".......", { OPENCODE_LOOP_GUARD_EXEMPT: "read" }],
+  ]
+  test.each(table)("%s", async (_name, steps, expected, env) => {
+    const { trace } = await start(env ?? {})
+    expect(await trace(steps)).toBe(expected)
+  })
+
+  test("the model reads which tool repeated, how often, that its result is in context; no argument value", async () => {
+    const { trace, call, toasts, logs } = await start()
+    expect(await trace("w=s 1=1 w=s 2=2 w=s 3=3")).toBe("......")
+    const message = await call("s1", "websearch", { query: "opencode plugin hooks" })
+    expect(message).toStartWith("loop-guard blocked this websearch call: it was not run.\n")
+    expect(message).toContain("make this same websearch call 4 times with identical arguments, between other calls")
+    expect(message).toContain("that result is already in your context")
+    expect(message).not.toContain("opencode plugin hooks")
+    expect(toasts.at(-1)).toEqual({
+      message: "loop-guard: blocked a 4th identical websearch among other calls; the agent was told to change course",
+      variant: "warning",
+    })
+    expect(logs.at(-1)?.extra).toMatchObject({ reason: "streak", tools: ["websearch"], occurrences: 4, calls: 7 })
+  })
+
+  test("warn mode: the 4th runs and its result carries the note", async () => {
+    const { trace, call, succeed, toasts } = await start({ OPENCODE_LOOP_GUARD: "warn" })
+    expect(await trace("w=s 1=1 w=s 2=2 w=s 3=3")).toBe("......")
+    expect(await call("s1", "websearch", { query: "opencode plugin hooks" })).toBeNull()
+    const seen = await succeed("s1", "websearch", "results")
+    expect(seen).toStartWith(
+      "results\n\nloop-guard warning: this websearch call ran, but it repeats what you did before",
+    )
+    expect(seen).toContain("that result is already in your context")
+    expect(toasts.at(-1)?.message).toBe(
+      "loop-guard: warned about a 4th identical websearch among other calls; it ran (warn mode) and the agent was told",
+    )
+  })
+
+  test("parallel steps: a re-read beside a different call in every step, in any position", async () => {
+    const { hooks } = await start()
+    expect(await runSteps(hooks, "A=a 1=1 | 2=2 A=a | A=a 3=3 | 4=4 A")).toBe("..|..|..|.X")
+  })
+
+  test("parallel steps: exploring [a], [a,b], [a,b,c], [a,b,c,d], [a,b,c,d,e] runs", async () => {
+    const { hooks } = await start()
+    expect(await runSteps(hooks, "A=a | A=a 1=1 | A=a 1=1 2=2 | A=a 1=1 2=2 3=3 | A=a 1=1 2=2 3=3 4=4")).toBe(
+      ".|..|...|....|.....",
+    )
+  })
+})
+
+describe("per-call streaks: which bash commands read only (a changing one ends a streak)", () => {
+  const table: [string, boolean][] = [
+    ["cat src/a.ts", true],
+    ["ls -la && git status", true],
+    ["grep -rn TODO src | head -20 | wc -l", true],
+    ["git log --oneline -5; git diff HEAD~1", true],
+    ["find . -name '*.ts'", true],
+    ["cd src && rg foo", true],
+    ["", true],
+    ["npm test", false],
+    ["rm -rf build", false],
+    ["ls > files.txt", false],
+    ["cat $(which node)", false],
+    ["echo `date`", false],
+    ["git commit -am x", false],
+    ["git", false],
+    ["find . -name '*.tmp' -delete", false],
+    ["find . -exec rm {} ;", false],
+    ["sed -i s/a/b/ f", false],
+    ["cat a | tee b", false],
+    ["python -c 'print(1)'", false],
+  ]
+  test.each(table)("%p read-only: %p", (command, readOnly) => {
+    expect(isReadOnlyCommand(command)).toBe(readOnly)
+  })
+})
+
+describe("steps as sets: the same parallel calls in another order are the same step", () => {
+  const table: [string, string, string, boolean?][] = [
+    [
+      "a fan-out re-emitted in another order: the 3rd step's last call",
+      "A=a 1=1 2=2 | 2=2 A=a 1=1 | 1=1 2=2 A",
+      "...|...|..X",
+    ],
+    ["the same with the steps announced by messageID", "A=a 1=1 2=2 | 2=2 A=a 1=1 | 1=1 2=2 A", "...|...|..X", true],
+    ["two calls a step", "A=a 1=1 | 1=1 A=a | A=a 1", "..|..|.X"],
+    [
+      "eight calls a step",
+      "1=1 2=2 3=3 4=4 5=5 6=6 7=7 8=8 | 8=8 7=7 6=6 5=5 4=4 3=3 2=2 1=1 | 2=2 1=1 4=4 3=3 6=6 5=5 8=8 7",
+      "........|........|.......X",
+    ],
+    ["a retry in the same step is blocked again", "A=a 1=1 | 1=1 A=a | A=a 1 1", "..|..|.XX"],
+    // look-alikes that must run
+    ["two steps only", "A=a 1=1 2=2 | 2=2 A=a 1=1", "...|..."],
+    ["one call changed in the 3rd step", "A=a 1=1 2=2 | 2=2 A=a 1=1 | 1=1 2=2 3", "...|...|..."],
+    ["a result changed", "A=a 1=1 2=2 | 2=2 A=b 1=1 | 1=1 2=2 A", "...|...|..."],
+    [
+      "nine calls a step are not compared as a set",
+      "1=1 2=2 3=3 4=4 5=5 6=6 7=7 8=8 9=9 | 9=9 8=8 7=7 6=6 5=5 4=4 3=3 2=2 1=1 | 2=2 1=1 4=4 3=3 6=6 5=5 8=8 7=7 9",
+      ".........|.........|.........",
+    ],
+    [
+      "the same calls one by one in another order (no step)",
+      "A=a | 1=1 | 2=2 | 2=2 | A=a | 1=1 | 1=1 | 2=2 | A",
+      ".|.|.|.|.|.|.|.|.",
+    ],
+    ["a new call before the repeated ones makes another step", "A=a 1=1 | 1=1 A=a | 3=3 A=a 1", "..|..|..."],
+    ["a step with a wait is the wait rule's (within its budget)", "Z=z R=r | R=r Z=z | Z=z R", "..|..|.."],
+  ]
+  test.each(table)("%s", async (_name, steps, expected, announce) => {
+    const { hooks } = await start()
+    expect(await runSteps(hooks, steps, announce ?? false)).toBe(expected)
+  })
+
+  test("results that keep changing: the 9th step (3r) is the backstop", async () => {
+    const { hooks } = await start()
+    const steps = Array.from({ length: 9 }, (_, i) => (i % 2 ? `1=${i} A=${i}` : `A=${i} 1=${i}`)).join(" | ")
+    expect(await runSteps(hooks, steps.replace(/ 1=8$/, " 1"))).toBe("..|..|..|..|..|..|..|..|.X")
+  })
+
+  test("the longest step backstop fits the history: 9 steps of 8 calls whose results change, the last call", async () => {
+    const { hooks } = await start()
+    // every other step in reverse order; each call's result changes at every step
+    const order = (n: number) => (n % 2 ? [8, 7, 6, 5, 4, 3, 2, 1] : [1, 2, 3, 4, 5, 6, 7, 8])
+    const step = (n: number) =>
+      order(n)
+        .map((c) => `${c}=${(c + n) % 10}`)
+        .join(" ")
+    const steps = Array.from({ length: 9 }, (_, n) => step(n)).join(" | ")
+    const outcome = await runSteps(hooks, steps.replace(/=\d$/, ""))
+    expect(outcome).toBe([...Array(8).fill("........"), ".......X"].join("|"))
+  })
+
+  test("the message names the step's tools, the count and that the results are in context", async () => {
+    const { hooks, toasts, logs, call } = await start()
+    expect(await runSteps(hooks, "A=a 1=1 | 1=1 A=a", false, "m1")).toBe("..|..")
+    expect(await call("m1", ...CALLS["1"])).toBeNull() // the 3rd step, its calls made at once: no result between
+    const message = (await call("m1", ...CALLS["A"])) ?? ""
+    expect(message).toStartWith("loop-guard blocked this read call: it was not run.\n")
+    expect(message).toContain("Your last 3 steps each made the same 2 tool calls at once, in some order")
+    expect(message).toContain("already in your context")
+    expect(message).not.toContain("src/")
+    expect(toasts.at(-1)?.message).toBe(
+      "loop-guard: blocked a step of 2 calls (read, read) made 3 times in any order; the agent was told to change course",
+    )
+    expect(logs.at(-1)?.extra).toMatchObject({ reason: "step", k: 2, repetitions: 3, changing: false })
+  })
+})
+
+describe("cycles up to length 8", () => {
+  const table: [string, string, string][] = [
+    ["five reads repeated: the 15th call", "1=1 2=2 3=3 4=4 5=5 ".repeat(3), ".".repeat(14) + "X"],
+    [
+      "edit, test, revert, lint... six calls repeated: the 18th",
+      "F=f T=t J=j 1=1 W=w 2=2 ".repeat(3),
+      ".".repeat(17) + "X",
+    ],
+    ["seven calls: the 21st", "1=1 2=2 3=3 4=4 5=5 6=6 7=7 ".repeat(3), ".".repeat(20) + "X"],
+    ["eight calls: the 24th", "1=1 2=2 3=3 4=4 5=5 6=6 7=7 8=8 ".repeat(3), ".".repeat(23) + "X"],
+    ["a 6-cycle of two 3-cycles is the 3-cycle: the 9th", "1=1 2=2 3=3 ".repeat(3), ".".repeat(8) + "X"],
+    ["nine calls: never", "1=1 2=2 3=3 4=4 5=5 6=6 7=7 8=8 9=9 ".repeat(4), ".".repeat(36)],
+    [
+      "five calls whose results change: the backstop, the 45th",
+      Array.from({ length: 45 }, (_, i) => `${(i % 5) + 1}=${i % 10}`).join(" "),
+      ".".repeat(44) + "X",
+    ],
+    [
+      "five calls, one changed in the 3rd turn: runs",
+      "1=1 2=2 3=3 4=4 5=5 1=1 2=2 3=3 4=4 5=5 1=1 2=2 3=3 4=4 6",
+      ".".repeat(15),
+    ],
+  ]
+  test.each(table)("%s", async (_name, steps, expected) => {
+    const { trace } = await start()
+    expect(await trace(steps)).toBe(expected)
+  })
+
+  test("the longest backstop fits the history: eight calls whose results change, blocked at the 72nd", async () => {
+    const { trace } = await start()
+    const steps = Array.from({ length: 72 }, (_, i) => `${(i % 8) + 1}=${i % 10}`).join(" ")
+    expect(await trace(steps)).toBe(".".repeat(71) + "X")
+    expect(historyCapacity(3)).toBe(71) // the 71 calls before the 72nd: exactly what is kept
+  })
+
+  test("the message of a long cycle names its calls in order and its length", async () => {
+    const { trace, call, logs } = await start()
+    await trace("1=1 2=2 3=3 4=4 5=5 ".repeat(2) + "1=1 2=2 3=3 4=4")
+    const message = await call("s1", "read", { filePath: "src/5.ts" })
+    expect(message).toContain(
+      "repeat the same cycle 3 times with identical arguments: read -> read -> read -> read -> read (cycle length 5)",
+    )
+    expect(logs.at(-1)?.extra).toMatchObject({ reason: "cycle", k: 5 })
   })
 })
