@@ -14,7 +14,13 @@
  *
  * Progress is not a loop: when the results changed between repetitions (a poll of a job that advances, a growing
  * log), the cycle runs on until a backstop at max(3r*k, 3r+1) calls (the 10th identical poll by default), so
- * nothing repeats forever. A call whose result was not seen (yet) counts as the result "none".
+ * nothing repeats forever. A call whose result was not seen (yet) counts as the result "none". A cycle seen
+ * advancing just before its window (2 changed results among the calls before it that repeat it, back to the
+ * backstop's reach) is a job pausing, not stalled: it too runs on to the backstop (see progressedBefore).
+ * Volatile parts of a result are not progress: dates, clock times with seconds, durations with their unit (3.2s,
+ * 120ms, 5 minutes) and numbers under timing keys (duration_seconds, execution_count, createdAt) are masked before
+ * a result is digested, so a poll answered "running" with a fresh timestamp each time is caught at its 4th; a
+ * count, a percentage, a new log line or another status word still changes the result (see VOLATILE).
  *
  * Failure streaks: when one tool other than bash failed on the last 3 calls of the session with the same error,
  * whatever its arguments (an edit retried with ever different oldStrings, each "not found"), its next call is
@@ -338,14 +344,68 @@ const PRINTABLE_LABEL = /^[\x20-\x7e]{0,64}$/
 /** The result of a call that has not been seen (yet): a parallel call still running, or an event that never came. */
 const NO_RESULT = "none"
 
-/** Digest of what a call returned (the output the model reads). Only the digest is kept, never the output. */
+/**
+ * Digest of what a call returned (the output the model reads), its volatile parts masked (maskVolatile): a poll
+ * answered "running" with a new timestamp each time returned the same result. Only the digest is kept.
+ */
 function resultDigest(output: unknown): string {
-  return "ok:" + exactDigest(output)
+  return "ok:" + exactDigest(maskVolatile(output))
 }
 
-/** Digest of a failed call's error text; failures and outputs never compare equal. */
+/** Digest of a failed call's error text, volatile parts masked too; failures and outputs never compare equal. */
 function errorDigest(error: unknown): string {
-  return "error:" + exactDigest(error)
+  return "error:" + exactDigest(maskVolatile(error))
+}
+
+/** A month's name as dates write it: full or its 3-letter abbreviation (not `Decimal`, not `Marks`). */
+const MONTH = String.raw`(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)`
+
+/**
+ * The parts of a result that move with the clock, not with the work, each a named pattern (a named group of one
+ * regex, so a result is read once). A match is replaced by its name: `<date>`, `<time>`, `<duration>`; a timing
+ * key keeps its key and loses its value. So `running, 04:48:27` and `running, 04:49:01` are the same result while
+ * `3 files` and `4 files` stay apart. NOT masked, on purpose: bare numbers (a line count, a size, an id; an
+ * epoch-like 1733028507 may be a byte count), percentages, `HH:MM` without seconds (a path's line:column,
+ * `a.ts:12:30`), versions (`1.2.3`), hashes, colour codes (`ESC[32m` is no 32 minutes), and words: a different
+ * status word, or a new log line (even one whose timestamp is masked), is progress.
+ */
+const VOLATILE = new RegExp(
+  [
+    // a date, with its time of day when given: 2025-12-01, 2025/12/01, 2025-12-01T04:48:27.620Z,
+    // 2025-12-01 04:48:27+01:00 (Claude Code's bashoutput stamps every answer with one: E1-E5)
+    String.raw`(?<date>(?<!\d)\d{4}[-/]\d{2}[-/]\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2}(?!\d))?)?(?!\d))`,
+    // a written date (date(1), HTTP headers, ls -l, logs): Mon, 01 Dec 2025 10:00:00 / Dec  1 04:48 / 1 Dec 2025
+    String.raw`(?<written>\b(?:(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*,? +)?(?:\d{1,2} +${MONTH}\b(?: +\d{4})?|${MONTH} +\d{1,2}\b(?:,? +\d{4})?)(?: +\d{1,2}:\d{2}(?::\d{2})?)?(?![\d:]))`,
+    // a clock time with seconds, or with AM/PM: 04:48:27, 4:48:27.5 PM, 4:48 pm, an elapsed 00:01:23
+    String.raw`(?<time>(?<![\d:.])\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?(?: ?[AaPp][Mm]\b)?| ?[AaPp][Mm]\b)(?![\d:]))`,
+    // a duration with its unit: 3.2s, 120ms, 1m20s, 2h, 12.5 s, 3 seconds (ago), 5 minutes; not after [ or ;
+    // (ESC[32m, ESC[1;31m: colours) nor inside a word or a number (x2s, 1.5s is read from its 1)
+    String.raw`(?<duration>(?<![\w.\[;])\d+(?:\.\d+)?(?:(?:ns|us|µs|ms|s|m|h)(?:\d+(?:\.\d+)?(?:ms|s|m))*| ?(?:ms|s)| ?(?:milliseconds?|seconds?|secs?|minutes?|mins?|hours?|hrs?))(?![\w%]))`,
+    // a number under a timing key (hermes drops duration_seconds and execution_count before comparing):
+    // "duration_seconds": 12.5, elapsed=3, execution_count: 7, "createdAt": 1733028507, runtime: 5
+    // (read from the `:` or `=` back, so the rule costs nothing where there is none)
+    String.raw`(?<key>(?<=(?:[Tt]ime|[Tt]imestamp|[Dd]uration|[Ee]lapsed|[Tt]ook|[Uu]ptime|execution_count|_at|At)(?:_[a-z]+)?"?\s*)[:=]\s*"?)-?\d+(?:\.\d+)?(?![\d.:])`,
+  ].join("|"),
+  "g",
+)
+
+/**
+ * A result with its volatile parts (VOLATILE) replaced by their names; anything but a string as it is. A result of
+ * more than MASK_MAX_CHARS characters is compared whole: a poll's answer is short, and masking a large file or log
+ * would cost more than it could save (bench: `npm run bench -- --only=loop-guard`, "result mask").
+ */
+export function maskVolatile(result: unknown): unknown {
+  if (typeof result !== "string" || result.length > MASK_MAX_CHARS) return result
+  return result.replace(VOLATILE, maskedPart)
+}
+const MASK_MAX_CHARS = 65536
+
+function maskedPart(match: string, ...rest: unknown[]): string {
+  const groups = rest[rest.length - 1] as Record<string, string | undefined>
+  if (groups.date !== undefined || groups.written !== undefined) return "<date>"
+  if (groups.time !== undefined) return "<time>"
+  if (groups.duration !== undefined) return "<duration>"
+  return groups.key !== undefined ? `${groups.key}<timing>` : match
 }
 
 /**
@@ -522,8 +582,10 @@ function findCycle(
     const tools = history.slice(history.length - (k - 1)).map((call) => call.tool)
     tools.push(current.tool)
     if (tools.every(isExempt)) continue
-    if (resultsRepeat(history, calls, k)) return { reason: "cycle", k, calls, repetitions: calls / k, tools }
     const backstop = backstopSize(k, repetitions)
+    if (resultsRepeat(history, calls, k) && !progressedBefore(history, calls, k, backstop)) {
+      return { reason: "cycle", k, calls, repetitions: calls / k, tools }
+    }
     if (history.length + 1 >= backstop && isPeriodic(history, current, backstop, k)) {
       return { reason: "backstop", k, calls: backstop, repetitions: backstop / k, tools }
     }
@@ -549,6 +611,30 @@ function hasSmallerPeriod(history: readonly Call[], current: CallRecord, calls: 
   for (let d = 1; d < k; d++) if (k % d === 0 && isPeriodic(history, current, calls, d)) return true
   return false
 }
+
+/**
+ * Whether the cycle was seen to advance just before its window: among the calls before it that continue the cycle
+ * (each the same call as the one k later), back to the backstop's reach, at least PROGRESS_CHANGES returned
+ * something else than the same call one turn earlier. A job seen advancing that then answers the same a few times
+ * is pausing, not stalled: it runs on to the backstop, as a cycle whose results change in the window does (the real
+ * trajectories' E7: a long ingestion whose poll showed a new book every few polls, then the same book 4 times in
+ * 14 s). A poll that never moved is caught at the window (E1-E5: "running" 4 times since the job started).
+ */
+function progressedBefore(history: readonly Call[], calls: number, k: number, backstop: number): boolean {
+  const reach = Math.max(0, history.length - (backstop - 1)) // the oldest call the backstop window holds
+  let changes = 0
+  for (let i = history.length - (calls - 1) + k - 1; i - k >= reach; i--) {
+    if (history[i].signature !== history[i - k].signature) return false // the cycle started after it
+    if (history[i].result !== history[i - k].result && ++changes >= PROGRESS_CHANGES) return true
+  }
+  return false
+}
+
+/**
+ * Changes before the window that show a job advancing. One is not enough: a poll's first change is often the job
+ * starting (no output yet, then its first line), and `x y y y` stays a loop at its window.
+ */
+const PROGRESS_CHANGES = 2
 
 /** Whether each repeated call of the window returned what the same call one turn earlier returned. */
 function resultsRepeat(history: readonly Call[], calls: number, k: number): boolean {

@@ -9,7 +9,9 @@
 //      error, or none seen), idle and compaction events, every decision equals a reference model of the rule
 //      written here independently of the plugin: block when the last max(r*k, r+1) recorded calls plus the
 //      current one repeat a cycle of length k <= 4 (its smallest period) whose results repeated too, or, when the
-//      results changed, when the last max(3r*k, 3r+1) calls repeat it; or when the last 3 recorded calls were of
+//      results changed (in the window, or in 2 calls of the run before it that repeats the cycle: a job seen
+//      advancing), when the last max(3r*k, 3r+1) calls repeat it (a clock time in an output is no part of its
+//      result); or when the last 3 recorded calls were of
 //      the current call's tool (not bash) and failed with one error. "Same call" = same tool and deep-equal
 //      arguments (bash's description left out), object key order ignored, types strict. A cycle one of whose
 //      calls is a wait (bash sleeping 5 s or more first; recognized by its calls alone, whatever the results,
@@ -400,12 +402,27 @@ class ReferenceRule {
       if (!periodic(keys, k)) continue
       if ([1, 2, 3].some((d) => d < k && k % d === 0 && periodic(keys, d))) continue // a smaller cycle
       const results = history.slice(history.length - (n - 1)).map((c) => c.result)
-      if (periodic(results, k)) return k
       const b = Math.max(3 * this.r * k, 3 * this.r + 1)
+      if (periodic(results, k) && !this.advanced(history, k, b)) return k
       if (history.length + 1 >= b && periodic([...history.slice(history.length - (b - 1)).map((c) => c.key), key], k))
         return k
     }
     return 0
+  }
+  /**
+   * Whether the cycle was seen advancing: in the longest run of the last b - 1 calls that repeats with period k
+   * (each call the same as the one k later), 2 or more calls returned something else than the call k earlier.
+   */
+  private advanced(history: RefCall[], k: number, b: number): boolean {
+    let from = history.length
+    while (
+      from - 1 >= Math.max(0, history.length - (b - 1)) &&
+      (from - 1 + k >= history.length || history[from - 1].key === history[from - 1 + k].key)
+    )
+      from--
+    let changes = 0
+    for (let i = from + k; i < history.length; i++) if (history[i].result !== history[i - k].result) changes++
+    return changes >= 2
   }
   private streak(history: RefCall[], tool: string): boolean {
     if (tool === "bash" || history.length < 3) return false
@@ -435,8 +452,11 @@ async function reportResult(
   const value = changing ? String(rng.int(1000)) : rng.pick(["a", "b"])
   if (r < 0.2) return "none"
   if (r < 0.6) {
-    await hooks["tool.execute.after"]({ tool, sessionID, callID: lastCallID, args: {} }, { title: "", output: value })
-    model.result(sessionID, `ok:${value}`)
+    // Some outputs carry a clock time that changes every call: it is no part of the result (item 4 of issue 22).
+    const stamped = rng.chance(0.3)
+    const output = stamped ? `${value} at 04:${String(rng.int(60)).padStart(2, "0")}:${rng.int(50) + 10}` : value
+    await hooks["tool.execute.after"]({ tool, sessionID, callID: lastCallID, args: {} }, { title: "", output })
+    model.result(sessionID, stamped ? `ok:${value} at a time` : `ok:${value}`)
     return `ok:${value}`
   }
   const error = rng.chance(0.8) ? "not found" : value

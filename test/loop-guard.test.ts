@@ -1342,3 +1342,117 @@ describe("export form", () => {
     expect(Object.keys(plugin).sort()).toEqual(["id", "server"])
   })
 })
+
+// Issue 22, item 4: volatile parts of a result (clock times, dates, durations, timing keys) are not progress.
+describe("volatile parts of a result are not progress", () => {
+  /** Polls returning a, b, a, then a 4th poll: blocked exactly when a and b read as the same result. */
+  async function samePoll(a: string, b: string, fail = false): Promise<boolean> {
+    const { call, succeed, fail: failed } = await start()
+    for (const output of [a, b, a]) {
+      expect(await call("s1", "bashoutput", { bash_id: "j" })).toBeNull()
+      if (fail) await failed("s1", "bashoutput", output)
+      else await succeed("s1", "bashoutput", output)
+    }
+    return (await call("s1", "bashoutput", { bash_id: "j" })) !== null
+  }
+
+  const masked: [string, string, string][] = [
+    [
+      "an ISO timestamp (Claude Code's bashoutput, E1-E5)",
+      "<status>running</status> <timestamp>2025-12-01T04:48:27.620Z</timestamp>",
+      "<status>running</status> <timestamp>2025-12-01T04:48:30.481Z</timestamp>",
+    ],
+    ["a date", "report of 2025-12-01", "report of 2025-12-02"],
+    ["a date with a time and an offset", "at 2025-12-01 04:48:27+01:00 ok", "at 2025-12-01 05:01:00+01:00 ok"],
+    ["a slashed date", "built 2025/12/01", "built 2025/12/02"],
+    ["a written date (date, HTTP)", "Date: Mon, 01 Dec 2025 10:00:00 GMT", "Date: Tue, 02 Dec 2025 10:00:05 GMT"],
+    ["ls -l's time", "-rw-r--r-- 1 u g 1024 Dec  1 04:48 out.log", "-rw-r--r-- 1 u g 1024 Dec  1 04:52 out.log"],
+    ["a clock time with seconds", "[04:48:27] waiting", "[04:49:01] waiting"],
+    ["a clock time with a fraction", "04:48:27.123 waiting", "04:48:29.999 waiting"],
+    ["a clock time with AM/PM", "checked at 4:48 PM", "checked at 4:51 PM"],
+    ["an elapsed counter", "Elapsed: 00:01:23, still running", "Elapsed: 00:01:29, still running"],
+    ["a duration in seconds", "3 passed in 0.12s", "3 passed in 0.19s"],
+    ["a duration in ms", "took 120ms", "took 98ms"],
+    ["a compound duration", "uptime 1m20s", "uptime 1m26s"],
+    ["a spaced duration", "waited 12.5 s", "waited 15 s"],
+    ["a duration in words", "updated 3 seconds ago", "updated 5 seconds ago"],
+    ["minutes in words", "running for 5 minutes", "running for 6 minutes"],
+    [
+      "hermes' timing keys",
+      '{"status": "running", "duration_seconds": 12.5}',
+      '{"status": "running", "duration_seconds": 30}',
+    ],
+    ["an execution count", '{"out": "", "execution_count": 7}', '{"out": "", "execution_count": 8}'],
+    [
+      "a createdAt epoch",
+      '{"state": "queued", "createdAt": 1733028507}',
+      '{"state": "queued", "createdAt": 1733028599}',
+    ],
+    ["elapsed= in a log line", "job 7 state=running elapsed=3", "job 7 state=running elapsed=9"],
+    ["a failure's timestamp (errors are masked too)", "timeout at 04:48:27", "timeout at 04:48:57"],
+  ]
+  test.each(masked)("masked: %s", async (name, a, b) => {
+    expect(await samePoll(a, b, name.startsWith("a failure"))).toBe(true)
+  })
+
+  const different: [string, string, string][] = [
+    ["a line count", "Processed 10 files", "Processed 11 files"],
+    ["a percentage", "progress 45%", "progress 46%"],
+    ["a new log line, timestamped", "04:48:27 start", "04:48:27 start\n04:48:30 step 2"],
+    [
+      "a different status word",
+      "<status>running</status> <timestamp>x</timestamp>",
+      "<status>completed</status> <timestamp>x</timestamp>",
+    ],
+    ["the status word under a changing timestamp", "running 2025-12-01T04:48:27Z", "completed 2025-12-01T04:48:30Z"],
+    ["a count next to a duration", "3 passed in 0.12s", "4 passed in 0.12s"],
+    ["a path's line:column", "src/a.ts:12:30: error", "src/a.ts:12:31: error"],
+    ["HH:MM alone (reads as line:column or a ratio)", "score 12:30", "score 12:31"],
+    ["a version", "version 1.2.3", "version 1.2.4"],
+    ["a size", "1024 bytes", "2048 bytes"],
+    ["an epoch-like number with no timing key (a byte count)", "size 1733028507", "size 1733028599"],
+    ["a hash", "HEAD is abc1234", "HEAD is abc1299"],
+    ["a colour code is no duration (ESC[32m)", "\u001b[32mPASS\u001b[0m", "\u001b[31mPASS\u001b[0m"],
+    ["a colour code with attributes (ESC[1;31m)", "\u001b[1;32mok", "\u001b[1;31mok"],
+    ["a word that starts like a month", "Decimal 5", "Decimal 6"],
+    ["an address and port", "listening on 127.0.0.1:8080", "listening on 127.0.0.1:8081"],
+    ["a number under a key that only contains 'time'", '{"timeout": 30}', '{"timeout": 60}'],
+    ["a changed value beside a masked one", '{"duration_seconds": 1, "rows": 5}', '{"duration_seconds": 2, "rows": 6}'],
+  ]
+  test.each(different)("still progress: %s", async (_name, a, b) => {
+    expect(await samePoll(a, b)).toBe(false)
+  })
+
+  test("a result longer than the masking bound is compared whole", async () => {
+    const tail = "x".repeat(70_000)
+    expect(await samePoll(`04:48:27 ${tail}`, `04:48:30 ${tail}`)).toBe(false)
+    expect(await samePoll(`04:48:27 ${tail.slice(0, 60_000)}`, `04:48:30 ${tail.slice(0, 60_000)}`)).toBe(true)
+  })
+
+  test("the output the model reads is left as it was", async () => {
+    const { call, succeed } = await start()
+    await call("s1", "bashoutput", { bash_id: "j" })
+    expect(await succeed("s1", "bashoutput", "at 04:48:27 took 3s")).toBe("at 04:48:27 took 3s")
+  })
+})
+
+// Issue 22, item 4: with volatile parts masked, a poll that moved and then pauses must not be caught at the window.
+describe("a cycle seen advancing runs on to the backstop", () => {
+  const table: [string, string, string][] = [
+    ["a poll that never moved: the 4th", "P=r P=r P=r P", "...X"],
+    ["one change before the window (the job starting) is not enough", "P=x P=y P=y P=y P", "....X"],
+    ["two changes before the window: a job advancing, then pausing, runs", "P=x P=y P=z P=z P=z P", "......"],
+    ["... until the backstop (the 10th)", "P=w P=x P=y P=z P=z P=z P=z P=z P=z P", ".........X"],
+    ["changes the cycle did not make (another call) do not count", "A=x A=y P=z P=z P=z P", ".....X"],
+    ["changes before a break in the cycle do not count", "P=w P=x P=y Q=s P=z P=z P=z P", ".......X"],
+    [
+      "k = 2: a check seen advancing, then the same 3 times (the window) runs",
+      "A=1 Q=s A=2 Q=s A=3 Q=s A=3 Q=s A=3 Q",
+      "..........",
+    ],
+  ]
+  test.each(table)("%s", async (_name, steps, expected) => {
+    const { trace } = await start()
+    expect(await trace(steps)).toBe(expected)
+  })
+})
