@@ -43,7 +43,9 @@
  *
  * What is not identity (left out of the signature, because the model rewrites it freely and it does not change
  * what the call does): bash's `description` (a label for the human; the `command` is what runs) and task's
- * `description` (a 3-5 word label; the `prompt` is what the subagent gets). Every other key of every tool counts.
+ * `description` (a 3-5 word label; the `prompt` is what the subagent gets), and the top-level keys the setting
+ * OPENCODE_LOOP_GUARD_IGNORE_KEYS names for a tool (a fresh `request_id` nonce on every lookup). Every other key of
+ * every tool counts.
  *
  * Loops in the stream: every streamed part (reasoning and answer, each on its own, from message.part.delta) is fed to
  * a small watcher. When a part repeats one passage back to back (`!!!!`, ` it it it`, a sentence, a paragraph of up
@@ -74,6 +76,9 @@
  *   OPENCODE_LOOP_GUARD_EXEMPT=globs       comma-separated tool-name globs (* and ?), e.g. todowrite,mcp_*_poll;
  *                                          a cycle is let through only when every call in it is an exempt tool, a
  *                                          failure streak when its tool is exempt
+ *   OPENCODE_LOOP_GUARD_IGNORE_KEYS=tool:key,...
+ *                                          argument keys left out of a tool's signature, each a tool-name glob (as
+ *                                          EXEMPT's), a colon and a top-level key: mcp_search_lookup:request_id
  *
  * Layout: pure core (signature, results, waits, cycle check, wait rule, failure streak, messages, the stream
  * watcher, settings), then session state (sessions, streamed parts), then the opencode adapter.
@@ -292,26 +297,57 @@ type CallRecord = { signature: string; tool: string }
 
 /**
  * Free-text keys left out of a tool's signature: the model rewrites them at will and they do not change what the
- * call does, so a reworded label must not make a repeat look new. One list; the README repeats it.
+ * call does, so a reworded label must not make a repeat look new. One list; the README repeats it. The setting
+ * OPENCODE_LOOP_GUARD_IGNORE_KEYS adds to it (see ignoredKeys).
  */
 export const IGNORED_KEYS: Readonly<Record<string, readonly string[]>> = {
   bash: ["description"], // a few words for the human; `command` is what runs
   task: ["description"], // a 3-5 word label; `prompt` is what the subagent gets
 }
+const NO_KEYS: readonly string[] = []
 
-/** The signature of a call: tool name + digest of its canonical arguments. Arguments are never stored. */
-export function signature(tool: string, args: unknown): CallRecord {
-  return { signature: toolKey(tool) + digest(canonicalize(identityOf(tool, args))), tool: toolLabel(tool) }
+/**
+ * The signature of a call: tool name + digest of its canonical arguments, the `ignored` keys left out (by default
+ * the tool's IGNORED_KEYS). Arguments are never stored.
+ */
+export function signature(tool: string, args: unknown, ignored = builtInKeys(tool)): CallRecord {
+  return { signature: toolKey(tool) + digest(canonicalize(identityOf(args, ignored))), tool: toolLabel(tool) }
 }
 
-/** The arguments that make a call's identity: the tool's IGNORED_KEYS removed (a shallow copy, only when present). */
-function identityOf(tool: string, args: unknown): unknown {
-  const ignored = Object.hasOwn(IGNORED_KEYS, tool) ? IGNORED_KEYS[tool] : undefined
-  if (!ignored || typeof args !== "object" || args === null || Array.isArray(args)) return args
+function builtInKeys(tool: string): readonly string[] {
+  return Object.hasOwn(IGNORED_KEYS, tool) ? IGNORED_KEYS[tool] : NO_KEYS
+}
+
+/** The arguments that make a call's identity: the `ignored` top-level keys removed (a shallow copy, only then). */
+function identityOf(args: unknown, ignored: readonly string[]): unknown {
+  if (ignored.length === 0 || typeof args !== "object" || args === null || Array.isArray(args)) return args
   if (!ignored.some((key) => Object.hasOwn(args, key))) return args
   const copy: Record<string, unknown> = { ...(args as Record<string, unknown>) } // spread keeps an own __proto__ key
   for (const key of ignored) delete copy[key]
   return copy
+}
+
+/** One entry of OPENCODE_LOOP_GUARD_IGNORE_KEYS: a top-level argument key left out of the matching tools' calls. */
+type IgnoredKey = { glob: string; key: string }
+
+/**
+ * The keys left out of each tool's signature: its IGNORED_KEYS, then the keys of every setting entry whose glob
+ * matches the tool's name. Cached per tool name (a process sees few; the cache is bounded all the same).
+ */
+function ignoredKeys(entries: readonly IgnoredKey[]): (tool: string) => readonly string[] {
+  if (entries.length === 0) return builtInKeys
+  const matchers = entries.map((entry) => ({ key: entry.key, matches: globMatcher([entry.glob]) }))
+  const cache = new Map<string, readonly string[]>()
+  return (tool) => {
+    let keys = cache.get(tool)
+    if (keys === undefined) {
+      if (cache.size >= 1000) cache.clear()
+      const added = matchers.filter((m) => m.matches(tool)).map((m) => m.key)
+      keys = added.length === 0 ? builtInKeys(tool) : [...new Set([...builtInKeys(tool), ...added])]
+      cache.set(tool, keys)
+    }
+    return keys
+  }
 }
 
 /**
@@ -1443,9 +1479,20 @@ type Settings = {
   waitBudget: number
   /** waits (laps) a waiting cycle may take */
   waitLaps: number
+  /** argument keys left out of the signature of the tools their glob matches, besides IGNORED_KEYS */
+  ignoreKeys: IgnoredKey[]
 }
 function defaultSettings(): Settings {
-  return { mode: "block", repetitions: 3, failures: 3, maxBlocks: 5, exempt: [], waitBudget: 30 * 60, waitLaps: 60 }
+  return {
+    mode: "block",
+    repetitions: 3,
+    failures: 3,
+    maxBlocks: 5,
+    exempt: [],
+    waitBudget: 30 * 60,
+    waitLaps: 60,
+    ignoreKeys: [],
+  }
 }
 const MAX_REPETITIONS = 50
 /** The longest wait budget a setting may ask for: a day. */
@@ -1478,13 +1525,41 @@ function readSettings(env: Record<string, string | undefined>): { settings: Sett
 
   for (const glob of (env.OPENCODE_LOOP_GUARD_EXEMPT ?? "").split(",").map((g) => g.trim())) {
     if (!glob) continue
-    if (/^[\w.*?:/-]+$/.test(glob)) settings.exempt.push(glob)
+    if (TOOL_GLOB.test(glob)) settings.exempt.push(glob)
     else
       problems.push(
         `OPENCODE_LOOP_GUARD_EXEMPT: ${quote(glob)} is not a tool-name glob (letters, digits, _ . : / - * ?); ignored`,
       )
   }
+  settings.ignoreKeys = ignoreKeysSetting(env, problems)
   return { settings, problems }
+}
+/** A tool-name glob as the settings take it: letters, digits, _ . : / - and the wildcards * and ?. */
+const TOOL_GLOB = /^[\w.*?:/-]+$/
+/** A top-level argument key as OPENCODE_LOOP_GUARD_IGNORE_KEYS names it: letters, digits, _ $ and -. */
+const ARGUMENT_KEY = /^[\w$-]+$/
+
+/**
+ * OPENCODE_LOOP_GUARD_IGNORE_KEYS=tool:key,tool:key (e.g. mcp_search_lookup:request_id,mcp_*:nonce): each entry a
+ * tool-name glob (as OPENCODE_LOOP_GUARD_EXEMPT's), a colon, and a top-level argument key left out of the signature
+ * of the matching tools' calls. The key is what follows the last colon (a tool name may hold colons). An invalid
+ * entry is reported and ignored; the valid ones apply.
+ */
+function ignoreKeysSetting(env: Record<string, string | undefined>, problems: string[]): IgnoredKey[] {
+  const entries: IgnoredKey[] = []
+  for (const entry of (env.OPENCODE_LOOP_GUARD_IGNORE_KEYS ?? "").split(",").map((e) => e.trim())) {
+    if (!entry) continue
+    const colon = entry.lastIndexOf(":")
+    const glob = entry.slice(0, Math.max(colon, 0))
+    const key = entry.slice(colon + 1)
+    if (colon > 0 && TOOL_GLOB.test(glob) && ARGUMENT_KEY.test(key)) entries.push({ glob, key })
+    else
+      problems.push(
+        `OPENCODE_LOOP_GUARD_IGNORE_KEYS: ${quote(entry)} is not tool:key (a tool-name glob, a colon, an argument ` +
+          `key: letters, digits, _ $ -; e.g. mcp_search_lookup:request_id); ignored`,
+      )
+  }
+  return entries
 }
 
 /** A whole-number variable in min..max (or 0 when `zeroIsOff`); unset gives `fallback`, invalid is reported. */
@@ -1875,11 +1950,12 @@ const server: Plugin = async (input, _options) => {
   const sessions = new Sessions()
   const capacity = historyCapacity(settings.repetitions, settings.failures)
   const isExempt = globMatcher(settings.exempt)
+  const keysLeftOut = ignoredKeys(settings.ignoreKeys)
 
   function judge(sessionID: string, tool: string, callID: string, args: unknown): Verdict {
     const state = sessions.get(sessionID)
     try {
-      const call = newCall(signature(tool, args), callID, waitSeconds(tool, args))
+      const call = newCall(signature(tool, args, keysLeftOut(tool)), callID, waitSeconds(tool, args))
       const finding =
         cycleOrWait(state, call, findCycle(state.history, call, settings.repetitions, isExempt)) ??
         findStreak(state.history, call, settings.failures, isExempt)

@@ -1456,3 +1456,109 @@ describe("a cycle seen advancing runs on to the backstop", () => {
     expect(await trace(steps)).toBe(expected)
   })
 })
+
+// Issue 22, item 6: OPENCODE_LOOP_GUARD_IGNORE_KEYS leaves named argument keys of named tools out of the signature.
+describe("ignored keys per tool (OPENCODE_LOOP_GUARD_IGNORE_KEYS)", () => {
+  const lookup = (id: number, q = "x") => ["mcp_search_lookup", { query: q, request_id: id }] as [string, unknown]
+  // setting, the calls (repeated in turn for 4 calls), outcome: "." ran, "X" blocked
+  const table: [string, string, [string, unknown][], string][] = [
+    ["no setting: a fresh nonce makes every call new", "", [lookup(1), lookup(2), lookup(3), lookup(4)], "...."],
+    [
+      "the named key of the named tool is left out",
+      "mcp_search_lookup:request_id",
+      [lookup(1), lookup(2), lookup(3), lookup(4)],
+      "...X",
+    ],
+    ["a tool-name glob", "mcp_*:request_id", [lookup(1), lookup(2), lookup(3), lookup(4)], "...X"],
+    ["a ? glob", "mcp_search_looku?:request_id", [lookup(1), lookup(2), lookup(3), lookup(4)], "...X"],
+    ["another tool keeps the key", "mcp_other:request_id", [lookup(1), lookup(2), lookup(3), lookup(4)], "...."],
+    [
+      "another key of the tool still counts",
+      "mcp_search_lookup:request_id",
+      [lookup(1, "a"), lookup(2, "b"), lookup(3, "a"), lookup(4, "b")],
+      "....",
+    ],
+    [
+      "several entries, spaces trimmed",
+      " read:nonce , mcp_search_lookup:request_id ",
+      [lookup(1), lookup(2), lookup(3), lookup(4)],
+      "...X",
+    ],
+    [
+      "a tool name with a colon: the key follows the last one",
+      "srv:lookup:request_id",
+      [
+        ["srv:lookup", { q: 1, request_id: 1 }],
+        ["srv:lookup", { q: 1, request_id: 2 }],
+      ],
+      "...X",
+    ],
+    [
+      "only top-level keys: a nested key of that name still counts",
+      "mcp_search_lookup:request_id",
+      [
+        ["mcp_search_lookup", { meta: { request_id: 1 } }],
+        ["mcp_search_lookup", { meta: { request_id: 2 } }],
+      ],
+      "....",
+    ],
+    [
+      "the built-in keys stay left out beside the setting",
+      "mcp_*:request_id",
+      [
+        ["bash", { command: "ls", description: "a" }],
+        ["bash", { command: "ls", description: "b" }],
+      ],
+      "...X",
+    ],
+    [
+      "a bash key named in the setting",
+      "bash:timeout",
+      [
+        ["bash", { command: "ls", timeout: 1 }],
+        ["bash", { command: "ls", timeout: 2 }],
+      ],
+      "...X",
+    ],
+  ]
+  test.each(table)("%s", async (_name, setting, calls, expected) => {
+    const { call, logs } = await start(setting ? { OPENCODE_LOOP_GUARD_IGNORE_KEYS: setting } : {})
+    let outcome = ""
+    for (let i = 0; i < 4; i++) outcome += (await call("s1", ...calls[i % calls.length])) === null ? "." : "X"
+    expect(outcome).toBe(expected)
+    expect(logs.filter((log) => log.message.includes("OPENCODE_LOOP_GUARD_IGNORE_KEYS"))).toEqual([])
+  })
+
+  // invalid entries: each logged with the variable's name and the entry, ignored; the valid entries still apply
+  const invalid: [string, string][] = [
+    ["no colon", "request_id"],
+    ["no tool", ":request_id"],
+    ["no key", "mcp_search_lookup:"],
+    ["a glob with a bracket", "mcp_[ab]:request_id"],
+    ["a key with a space", "mcp_search_lookup:request id"],
+    ["a key path", "mcp_search_lookup:meta.request_id"],
+  ]
+  test.each(invalid)("invalid, logged and ignored: %s", async (_name, entry) => {
+    const { call, logs } = await start({ OPENCODE_LOOP_GUARD_IGNORE_KEYS: `${entry},mcp_search_lookup:request_id` })
+    let outcome = ""
+    for (let i = 1; i <= 4; i++) outcome += (await call("s1", ...lookup(i))) === null ? "." : "X"
+    expect(outcome).toBe("...X")
+    const problems = logs.filter((log) => log.message.includes("OPENCODE_LOOP_GUARD_IGNORE_KEYS"))
+    expect(problems.length).toBe(1)
+    expect(problems[0].level).toBe("warn")
+    expect(problems[0].message).toContain(JSON.stringify(entry))
+    expect(problems[0].message).toContain("is not tool:key")
+    expect(problems[0].message).toContain("e.g. mcp_search_lookup:request_id")
+  })
+
+  test("the setting does not change the caller's arguments, nor leak into the next start", async () => {
+    const { call } = await start({ OPENCODE_LOOP_GUARD_IGNORE_KEYS: "mcp_*:request_id" })
+    const args = { query: "x", request_id: 7 }
+    await call("s1", "mcp_search_lookup", args)
+    expect(args).toEqual({ query: "x", request_id: 7 })
+    const { call: next } = await start()
+    let outcome = ""
+    for (let i = 1; i <= 4; i++) outcome += (await next("s1", ...lookup(i))) === null ? "." : "X"
+    expect(outcome).toBe("....")
+  })
+})
