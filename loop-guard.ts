@@ -28,13 +28,16 @@
  * When those errors are opencode's permission refusals (a deny rule of the user or of the agent, or the human's
  * "no"), the message says the user's rules forbid the call: ask the user, do not try it another way.
  *
- * A wait is not a loop: a cycle one of whose calls waits on purpose (a bash command that sleeps 5 s or more before
- * anything else: `sleep 60`, `sleep 30 && gh run view 1`; see sleepSeconds) is timed instead of blocked, from its
+ * A wait is not a loop: a cycle one of whose calls waits (a bash command that sleeps 5 s or more before anything
+ * else: `sleep 60`, `sleep 30 && gh run view 1`, see sleepSeconds; or a call that itself ran 5 s or more from
+ * tool.execute.before to its result: a `process wait` with a timeout, `gh run watch`; see measuredWait, and, before
+ * it runs again, expectedWait: it is taken to wait as long as the last time) is timed instead of blocked, from its
  * 2nd lap (a wait that repeats one of the last calls), whatever its results (a poll's output often changes while it
  * waits), so the time slept is checked before each wait runs. Its calls run while the time its waits slept, in a
  * row, stays within a budget (30 minutes) and their number within a lap cap (60); then the wait that would go past
  * it is blocked (and every later wait of the cycle), and the agent is told to report to the user what it is waiting
- * for. Only the sleep a command asks for counts, never the time the model takes to answer. The count starts over
+ * for. Only the sleep a command asks for or the time a call itself ran counts (the longer of the two), never the
+ * time the model takes to answer. A fast poll with the same answer is still a loop at its 4th. The count starts over
  * when a call outside the cycle runs, at a new turn and at a compaction.
  *
  * A bounded stop: at the 5th block in one turn (between two idle states of the session) the session's run is
@@ -476,14 +479,25 @@ type Call = CallRecord & {
   failed: boolean
   /** failed because opencode's permission rules (or the human) refused it */
   refused: boolean
-  /** seconds the call waits on purpose before anything else (waitSeconds), 0 when it is no wait */
+  /**
+   * seconds the call waits: before it runs, what it asks to sleep (waitSeconds) or else what the same call took
+   * the last time (expectedWait); once its result is seen, the longer of what it asked and what it took
+   * (measuredWait); 0 when it is no wait
+   */
   wait: number
+  /** seconds its command asks to sleep first (waitSeconds), 0 when none */
+  asked: number
+  /** seconds from tool.execute.before to its result, as the adapter measured them; null until the result */
+  ran: number | null
+  /** the adapter's clock (ms) when tool.execute.before let it run */
+  started: number
   /** warn mode: the note to append to this call's result when it arrives */
   note: string | null
 }
 
-export function newCall(record: CallRecord, callID: string, wait = 0): Call {
-  return { ...record, callID, result: NO_RESULT, failed: false, refused: false, wait, note: null }
+export function newCall(record: CallRecord, callID: string, wait = 0, asked = wait, started = 0): Call {
+  const call = { ...record, callID, result: NO_RESULT, failed: false, refused: false, wait, asked, ran: null, started }
+  return { ...call, note: null }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -500,6 +514,29 @@ function waitSeconds(tool: string, args: unknown): number {
   if (typeof command !== "string") return 0
   const seconds = sleepSeconds(command)
   return seconds >= WAIT_MIN_SECONDS ? seconds : 0
+}
+
+/**
+ * The wait a call is taken to make before it runs: the sleep its command asks for, or else the wait the same call
+ * (same signature) made the last time its duration was measured (a `process wait` that blocked 30 s will block
+ * again; one that answered at once will answer at once). The core has no clock: durations come from the adapter.
+ */
+function expectedWait(history: readonly Call[], signature: string, asked: number): number {
+  if (asked > 0) return asked
+  for (let i = history.length - 1; i >= 0; i--) {
+    const call = history[i]
+    if (call.signature === signature && call.ran !== null) return call.wait
+  }
+  return 0
+}
+
+/**
+ * The wait a call made, once it ran for `ran` seconds (from tool.execute.before to its result): a call that itself
+ * ran WAIT_MIN_SECONDS or more waited (a `gh run watch`, a `process wait` with a timeout, a test runner polled with
+ * a timeout), as surely as a `sleep`; the longer of that and the sleep it asked for. A fast call is no wait.
+ */
+function measuredWait(asked: number, ran: number): number {
+  return Math.max(asked, ran >= WAIT_MIN_SECONDS ? ran : 0)
 }
 
 /**
@@ -1741,6 +1778,23 @@ export function record(state: SessionState, call: Call, capacity: number): void 
   }
 }
 
+/**
+ * A call's result arrived `ran` seconds after it started: its wait becomes what it measured (measuredWait). When
+ * the waiting cycle being timed counted it, that count follows: the time slept by the difference, a lap when it
+ * turned into a wait (or stopped being one). Only the first report counts (tool.execute.after and the part's event
+ * both report a success).
+ */
+export function settleWait(state: SessionState, call: Call, ran: number): void {
+  if (call.ran !== null) return
+  call.ran = ran
+  const wait = measuredWait(call.asked, ran)
+  if (state.waiting?.members.includes(call.signature)) {
+    state.waiting.slept += wait - call.wait
+    state.waiting.laps += (wait > 0 ? 1 : 0) - (call.wait > 0 ? 1 : 0)
+  }
+  call.wait = wait
+}
+
 /** The recorded call with this callID (the newest first: results arrive soon after their call), or undefined. */
 function findCall(state: SessionState | undefined, callID: unknown): Call | undefined {
   if (!state || typeof callID !== "string") return undefined
@@ -1799,6 +1853,19 @@ export function streamEvent(event: { type?: unknown; properties?: any } | undefi
   const sessionID = part.sessionID ?? props.sessionID
   if (typeof sessionID !== "string") return null
   return { type: "start", sessionID, partID: part.id, kind: part.type }
+}
+
+/** A tool call that ended, successfully or not, from a `message.part.updated` event (for its duration), or null. */
+function endedCall(
+  event: { type?: unknown; properties?: any } | undefined,
+): { sessionID: string; callID: string } | null {
+  if (event?.type !== "message.part.updated") return null
+  const part = event.properties?.part
+  const status = part?.state?.status
+  if (part?.type !== "tool" || (status !== "completed" && status !== "error") || typeof part.callID !== "string")
+    return null
+  const sessionID = event.properties?.sessionID ?? part.sessionID
+  return typeof sessionID === "string" ? { sessionID, callID: part.callID } : null
 }
 
 /** A failed tool call from a `message.part.updated` event (tool.execute.after fires for successes only), or null. */
@@ -1936,7 +2003,17 @@ function streamGuard(mode: Mode, log: Log, toast: Toast, abort: (sessionID: stri
   return { watchStream, cutLoops, parts }
 }
 
-const server: Plugin = async (input, _options) => {
+/**
+ * The adapter's clock in milliseconds: Date.now, or a `clock` function passed in the plugin's options (tests
+ * inject one; opencode's config can hold no function, so a user's options never replace it).
+ */
+function clockOf(options: Record<string, unknown> | undefined): () => number {
+  const clock = options?.clock
+  return typeof clock === "function" ? () => Number(clock()) : Date.now
+}
+
+const server: Plugin = async (input, options) => {
+  const clock = clockOf(options)
   const log = logger(input?.client)
   const toast = toaster(input?.client)
   const abort = aborter(input?.client)
@@ -1955,7 +2032,9 @@ const server: Plugin = async (input, _options) => {
   function judge(sessionID: string, tool: string, callID: string, args: unknown): Verdict {
     const state = sessions.get(sessionID)
     try {
-      const call = newCall(signature(tool, args, keysLeftOut(tool)), callID, waitSeconds(tool, args))
+      const identity = signature(tool, args, keysLeftOut(tool))
+      const asked = waitSeconds(tool, args)
+      const call = newCall(identity, callID, expectedWait(state.history, identity.signature, asked), asked, clock())
       const finding =
         cycleOrWait(state, call, findCycle(state.history, call, settings.repetitions, isExempt)) ??
         findStreak(state.history, call, settings.failures, isExempt)
@@ -2036,10 +2115,15 @@ const server: Plugin = async (input, _options) => {
     return { block: blockMessage(finding, state.blocks, stop) }
   }
 
-  /** A successful call's output: its digest joins the history; in warn mode the model's note is appended. */
+  /**
+   * A successful call's output: its digest joins the history, its duration its wait; in warn mode the model's note
+   * is appended.
+   */
   function afterCall(sessionID: string, callID: unknown, output: { output?: unknown } | undefined): void {
-    const call = findCall(sessions.peek(sessionID), callID)
-    if (!call || !output) return
+    const state = sessions.peek(sessionID)
+    const call = findCall(state, callID)
+    if (!state || !call || !output) return
+    timed(state, call)
     call.result = resultDigest(output.output)
     call.failed = false
     call.refused = false
@@ -2049,7 +2133,15 @@ const server: Plugin = async (input, _options) => {
     }
   }
 
-  /** Resets (a new turn, a compaction) and failed calls' errors, which join the history as their results. */
+  /** The seconds a call ran, from tool.execute.before to the first report of its result, settled as its wait. */
+  function timed(state: SessionState, call: Call): void {
+    if (call.ran === null) settleWait(state, call, Math.max(0, (clock() - call.started) / 1000))
+  }
+
+  /**
+   * Resets (a new turn, a compaction); failed calls' errors, which join the history as their results; and the end
+   * of every call (completed or failed), which times it.
+   */
   function onEvent(event: { type?: unknown; properties?: unknown }): void {
     const reset = resetTarget(event)
     if (reset?.scope === "turn") sessions.reset(reset.sessionID)
@@ -2060,6 +2152,10 @@ const server: Plugin = async (input, _options) => {
         state.waiting = null // the wait budget starts over with the history
       }
     }
+    const ended = endedCall(event)
+    const state = ended ? sessions.peek(ended.sessionID) : undefined
+    const endedOne = ended && findCall(state, ended.callID)
+    if (state && endedOne) timed(state, endedOne)
     const failed = failedCall(event)
     const call = failed && findCall(sessions.peek(failed.sessionID), failed.callID)
     if (call) {

@@ -285,12 +285,16 @@ function callKey(tool: string, args: unknown, ignored: [string, string][] = []):
   }
   return `${tool}:${refKey(args)}`
 }
-/** The streams that set OPENCODE_LOOP_GUARD_IGNORE_KEYS: the setting, and what the model leaves out. */
-const IGNORE_SETTING = "ed*:a,read:B,bash:command"
+/**
+ * The streams that set OPENCODE_LOOP_GUARD_IGNORE_KEYS: the setting, and what the model leaves out. Not bash's
+ * command: a `sleep 60` and a `sleep 1` would then be one call, and a call is expected to wait as long as the same
+ * call did last time (the model here knows each alphabet member's own wait).
+ */
+const IGNORE_SETTING = "ed*:a,read:B,bash:a"
 const IGNORED: [string, string][] = [
   ["ed", "a"],
   ["read", "B"],
-  ["bash", "command"],
+  ["bash", "a"],
 ]
 
 /** Wait budgets of the streams with waits: the setting, and its seconds. */

@@ -14,6 +14,7 @@ import plugin, {
   newCall,
   newSessionState,
   record,
+  settleWait,
   signature,
   sleepSeconds,
 } from "../loop-guard.ts"
@@ -1560,5 +1561,148 @@ describe("ignored keys per tool (OPENCODE_LOOP_GUARD_IGNORE_KEYS)", () => {
     let outcome = ""
     for (let i = 1; i <= 4; i++) outcome += (await next("s1", ...lookup(i))) === null ? "." : "X"
     expect(outcome).toBe("....")
+  })
+})
+
+// Issue 22, item 5: a call that itself ran 5 s or more (tool.execute.before to its result) is a wait, like a sleep.
+describe("a call that waits counts as a wait (measured with the adapter's clock)", () => {
+  const TIMED_CALLS: Record<string, [string, unknown]> = {
+    W: ["process", { action: "wait", session: "job1", timeout: 30 }], // blocks until the job ends or 30 s pass
+    K: ["process", { action: "poll", session: "job1" }], // answers at once
+    Z: ["bash", { command: "sleep 60", description: "Wait a minute" }],
+    A: ["read", { filePath: "src/a.ts" }],
+  }
+
+  /** Starts the plugin with a clock the test moves (options.clock, as server(input, options) receives it). */
+  async function startTimed(env: Record<string, string> = {}) {
+    const clock = { now: 1_700_000_000_000 }
+    const started = await startLoopGuard(env, { clock: () => clock.now })
+    return { ...started, ...driver(started.hooks), clock }
+  }
+
+  /**
+   * Runs a timed trace: each word a call (TIMED_CALLS), then `~s` the seconds it ran (default 0), then its result
+   * (`=x` output, `!e` error, none: no result seen); a word `+s` is time outside any call (the model answering).
+   * Returns "." for a call that ran, "X" for a block.
+   */
+  async function timedTrace(t: Awaited<ReturnType<typeof startTimed>>, steps: string): Promise<string> {
+    let outcome = ""
+    for (const word of steps.split(" ").filter(Boolean)) {
+      const pause = /^\+([\d.]+)$/.exec(word)
+      if (pause) {
+        t.clock.now += Number(pause[1]) * 1000
+        continue
+      }
+      const [, letter, seconds, kind, value] = /^(.)(?:~([\d.]+))?(?:([=!])(.+))?$/.exec(word)!
+      const [tool, args] = TIMED_CALLS[letter]
+      const blocked = (await t.call("s1", tool, args)) !== null
+      outcome += blocked ? "X" : "."
+      if (blocked) {
+        await t.fail("s1", tool, "loop-guard blocked this call")
+        continue
+      }
+      t.clock.now += Number(seconds ?? 0) * 1000
+      if (kind === "=") await t.succeed("s1", tool, value)
+      if (kind === "!") await t.fail("s1", tool, value)
+    }
+    return outcome
+  }
+  const laps = (lap: string, n: number) => Array(n).fill(lap).join(" ")
+
+  const table: [string, string, Record<string, string>, string][] = [
+    ["[wait 30 s, check], same answers: a wait, 12 calls run", laps("W~30=r K=s", 6), {}, ".".repeat(12)],
+    ["... timed to the budget: 60 waits of 30 s, the 61st blocked", laps("W~30=r K=s", 61), {}, ".".repeat(120) + "X."],
+    ["the same cycle whose wait tool answers in 1 s is a loop: the 6th", laps("W~1=r K=s", 3), {}, ".....X"],
+    ["a fast poll with the same answer is a loop at its 4th", laps("K~0.5=s", 4), {}, "...X"],
+    ["a slow poll alone (30 s each, k = 1) is a wait", laps("K~30=s", 8), {}, "........"],
+    ["5 s is a wait", laps("K~5=s", 6), {}, "......"],
+    ["4.9 s is not", laps("K~4.9=s", 4), {}, "...X"],
+    ["the model's time between calls is not the call's", laps("K~1=s +60", 4), {}, "...X"],
+    ["a failed call is timed by its error event", laps("W~30!timeout K=s", 6), {}, ".".repeat(12)],
+    ["a call whose result never came is no wait", laps("W~30 K=s", 3), {}, ".....X"],
+    [
+      "budget 1m: the 3rd 30-second wait is blocked",
+      laps("K~30=s", 3),
+      { OPENCODE_LOOP_GUARD_WAIT_BUDGET: "1m" },
+      "..X",
+    ],
+    [
+      "lap cap 3: the 4th wait is blocked, the check after it runs",
+      laps("W~10=r K=s", 4),
+      { OPENCODE_LOOP_GUARD_WAIT_LAPS: "3" },
+      "......X.",
+    ],
+    [
+      "a sleep that ran longer than it asked counts what it ran (90 s + 60 s > 2m)",
+      laps("Z~90=z K=s", 2),
+      { OPENCODE_LOOP_GUARD_WAIT_BUDGET: "2m" },
+      "..X.",
+    ],
+    [
+      "a sleep that ran as long as it asked (60 s + 60 s = 2m) runs",
+      laps("Z~60=z K=s", 2),
+      { OPENCODE_LOOP_GUARD_WAIT_BUDGET: "2m" },
+      "....",
+    ],
+    [
+      "a wait that then answers at once is taken as fast from then on: a loop at the window",
+      "K~30=s K~0=s K~0=s K~0=s",
+      {},
+      "...X",
+    ],
+    [
+      "no wait budget (0): a slow cycle is a loop like any other",
+      laps("W~30=r K=s", 3),
+      { OPENCODE_LOOP_GUARD_WAIT_BUDGET: "0" },
+      ".....X",
+    ],
+  ]
+  test.each(table)("%s", async (_name, steps, env, expected) => {
+    expect(await timedTrace(await startTimed(env), steps)).toBe(expected)
+  })
+
+  test("the message counts the time the calls ran, and the first report of a result ends the call", async () => {
+    const t = await startTimed({ OPENCODE_LOOP_GUARD_WAIT_BUDGET: "1m" })
+    for (let i = 0; i < 2; i++) {
+      expect(await t.call("s1", "process", { action: "poll", session: "job1" })).toBeNull()
+      t.clock.now += 30_000
+      // the part's completed event comes first; tool.execute.after 100 s later must not lengthen the call
+      await t.emit("message.part.updated", {
+        sessionID: "s1",
+        part: { type: "tool", tool: "process", callID: `c${callNumber}`, state: { status: "completed", output: "s" } },
+      })
+      t.clock.now += 100_000
+      await t.succeed("s1", "process", "s")
+    }
+    const blocked = await t.call("s1", "process", { action: "poll", session: "job1" })
+    expect(blocked).toContain("2 waits so far, 1m slept in all")
+    expect(blocked).toContain("wait budget of 1m")
+  })
+
+  test("a clock in the options that is no function is ignored (opencode's config holds no functions)", async () => {
+    const started = await startLoopGuard({}, { clock: 5 })
+    const { trace } = driver(started.hooks)
+    expect(await trace("AAAA")).toBe("...X")
+  })
+
+  test("settling a call's measured wait corrects the count of the waiting cycle being timed", () => {
+    const state = newSessionState()
+    const poll = signature("process", { action: "poll" })
+    const first = newCall(poll, "c1", 30, 0)
+    record(state, first, historyCapacity(3, 3))
+    state.waiting = { members: [poll.signature], tools: ["process"], slept: 30, laps: 1 }
+    const second = newCall(poll, "c2", 30, 0) // expected to wait 30 s, as the first did
+    record(state, second, historyCapacity(3, 3))
+    expect(state.waiting).toMatchObject({ slept: 60, laps: 2 })
+    settleWait(state, second, 0.2) // it answered at once: no wait
+    expect(state.waiting).toMatchObject({ slept: 30, laps: 1 })
+    expect(second.wait).toBe(0)
+    settleWait(state, second, 50) // a later report of the same call changes nothing
+    expect(state.waiting).toMatchObject({ slept: 30, laps: 1 })
+    const third = newCall(poll, "c3", 0, 0)
+    record(state, third, historyCapacity(3, 3))
+    settleWait(state, third, 45) // expected fast, it blocked 45 s: a wait
+    expect(state.waiting).toMatchObject({ slept: 75, laps: 2 })
+    expect(third.wait).toBe(45)
   })
 })
