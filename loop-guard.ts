@@ -36,8 +36,8 @@
  * waits), so the time slept is checked before each wait runs. Its calls run while the time its waits slept, in a
  * row, stays within a budget (30 minutes) and their number within a lap cap (60); then the wait that would go past
  * it is blocked (and every later wait of the cycle), and the agent is told to report to the user what it is waiting
- * for. Only the sleep a command asks for or the time a call itself ran counts (the longer of the two), never the
- * time the model takes to answer. A fast poll with the same answer is still a loop at its 4th. The count starts over
+ * for. Only the sleep a command asks for, or for a call that asks for none the time it itself ran, counts, never
+ * the time the model takes to answer. A fast poll with the same answer is still a loop at its 4th. The count starts over
  * when a call outside the cycle runs, at a new turn and at a compaction.
  *
  * A bounded stop: at the 5th block in one turn (between two idle states of the session) the session's run is
@@ -501,8 +501,8 @@ type Call = CallRecord & {
   refused: boolean
   /**
    * seconds the call waits: before it runs, what it asks to sleep (waitSeconds) or else what the same call took
-   * the last time (expectedWait); once its result is seen, the longer of what it asked and what it took
-   * (measuredWait); 0 when it is no wait
+   * the last time (expectedWait); once its result is seen, what it asked, or else what it took (measuredWait); 0
+   * when it is no wait
    */
   wait: number
   /** seconds its command asks to sleep first (waitSeconds), 0 when none */
@@ -551,12 +551,15 @@ function expectedWait(history: readonly Call[], signature: string, asked: number
 }
 
 /**
- * The wait a call made, once it ran for `ran` seconds (from tool.execute.before to its result): a call that itself
- * ran WAIT_MIN_SECONDS or more waited (a `gh run watch`, a `process wait` with a timeout, a test runner polled with
- * a timeout), as surely as a `sleep`; the longer of that and the sleep it asked for. A fast call is no wait.
+ * The wait a call made, once it ran for `ran` seconds (from tool.execute.before to its result): the sleep it asked
+ * for, when it asked for one (the budget counts what was asked, not the shell's start-up around it: three `sleep 5`
+ * fit a 15 s budget); otherwise a call that itself ran WAIT_MIN_SECONDS or more waited that long (a `gh run watch`,
+ * a `process wait` with a timeout, a test runner polled with a timeout), as surely as a `sleep`. A fast call is no
+ * wait.
  */
 function measuredWait(asked: number, ran: number): number {
-  return Math.max(asked, ran >= WAIT_MIN_SECONDS ? ran : 0)
+  if (asked > 0) return asked
+  return ran >= WAIT_MIN_SECONDS ? ran : 0
 }
 
 /**

@@ -1,5 +1,5 @@
 // End-to-end: loop-guard in a real opencode (issue 4, scenarios 1-3; issue 11, scenarios 10-15; issue 17,
-// scenarios 16-17). Each test installs the plugins with the project's install.sh into a fresh sandbox, drives
+// scenarios 16-17; issue 22, scenario 18). Each test installs the plugins with the project's install.sh into a fresh sandbox, drives
 // opencode with the scripted fake model, and asserts on what ran (tool parts, files written by bash), on what the
 // model saw (the tool messages of its next request) and, under serve, on what the human is shown (the
 // `tui.toast.show` events of GET /event).
@@ -417,5 +417,40 @@ describe("e2e loop-guard: a wait is not a loop, refusals are the user's (issue 1
     expect(seen).not.toContain("read the file again")
     expect(seen).not.toContain(".md") // no path
     for (const name of ["a.md", "b.md", "c.md", "d.md"]) expect(fs.existsSync(path.join(sb.project, name))).toBe(false)
+  })
+})
+
+describe("e2e loop-guard: a call that waits counts as a wait (issue 22, item 5)", () => {
+  test("18: a command that itself runs 6 s (no sleep in it), the same answer each time, is timed as a wait, not blocked at its 4th as a cycle; the 4th wait passes a cap of 3 laps", async () => {
+    const sb = loopGuardOnly()
+    // The lap cap, not the budget: the time a call takes from tool.execute.before to its result varies with the
+    // machine's load (6-9 s here), the count of waits does not.
+    sb.env.OPENCODE_LOOP_GUARD_WAIT_LAPS = "3"
+    // blocks 6 s, then answers the same; `timeout` is no sleep to loop-guard: only the time it ran makes it a wait
+    const slow = poll("timeout 6 tail -f /dev/null; echo running; echo polled >> polls.log", "Wait on the job")
+    const started = Date.now()
+    const r = await runOpencode(sb, {
+      prompt: "wait for the job",
+      script: [slow, slow, slow, slow, { text: "The job is still running; I stopped waiting." }],
+      timeoutMs: 150_000,
+    })
+    const elapsed = Date.now() - started
+
+    expect(r.code).toBe(0)
+    const parts = toolParts(r.events)
+    expect(parts.map((p) => p.status)).toEqual(["completed", "completed", "completed", "error"])
+    expect(fs.readFileSync(path.join(sb.project, "polls.log"), "utf8")).toBe("polled\n".repeat(3))
+    expect(elapsed).toBeGreaterThanOrEqual(18_000) // the three calls really ran 6 s each
+    // The 4th call is no cycle block (same call, same answer 3 times) but a wait past the lap cap: 3 waits of
+    // 6 s or more each were counted.
+    const seen = resultSeenFor(r.llm, 3)
+    expect(seen).toContain("loop-guard blocked this bash call: it was not run.")
+    expect(seen).toContain("bash (cycle length 1), 3 waits so far, ")
+    expect(seen).toContain("loop-guard's cap of 3 laps (OPENCODE_LOOP_GUARD_WAIT_LAPS)")
+    expect(seen).not.toContain("returned the same results")
+    const slept = /3 waits so far, (?:(\d+)m)?(\d+)s slept in all/.exec(seen ?? "")
+    expect(slept).not.toBeNull()
+    expect(Number(slept![1] ?? 0) * 60 + Number(slept![2])).toBeGreaterThanOrEqual(18)
+    for (const leak of ["timeout", "polls.log", "running"]) expect(seen).not.toContain(leak)
   })
 })
