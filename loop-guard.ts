@@ -444,12 +444,14 @@ const VOLATILE: readonly { name: string; pattern: RegExp; replacement: string }[
   },
   {
     // a number under a timing key (hermes drops duration_seconds and execution_count before comparing):
-    // "duration_seconds": 12.5, elapsed=3, execution_count: 7, "createdAt": 1733028507, runtime: 5 (matched from
-    // the key's last word on, which is all it takes to tell a timing key; the key is kept)
+    // "duration_seconds": 12.5, elapsed=3, execution_count: 7, "createdAt": 1733028507, uptime: 5, elapsed_ms=40
+    // (matched from the key's last word on, which is all it takes to tell a timing key; the key is kept). A key
+    // ending in `time` only with a fraction (`Best time: 0.23`, `evaluation_time: 45.2`): `time: 24` is an xarray
+    // dimension in the real trajectories, `time_perception: 5` a score; a suffix is a unit, not any word
     name: "timing key",
     pattern:
-      /((?:[Tt]ime|[Tt]imestamp|[Dd]uration|[Ee]lapsed|[Tt]ook|[Uu]ptime|execution_count|_at|At)(?:_[a-z]+)?"?\s*[:=]\s*"?)-?\d+(?:\.\d+)?(?![\d.:])/g,
-    replacement: "$1<timing>",
+      /(?:((?:[Tt]imestamp|[Dd]uration|[Ee]lapsed|[Tt]ook|[Uu]ptime|execution_count|_at|At)(?:_(?:s|ms|us|ns|secs?|seconds|millis|milliseconds|minutes|mins|hours))?"?\s*[:=]\s*"?)-?\d+(?:\.\d+)?|([Tt]ime(?:_(?:s|ms|us|ns|secs?|seconds|millis|milliseconds|minutes|mins|hours))?"?\s*[:=]\s*"?)-?\d+\.\d+)(?![\d.:])/g,
+    replacement: "$1$2<timing>",
   },
 ]
 

@@ -1390,6 +1390,9 @@ describe("volatile parts of a result are not progress", () => {
       '{"state": "queued", "createdAt": 1733028599}',
     ],
     ["elapsed= in a log line", "job 7 state=running elapsed=3", "job 7 state=running elapsed=9"],
+    ["a timing key with a unit", "step done elapsed_ms=40", "step done elapsed_ms=52"],
+    ["a measured time (a fraction)", "Best time: 0.2348831300623715", "Best time: 0.2051791639532894"],
+    ["a time with its unit key", '{"evaluation_time": 45.2341}', '{"evaluation_time": 0.4241940975189209}'],
     ["a failure's timestamp (errors are masked too)", "timeout at 04:48:27", "timeout at 04:48:57"],
   ]
   test.each(masked)("masked: %s", async (name, a, b) => {
@@ -1418,6 +1421,9 @@ describe("volatile parts of a result are not progress", () => {
     ["a word that starts like a month", "Decimal 5", "Decimal 6"],
     ["an address and port", "listening on 127.0.0.1:8080", "listening on 127.0.0.1:8081"],
     ["a number under a key that only contains 'time'", '{"timeout": 30}', '{"timeout": 60}'],
+    ["a whole number under `time` (an xarray dimension)", "Dimensions: (time: 24)", "Dimensions: (time: 25)"],
+    ["a key that starts with time_ and a word", '{"time_perception": 5}', '{"time_perception": 6}'],
+    ["a duration key with a word after it", '{"duration_rank": 5}', '{"duration_rank": 6}'],
     ["a changed value beside a masked one", '{"duration_seconds": 1, "rows": 5}', '{"duration_seconds": 2, "rows": 6}'],
   ]
   test.each(different)("still progress: %s", async (_name, a, b) => {
