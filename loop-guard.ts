@@ -30,15 +30,16 @@
  *
  * A wait is not a loop: a cycle one of whose calls waits (a bash command that sleeps 5 s or more before anything
  * else: `sleep 60`, `sleep 30 && gh run view 1`, see sleepSeconds; or a call that itself ran 5 s or more from
- * tool.execute.before to its result: a `process wait` with a timeout, `gh run watch`; see measuredWait, and, before
- * it runs again, expectedWait: it is taken to wait as long as the last time) is timed instead of blocked, from its
- * 2nd lap (a wait that repeats one of the last calls), whatever its results (a poll's output often changes while it
- * waits), so the time slept is checked before each wait runs. Its calls run while the time its waits slept, in a
- * row, stays within a budget (30 minutes) and their number within a lap cap (60); then the wait that would go past
- * it is blocked (and every later wait of the cycle), and the agent is told to report to the user what it is waiting
- * for. Only the sleep a command asks for, or for a call that asks for none the time it itself ran, counts, never
- * the time the model takes to answer. A fast poll with the same answer is still a loop at its 4th. The count starts over
- * when a call outside the cycle runs, at a new turn and at a compaction.
+ * tool.execute.before to its result, and so did its previous run: a `process wait` with a timeout, `gh run watch`;
+ * see measuredWait, and, before it runs again, expectedWait: it is taken to wait as long as the last time) is
+ * timed instead of blocked, from its 2nd lap (a wait that repeats one of the last calls), whatever its results (a
+ * poll's output often changes while it waits), so the time slept is checked before each wait runs. Its calls run
+ * while the time its waits slept, in a row, stays within a budget (30 minutes) and their number within a lap cap
+ * (60); then the wait that would go past it is blocked (and every later wait of the cycle), and the agent is told
+ * to report to the user what it is waiting for. Only the sleep a command asks for, or for a call that asks for
+ * none the time it itself ran, counts, never the time the model takes to answer. A fast poll with the same answer
+ * is still a loop at its 4th. The count starts over when a call outside the cycle runs, at a new turn and at a
+ * compaction.
  *
  * A bounded stop: at the 5th block in one turn (between two idle states of the session) the session's run is
  * aborted through opencode's SDK, so a model that ignores every message cannot keep paying for requests. Each block
@@ -545,23 +546,30 @@ function waitSeconds(tool: string, args: unknown): number {
  */
 function expectedWait(history: readonly Call[], signature: string, asked: number): number {
   if (asked > 0) return asked
-  for (let i = history.length - 1; i >= 0; i--) {
+  return lastRun(history, signature, history.length)?.wait ?? 0
+}
+
+/** The newest call with this signature among the first `before` of the history whose duration was measured. */
+function lastRun(history: readonly Call[], signature: string, before: number): Call | undefined {
+  for (let i = before - 1; i >= 0; i--) {
     const call = history[i]
-    if (call.signature === signature && call.ran !== null) return call.wait
+    if (call.signature === signature && call.ran !== null) return call
   }
-  return 0
+  return undefined
 }
 
 /**
  * The wait a call made, once it ran for `ran` seconds (from tool.execute.before to its result): the sleep it asked
  * for, when it asked for one (the budget counts what was asked, not the shell's start-up around it: three `sleep 5`
  * fit a 15 s budget); otherwise a call that itself ran WAIT_MIN_SECONDS or more waited that long (a `gh run watch`,
- * a `process wait` with a timeout, a test runner polled with a timeout), as surely as a `sleep`. A fast call is no
- * wait.
+ * a `process wait` with a timeout, a test runner polled with a timeout), as surely as a `sleep`, when its previous
+ * run (`previous` seconds, the same call) did too: one slow run is no wait (the host's first bash call parsing its
+ * grammar, a loaded machine, a permission the human took a while to grant; on a 2-core machine at load 6 a plain
+ * `echo` took 5 s once and made an echo/read loop look like a wait). A fast call is no wait.
  */
-function measuredWait(asked: number, ran: number): number {
+function measuredWait(asked: number, ran: number, previous: number | null): number {
   if (asked > 0) return asked
-  return ran >= WAIT_MIN_SECONDS ? ran : 0
+  return ran >= WAIT_MIN_SECONDS && previous !== null && previous >= WAIT_MIN_SECONDS ? ran : 0
 }
 
 /**
@@ -1804,7 +1812,8 @@ export function record(state: SessionState, call: Call, capacity: number): void 
 }
 
 /**
- * A call's result arrived `ran` seconds after it started: its wait becomes what it measured (measuredWait). When
+ * A call's result arrived `ran` seconds after it started: its wait becomes what it measured (measuredWait, with the
+ * time its previous run took). When
  * the waiting cycle being timed counted it, that count follows: the time slept by the difference, a lap when it
  * turned into a wait (or stopped being one). Only the first report counts (tool.execute.after and the part's event
  * both report a success).
@@ -1812,7 +1821,9 @@ export function record(state: SessionState, call: Call, capacity: number): void 
 export function settleWait(state: SessionState, call: Call, ran: number): void {
   if (call.ran !== null) return
   call.ran = ran
-  const wait = measuredWait(call.asked, ran)
+  const at = state.history.lastIndexOf(call)
+  const previous = lastRun(state.history, call.signature, at < 0 ? state.history.length : at)
+  const wait = measuredWait(call.asked, ran, previous?.ran ?? null)
   if (state.waiting?.members.includes(call.signature)) {
     state.waiting.slept += wait - call.wait
     state.waiting.laps += (wait > 0 ? 1 : 0) - (call.wait > 0 ? 1 : 0)

@@ -1617,7 +1617,19 @@ describe("a call that waits counts as a wait (measured with the adapter's clock)
 
   const table: [string, string, Record<string, string>, string][] = [
     ["[wait 30 s, check], same answers: a wait, 12 calls run", laps("W~30=r K=s", 6), {}, ".".repeat(12)],
-    ["... timed to the budget: 60 waits of 30 s, the 61st blocked", laps("W~30=r K=s", 61), {}, ".".repeat(120) + "X."],
+    [
+      "... timed to the budget: the first slow run is not yet a wait, then 60 waits of 30 s; the next is blocked",
+      laps("W~30=r K=s", 62),
+      {},
+      ".".repeat(122) + "X.",
+    ],
+    [
+      "one slow run is no wait: an echo that once took 6 s, the cycle is still blocked at the 6th",
+      "K~6=s A=y K=s A=y K=s A",
+      {},
+      ".....X",
+    ],
+    ["... nor in the cycle's last lap (a loaded machine)", "K=s A=y K=s A=y K~6=s A", {}, ".....X"],
     ["the same cycle whose wait tool answers in 1 s is a loop: the 6th", laps("W~1=r K=s", 3), {}, ".....X"],
     ["a fast poll with the same answer is a loop at its 4th", laps("K~0.5=s", 4), {}, "...X"],
     ["a slow poll alone (30 s each, k = 1) is a wait", laps("K~30=s", 8), {}, "........"],
@@ -1627,16 +1639,16 @@ describe("a call that waits counts as a wait (measured with the adapter's clock)
     ["a failed call is timed by its error event", laps("W~30!timeout K=s", 6), {}, ".".repeat(12)],
     ["a call whose result never came is no wait", laps("W~30 K=s", 3), {}, ".....X"],
     [
-      "budget 1m: the 3rd 30-second wait is blocked",
-      laps("K~30=s", 3),
-      { OPENCODE_LOOP_GUARD_WAIT_BUDGET: "1m" },
-      "..X",
+      "budget 2m: 4 waits of 30 s after the first slow run, the 5th is blocked",
+      laps("K~30=s", 6),
+      { OPENCODE_LOOP_GUARD_WAIT_BUDGET: "2m" },
+      ".....X",
     ],
     [
-      "lap cap 3: the 4th wait is blocked, the check after it runs",
-      laps("W~10=r K=s", 4),
+      "lap cap 3: after the first slow run, the 4th wait is blocked, the check after it runs",
+      laps("W~10=r K=s", 5),
       { OPENCODE_LOOP_GUARD_WAIT_LAPS: "3" },
-      "......X.",
+      "........X.",
     ],
     [
       "a sleep counts what it asked for, not the time around it (ran 90 s, counted 60 s: 2 laps fit 2m)",
@@ -1669,7 +1681,7 @@ describe("a call that waits counts as a wait (measured with the adapter's clock)
 
   test("the message counts the time the calls ran, and the first report of a result ends the call", async () => {
     const t = await startTimed({ OPENCODE_LOOP_GUARD_WAIT_BUDGET: "1m" })
-    for (let i = 0; i < 2; i++) {
+    for (let i = 0; i < 3; i++) {
       expect(await t.call("s1", "process", { action: "poll", session: "job1" })).toBeNull()
       t.clock.now += 30_000
       // the part's completed event comes first; tool.execute.after 100 s later must not lengthen the call
@@ -1691,24 +1703,32 @@ describe("a call that waits counts as a wait (measured with the adapter's clock)
     expect(await trace("AAAA")).toBe("...X")
   })
 
-  test("settling a call's measured wait corrects the count of the waiting cycle being timed", () => {
+  test("settling a call's measured wait: confirmed by its previous run, the timed cycle's count corrected", () => {
     const state = newSessionState()
+    const capacity = historyCapacity(3, 3)
     const poll = signature("process", { action: "poll" })
-    const first = newCall(poll, "c1", 30, 0)
-    record(state, first, historyCapacity(3, 3))
-    state.waiting = { members: [poll.signature], tools: ["process"], slept: 30, laps: 1 }
-    const second = newCall(poll, "c2", 30, 0) // expected to wait 30 s, as the first did
-    record(state, second, historyCapacity(3, 3))
-    expect(state.waiting).toMatchObject({ slept: 60, laps: 2 })
-    settleWait(state, second, 0.2) // it answered at once: no wait
-    expect(state.waiting).toMatchObject({ slept: 30, laps: 1 })
-    expect(second.wait).toBe(0)
-    settleWait(state, second, 50) // a later report of the same call changes nothing
-    expect(state.waiting).toMatchObject({ slept: 30, laps: 1 })
-    const third = newCall(poll, "c3", 0, 0)
-    record(state, third, historyCapacity(3, 3))
-    settleWait(state, third, 45) // expected fast, it blocked 45 s: a wait
-    expect(state.waiting).toMatchObject({ slept: 75, laps: 2 })
-    expect(third.wait).toBe(45)
+    const run = (callID: string, expected: number, ran: number, asked = 0, identity = poll) => {
+      const call = newCall(identity, callID, expected, asked)
+      record(state, call, capacity)
+      settleWait(state, call, ran)
+      return call
+    }
+    expect(run("c1", 0, 30).wait).toBe(0) // one slow run is no wait
+    expect(run("c2", 0, 31).wait).toBe(31) // a second one in a row is
+    state.waiting = { members: [poll.signature], tools: ["process"], slept: 31, laps: 1 }
+    const third = newCall(poll, "c3", 31, 0) // expected to wait 31 s, as the last run did
+    record(state, third, capacity)
+    expect(state.waiting).toMatchObject({ slept: 62, laps: 2 })
+    settleWait(state, third, 0.2) // it answered at once: no wait
+    expect(state.waiting).toMatchObject({ slept: 31, laps: 1 })
+    expect(third.wait).toBe(0)
+    settleWait(state, third, 50) // a later report of the same call changes nothing
+    expect(state.waiting).toMatchObject({ slept: 31, laps: 1 })
+    expect(run("c4", 0, 45).wait).toBe(0) // slow after a fast run: not yet
+    expect(state.waiting).toMatchObject({ slept: 31, laps: 1 })
+    expect(run("c5", 0, 40).wait).toBe(40) // slow after a slow run: a wait, counted
+    expect(state.waiting).toMatchObject({ slept: 71, laps: 2 })
+    // a sleep counts what it asked for, whatever it took
+    expect(run("c6", 60, 90, 60, signature("bash", { command: "sleep 60" })).wait).toBe(60)
   })
 })
