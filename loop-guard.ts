@@ -519,8 +519,20 @@ type Call = CallRecord & {
 }
 
 export function newCall(record: CallRecord, callID: string, wait = 0, asked = wait, started = 0): Call {
-  const call = { ...record, callID, result: NO_RESULT, failed: false, refused: false, wait, asked, ran: null, started }
-  return { ...call, note: null }
+  const { signature, tool } = record // one object literal of a fixed shape: this runs on every call
+  return {
+    signature,
+    tool,
+    callID,
+    result: NO_RESULT,
+    failed: false,
+    refused: false,
+    wait,
+    asked,
+    ran: null,
+    started,
+    note: null,
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -540,20 +552,26 @@ function waitSeconds(tool: string, args: unknown): number {
 }
 
 /**
- * The wait a call is taken to make before it runs: the sleep its command asks for, or else the wait the same call
- * (same signature) made the last time its duration was measured (a `process wait` that blocked 30 s will block
- * again; one that answered at once will answer at once). The core has no clock: durations come from the adapter.
+ * The wait a call is taken to make before it runs: the sleep its command asks for, or else the wait of the same
+ * call's (same signature) latest run: what that run measured, or, while its result is pending, what was expected of
+ * it (a `process wait` that blocked 30 s will block again; one that answered at once will answer at once). The core
+ * has no clock: durations come from the adapter.
  */
 function expectedWait(history: readonly Call[], signature: string, asked: number): number {
   if (asked > 0) return asked
-  return lastRun(history, signature, history.length)?.wait ?? 0
+  return lastRun(history, signature, history.length, false)?.wait ?? 0
 }
 
-/** The newest call with this signature among the first `before` of the history whose duration was measured. */
-function lastRun(history: readonly Call[], signature: string, before: number): Call | undefined {
-  for (let i = before - 1; i >= 0; i--) {
+/**
+ * The newest call with this signature among the `before` first of the history (only a measured one when
+ * `measured`), no further back than 2 * MAX_CYCLE calls: this runs on every call, and most calls are new. A cycle's
+ * calls repeat within MAX_CYCLE calls, and a blocked wait (never recorded) puts at most one more turn between two
+ * runs of the same call.
+ */
+function lastRun(history: readonly Call[], signature: string, before: number, measured: boolean): Call | undefined {
+  for (let i = before - 1; i >= Math.max(0, before - 2 * MAX_CYCLE); i--) {
     const call = history[i]
-    if (call.signature === signature && call.ran !== null) return call
+    if (call.signature === signature && (!measured || call.ran !== null)) return call
   }
   return undefined
 }
@@ -1822,7 +1840,7 @@ export function settleWait(state: SessionState, call: Call, ran: number): void {
   if (call.ran !== null) return
   call.ran = ran
   const at = state.history.lastIndexOf(call)
-  const previous = lastRun(state.history, call.signature, at < 0 ? state.history.length : at)
+  const previous = lastRun(state.history, call.signature, at < 0 ? state.history.length : at, true)
   const wait = measuredWait(call.asked, ran, previous?.ran ?? null)
   if (state.waiting?.members.includes(call.signature)) {
     state.waiting.slept += wait - call.wait
