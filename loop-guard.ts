@@ -407,8 +407,8 @@ const MONTH = String.raw`(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May
  * masked, on purpose: bare numbers (a line count, a size, an id; an epoch-like 1733028507 may be a byte count),
  * percentages, `HH:MM` without seconds (a path's line:column, `a.ts:12:30`), versions (`1.2.3`), hashes, colour
  * codes (`ESC[32m` is no 32 minutes), and words: a different status word, or a new log line (even one whose
- * timestamp is masked), is progress. One pass per pattern with a fixed replacement is the engine's fast path
- * (one regex of alternatives with a function per match cost 4-8 times as much on a log of timestamps).
+ * timestamp is masked), is progress. One pass per pattern with a fixed replacement is the engine's fast path (one
+ * regex of alternatives with a function per match cost 1.3 times as much on 64 KB of source or of timestamped log).
  */
 const VOLATILE: readonly { name: string; pattern: RegExp; replacement: string }[] = [
   {
@@ -459,8 +459,8 @@ const VOLATILE: readonly { name: string; pattern: RegExp; replacement: string }[
 /**
  * A result with its volatile parts (VOLATILE) replaced by their names; anything but a string as it is. A result of
  * more than MASK_MAX_CHARS characters is compared whole: a poll's answer is short (Claude Code's bashoutput "running"
- * is 75 characters), and masking costs 10-130 times the digest of the same text (a 16 KB log with a timestamp a
- * line: ~0.15 ms; bench: `npm run bench -- --only=loop-guard`, the "result mask" rows).
+ * is 75 characters), and masking costs 2-230 times the digest of the same text (a 16 KB log with a timestamp a
+ * line: 0.1-0.3 ms on a loaded 2-core machine; bench: `npm run bench -- --only=loop-guard`, "result mask" rows).
  */
 export function maskVolatile(result: unknown): unknown {
   if (typeof result !== "string" || result.length > MASK_MAX_CHARS) return result
@@ -581,9 +581,9 @@ function lastRun(history: readonly Call[], signature: string, before: number, me
  * for, when it asked for one (the budget counts what was asked, not the shell's start-up around it: three `sleep 5`
  * fit a 15 s budget); otherwise a call that itself ran WAIT_MIN_SECONDS or more waited that long (a `gh run watch`,
  * a `process wait` with a timeout, a test runner polled with a timeout), as surely as a `sleep`, when its previous
- * run (`previous` seconds, the same call) did too: one slow run is no wait (the host's first bash call parsing its
- * grammar, a loaded machine, a permission the human took a while to grant; on a 2-core machine at load 6 a plain
- * `echo` took 5 s once and made an echo/read loop look like a wait). A fast call is no wait.
+ * run (`previous` seconds, the same call) did too: one slow run is no wait (the host's first bash call, 2.4 s here;
+ * a loaded machine, where an echo/read loop of the real-host tests once ran past its window, most likely for one
+ * slow call; a permission the human took a while to grant). A fast call is no wait.
  */
 function measuredWait(asked: number, ran: number, previous: number | null): number {
   if (asked > 0) return asked
@@ -1831,10 +1831,9 @@ export function record(state: SessionState, call: Call, capacity: number): void 
 
 /**
  * A call's result arrived `ran` seconds after it started: its wait becomes what it measured (measuredWait, with the
- * time its previous run took). When
- * the waiting cycle being timed counted it, that count follows: the time slept by the difference, a lap when it
- * turned into a wait (or stopped being one). Only the first report counts (tool.execute.after and the part's event
- * both report a success).
+ * time its previous run took). When the waiting cycle being timed counted it, that count follows: the time slept by
+ * the difference, a lap when it turned into a wait (or stopped being one). Only the first report counts
+ * (tool.execute.after and the part's event both report a success).
  */
 export function settleWait(state: SessionState, call: Call, ran: number): void {
   if (call.ran !== null) return
