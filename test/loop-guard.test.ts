@@ -13,6 +13,7 @@ import plugin, {
   historyCapacity,
   newCall,
   newSessionState,
+  maskVolatile,
   record,
   settleWait,
   signature,
@@ -1434,6 +1435,15 @@ describe("volatile parts of a result are not progress", () => {
     const tail = "x".repeat(16_384 - 9) // 16,384 characters with the clock time and its blank: still masked
     expect(await samePoll(`04:48:27 ${tail}`, `04:48:30 ${tail}`)).toBe(true)
     expect(await samePoll(`04:48:27 ${tail}x`, `04:48:30 ${tail}x`)).toBe(false)
+  })
+
+  test("what the masks write: each part by its name, a timing key keeps its key; non-strings as they are", () => {
+    expect(maskVolatile("at 2025-12-01T04:48:27Z, 04:48:27, took 3.2s; elapsed=3")).toBe(
+      "at <date>, <time>, took <duration>; elapsed=<timing>",
+    )
+    const object = { t: "04:48:27" }
+    expect(maskVolatile(object)).toBe(object)
+    expect(maskVolatile(null)).toBeNull()
   })
 
   test("the output the model reads is left as it was", async () => {
