@@ -16,7 +16,13 @@
  *
  * Progress is not a loop: when the results changed between repetitions (a poll of a job that advances, a growing
  * log), the cycle runs on until a backstop at max(3r*k, 3r+1) calls (the 10th identical poll by default), so
- * nothing repeats forever. A call whose result was not seen (yet) counts as the result "none".
+ * nothing repeats forever. A call whose result was not seen (yet) counts as the result "none". A cycle seen
+ * advancing just before its window (2 changed results among the calls before it that repeat it, back to the
+ * backstop's reach) is a job pausing, not stalled: it too runs on to the backstop (see progressedBefore).
+ * Volatile parts of a result are not progress: dates, clock times with seconds, durations with their unit (3.2s,
+ * 120ms, 5 minutes) and numbers under timing keys (duration_seconds, execution_count, createdAt) are masked before
+ * a result is digested, so a poll answered "running" with a fresh timestamp each time is caught at its 4th; a
+ * count, a percentage, a new log line or another status word still changes the result (see VOLATILE).
  *
  * Steps as sets: the calls of one step (the parallel calls of one assistant message: opencode announces each tool
  * part with its messageID before it runs; without that, calls that reach the hook one after the other with no
@@ -47,14 +53,18 @@
  * When those errors are opencode's permission refusals (a deny rule of the user or of the agent, or the human's
  * "no"), the message says the user's rules forbid the call: ask the user, do not try it another way.
  *
- * A wait is not a loop: a cycle one of whose calls waits on purpose (a bash command that sleeps 5 s or more before
- * anything else: `sleep 60`, `sleep 30 && gh run view 1`; see sleepSeconds) is timed instead of blocked, from its
- * 2nd lap (a wait that repeats one of the last calls), whatever its results (a poll's output often changes while it
- * waits), so the time slept is checked before each wait runs. Its calls run while the time its waits slept, in a
- * row, stays within a budget (30 minutes) and their number within a lap cap (60); then the wait that would go past
- * it is blocked (and every later wait of the cycle), and the agent is told to report to the user what it is waiting
- * for. Only the sleep a command asks for counts, never the time the model takes to answer. The count starts over
- * when a call outside the cycle runs, at a new turn and at a compaction.
+ * A wait is not a loop: a cycle one of whose calls waits (a bash command that sleeps 5 s or more before anything
+ * else: `sleep 60`, `sleep 30 && gh run view 1`, see sleepSeconds; or a call that itself ran 5 s or more from
+ * tool.execute.before to its result, and so did its previous run: a `process wait` with a timeout, `gh run watch`;
+ * see measuredWait, and, before it runs again, expectedWait: it is taken to wait as long as the last time) is
+ * timed instead of blocked, from its 2nd lap (a wait that repeats one of the last calls), whatever its results (a
+ * poll's output often changes while it waits), so the time slept is checked before each wait runs. Its calls run
+ * while the time its waits slept, in a row, stays within a budget (30 minutes) and their number within a lap cap
+ * (60); then the wait that would go past it is blocked (and every later wait of the cycle), and the agent is told
+ * to report to the user what it is waiting for. Only the sleep a command asks for, or for a call that asks for
+ * none the time it itself ran, counts, never the time the model takes to answer. A fast poll with the same answer
+ * is still a loop at its 4th. The count starts over when a call outside the cycle runs, at a new turn and at a
+ * compaction.
  *
  * A bounded stop: at the 5th block in one turn (between two idle states of the session) the session's run is
  * aborted through opencode's SDK, so a model that ignores every message cannot keep paying for requests. Each block
@@ -62,7 +72,9 @@
  *
  * What is not identity (left out of the signature, because the model rewrites it freely and it does not change
  * what the call does): bash's `description` (a label for the human; the `command` is what runs) and task's
- * `description` (a 3-5 word label; the `prompt` is what the subagent gets). Every other key of every tool counts.
+ * `description` (a 3-5 word label; the `prompt` is what the subagent gets), and the top-level keys the setting
+ * OPENCODE_LOOP_GUARD_IGNORE_KEYS names for a tool (a fresh `request_id` nonce on every lookup). Every other key of
+ * every tool counts.
  *
  * Loops in the stream: every streamed part (reasoning and answer, each on its own, from message.part.delta) is fed to
  * a small watcher. When a part repeats one passage back to back (`!!!!`, ` it it it`, a sentence, a paragraph of up
@@ -94,6 +106,9 @@
  *   OPENCODE_LOOP_GUARD_EXEMPT=globs       comma-separated tool-name globs (* and ?), e.g. todowrite,mcp_*_poll;
  *                                          a cycle is let through only when every call in it is an exempt tool, a
  *                                          failure streak when its tool is exempt
+ *   OPENCODE_LOOP_GUARD_IGNORE_KEYS=tool:key,...
+ *                                          argument keys left out of a tool's signature, each a tool-name glob (as
+ *                                          EXEMPT's), a colon and a top-level key: mcp_search_lookup:request_id
  *
  * Layout: pure core (signature, results, waits, cycle check, steps as sets, per-call streak, wait rule, failure
  * streak, messages, the stream watcher, settings), then session state (sessions, streamed parts), then the opencode
@@ -313,26 +328,57 @@ type CallRecord = { signature: string; tool: string }
 
 /**
  * Free-text keys left out of a tool's signature: the model rewrites them at will and they do not change what the
- * call does, so a reworded label must not make a repeat look new. One list; the README repeats it.
+ * call does, so a reworded label must not make a repeat look new. One list; the README repeats it. The setting
+ * OPENCODE_LOOP_GUARD_IGNORE_KEYS adds to it (see ignoredKeys).
  */
 export const IGNORED_KEYS: Readonly<Record<string, readonly string[]>> = {
   bash: ["description"], // a few words for the human; `command` is what runs
   task: ["description"], // a 3-5 word label; `prompt` is what the subagent gets
 }
+const NO_KEYS: readonly string[] = []
 
-/** The signature of a call: tool name + digest of its canonical arguments. Arguments are never stored. */
-export function signature(tool: string, args: unknown): CallRecord {
-  return { signature: toolKey(tool) + digest(canonicalize(identityOf(tool, args))), tool: toolLabel(tool) }
+/**
+ * The signature of a call: tool name + digest of its canonical arguments, the `ignored` keys left out (by default
+ * the tool's IGNORED_KEYS). Arguments are never stored.
+ */
+export function signature(tool: string, args: unknown, ignored = builtInKeys(tool)): CallRecord {
+  return { signature: toolKey(tool) + digest(canonicalize(identityOf(args, ignored))), tool: toolLabel(tool) }
 }
 
-/** The arguments that make a call's identity: the tool's IGNORED_KEYS removed (a shallow copy, only when present). */
-function identityOf(tool: string, args: unknown): unknown {
-  const ignored = Object.hasOwn(IGNORED_KEYS, tool) ? IGNORED_KEYS[tool] : undefined
-  if (!ignored || typeof args !== "object" || args === null || Array.isArray(args)) return args
+function builtInKeys(tool: string): readonly string[] {
+  return Object.hasOwn(IGNORED_KEYS, tool) ? IGNORED_KEYS[tool] : NO_KEYS
+}
+
+/** The arguments that make a call's identity: the `ignored` top-level keys removed (a shallow copy, only then). */
+function identityOf(args: unknown, ignored: readonly string[]): unknown {
+  if (ignored.length === 0 || typeof args !== "object" || args === null || Array.isArray(args)) return args
   if (!ignored.some((key) => Object.hasOwn(args, key))) return args
   const copy: Record<string, unknown> = { ...(args as Record<string, unknown>) } // spread keeps an own __proto__ key
   for (const key of ignored) delete copy[key]
   return copy
+}
+
+/** One entry of OPENCODE_LOOP_GUARD_IGNORE_KEYS: a top-level argument key left out of the matching tools' calls. */
+type IgnoredKey = { glob: string; key: string }
+
+/**
+ * The keys left out of each tool's signature: its IGNORED_KEYS, then the keys of every setting entry whose glob
+ * matches the tool's name. Cached per tool name (a process sees few; the cache is bounded all the same).
+ */
+function ignoredKeys(entries: readonly IgnoredKey[]): (tool: string) => readonly string[] {
+  if (entries.length === 0) return builtInKeys
+  const matchers = entries.map((entry) => ({ key: entry.key, matches: globMatcher([entry.glob]) }))
+  const cache = new Map<string, readonly string[]>()
+  return (tool) => {
+    let keys = cache.get(tool)
+    if (keys === undefined) {
+      if (cache.size >= 1000) cache.clear()
+      const added = matchers.filter((m) => m.matches(tool)).map((m) => m.key)
+      keys = added.length === 0 ? builtInKeys(tool) : [...new Set([...builtInKeys(tool), ...added])]
+      cache.set(tool, keys)
+    }
+    return keys
+  }
 }
 
 /**
@@ -365,15 +411,91 @@ const PRINTABLE_LABEL = /^[\x20-\x7e]{0,64}$/
 /** The result of a call that has not been seen (yet): a parallel call still running, or an event that never came. */
 const NO_RESULT = "none"
 
-/** Digest of what a call returned (the output the model reads). Only the digest is kept, never the output. */
+/**
+ * Digest of what a call returned (the output the model reads), its volatile parts masked (maskVolatile): a poll
+ * answered "running" with a new timestamp each time returned the same result. Only the digest is kept.
+ */
 function resultDigest(output: unknown): string {
-  return "ok:" + exactDigest(output)
+  return "ok:" + exactDigest(maskVolatile(output))
 }
 
-/** Digest of a failed call's error text; failures and outputs never compare equal. */
+/** Digest of a failed call's error text, volatile parts masked too; failures and outputs never compare equal. */
 function errorDigest(error: unknown): string {
-  return "error:" + exactDigest(error)
+  return "error:" + exactDigest(maskVolatile(error))
 }
+
+/** A month's name as dates write it: full or its 3-letter abbreviation (not `Decimal`, not `Marks`). */
+const MONTH = String.raw`(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)`
+
+/**
+ * The parts of a result that move with the clock, not with the work: named patterns, applied in this order, each
+ * match replaced by its name (`<date>`, `<time>`, `<duration>`; a timing key keeps its key and loses its value). So
+ * `running, 04:48:27` and `running, 04:49:01` are the same result while `3 files` and `4 files` stay apart. NOT
+ * masked, on purpose: bare numbers (a line count, a size, an id; an epoch-like 1733028507 may be a byte count),
+ * percentages, `HH:MM` without seconds (a path's line:column, `a.ts:12:30`), versions (`1.2.3`), hashes, colour
+ * codes (`ESC[32m` is no 32 minutes), and words: a different status word, or a new log line (even one whose
+ * timestamp is masked), is progress. One pass per pattern with a fixed replacement is the engine's fast path (one
+ * regex of alternatives with a function per match cost 1.3 times as much on 64 KB of source or of timestamped log).
+ */
+const VOLATILE: readonly { name: string; pattern: RegExp; replacement: string }[] = [
+  {
+    // a date, with its time of day when given: 2025-12-01, 2025/12/01, 2025-12-01T04:48:27.620Z,
+    // 2025-12-01 04:48:27+01:00 (Claude Code's bashoutput stamps every answer with one: E1-E5)
+    name: "date",
+    pattern:
+      /(?<!\d)\d{4}[-/]\d{2}[-/]\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2}(?!\d))?)?(?!\d)/g,
+    replacement: "<date>",
+  },
+  {
+    // a written date (date(1), HTTP headers, ls -l, logs): Mon, 01 Dec 2025 10:00:00 / Dec  1 04:48 / 1 Dec 2025;
+    // a month is its full name or its 3-letter abbreviation (not `Decimal`, not `Marks`)
+    name: "written date",
+    pattern: new RegExp(
+      String.raw`\b(?:(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*,? +)?(?:\d{1,2} +${MONTH}\b(?: +\d{4})?|${MONTH} +\d{1,2}\b(?:,? +\d{4})?)(?: +\d{1,2}:\d{2}(?::\d{2})?)?(?![\d:])`,
+      "g",
+    ),
+    replacement: "<date>",
+  },
+  {
+    // a clock time with seconds, or with AM/PM: 04:48:27, 4:48:27.5 PM, 4:48 pm, an elapsed 00:01:23
+    name: "time",
+    pattern: /(?<![\d:.])\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?(?: ?[AaPp][Mm]\b)?| ?[AaPp][Mm]\b)(?![\d:])/g,
+    replacement: "<time>",
+  },
+  {
+    // a duration with its unit: 3.2s, 120ms, 1m20s, 2h, 12.5 s, 3 seconds (ago), 5 minutes; not after [ or ;
+    // (ESC[32m, ESC[1;31m: colours) nor inside a word or a number (x2s; 1.5s is read from its 1)
+    name: "duration",
+    pattern:
+      /(?<![\w.[;])\d+(?:\.\d+)?(?:(?:ns|us|µs|ms|s|m|h)(?:\d+(?:\.\d+)?(?:ms|s|m))*| ?(?:ms|s)| ?(?:milliseconds?|seconds?|secs?|minutes?|mins?|hours?|hrs?))(?![\w%])/g,
+    replacement: "<duration>",
+  },
+  {
+    // a number under a timing key (hermes drops duration_seconds and execution_count before comparing):
+    // "duration_seconds": 12.5, elapsed=3, execution_count: 7, "createdAt": 1733028507, uptime: 5, elapsed_ms=40
+    // (matched from the key's last word on, which is all it takes to tell a timing key; the key is kept). A key
+    // ending in `time` only with a fraction (`Best time: 0.23`, `evaluation_time: 45.2`): `time: 24` is an xarray
+    // dimension in the real trajectories, `time_perception: 5` a score; a suffix is a unit, not any word
+    name: "timing key",
+    pattern:
+      /(?:((?:[Tt]imestamp|[Dd]uration|[Ee]lapsed|[Tt]ook|[Uu]ptime|execution_count|_at|At)(?:_(?:s|ms|us|ns|secs?|seconds|millis|milliseconds|minutes|mins|hours))?"?\s*[:=]\s*"?)-?\d+(?:\.\d+)?|([Tt]ime(?:_(?:s|ms|us|ns|secs?|seconds|millis|milliseconds|minutes|mins|hours))?"?\s*[:=]\s*"?)-?\d+\.\d+)(?![\d.:])/g,
+    replacement: "$1$2<timing>",
+  },
+]
+
+/**
+ * A result with its volatile parts (VOLATILE) replaced by their names; anything but a string as it is. A result of
+ * more than MASK_MAX_CHARS characters is compared whole: a poll's answer is short (Claude Code's bashoutput "running"
+ * is 75 characters), and masking costs 2-230 times the digest of the same text (a 16 KB log with a timestamp a
+ * line: 0.1-0.3 ms on a loaded 2-core machine; bench: `npm run bench -- --only=loop-guard`, "result mask" rows).
+ */
+export function maskVolatile(result: unknown): unknown {
+  if (typeof result !== "string" || result.length > MASK_MAX_CHARS) return result
+  let masked = result
+  for (const { pattern, replacement } of VOLATILE) masked = masked.replace(pattern, replacement)
+  return masked
+}
+const MASK_MAX_CHARS = 16384
 
 /**
  * A digest that tells every two results apart (up to collisions): a string as it is, one with a lone surrogate in
@@ -407,8 +529,18 @@ type Call = CallRecord & {
   failed: boolean
   /** failed because opencode's permission rules (or the human) refused it */
   refused: boolean
-  /** seconds the call waits on purpose before anything else (waitSeconds), 0 when it is no wait */
+  /**
+   * seconds the call waits: before it runs, what it asks to sleep (waitSeconds) or else what the same call took
+   * the last time (expectedWait); once its result is seen, what it asked, or else what it took (measuredWait); 0
+   * when it is no wait
+   */
   wait: number
+  /** seconds its command asks to sleep first (waitSeconds), 0 when none */
+  asked: number
+  /** seconds from tool.execute.before to its result, as the adapter measured them; null until the result */
+  ran: number | null
+  /** the adapter's clock (ms) when tool.execute.before let it run */
+  started: number
   /** warn mode: the note to append to this call's result when it arrives */
   note: string | null
   /** the step (one assistant message's calls, made at once) the call belongs to; see stepOf in the adapter */
@@ -417,8 +549,31 @@ type Call = CallRecord & {
   changes: boolean
 }
 
-export function newCall(record: CallRecord, callID: string, wait = 0, step = callID, changes = false): Call {
-  return { ...record, callID, result: NO_RESULT, failed: false, refused: false, wait, note: null, step, changes }
+export function newCall(
+  record: CallRecord,
+  callID: string,
+  wait = 0,
+  asked = wait,
+  started = 0,
+  step = callID,
+  changes = false,
+): Call {
+  const { signature, tool } = record // one object literal of a fixed shape: this runs on every call
+  return {
+    signature,
+    tool,
+    callID,
+    result: NO_RESULT,
+    failed: false,
+    refused: false,
+    wait,
+    asked,
+    ran: null,
+    started,
+    note: null,
+    step,
+    changes,
+  }
 }
 
 /**
@@ -513,6 +668,45 @@ function waitSeconds(tool: string, args: unknown): number {
   if (typeof command !== "string") return 0
   const seconds = sleepSeconds(command)
   return seconds >= WAIT_MIN_SECONDS ? seconds : 0
+}
+
+/**
+ * The wait a call is taken to make before it runs: the sleep its command asks for, or else the wait of the same
+ * call's (same signature) latest run: what that run measured, or, while its result is pending, what was expected of
+ * it (a `process wait` that blocked 30 s will block again; one that answered at once will answer at once). The core
+ * has no clock: durations come from the adapter.
+ */
+function expectedWait(history: readonly Call[], signature: string, asked: number): number {
+  if (asked > 0) return asked
+  return lastRun(history, signature, history.length, false)?.wait ?? 0
+}
+
+/**
+ * The newest call with this signature among the `before` first of the history (only a measured one when
+ * `measured`), no further back than 2 * MAX_CYCLE calls: this runs on every call, and most calls are new. A cycle's
+ * calls repeat within MAX_CYCLE calls, and a blocked wait (never recorded) puts at most one more turn between two
+ * runs of the same call.
+ */
+function lastRun(history: readonly Call[], signature: string, before: number, measured: boolean): Call | undefined {
+  for (let i = before - 1; i >= Math.max(0, before - 2 * MAX_CYCLE); i--) {
+    const call = history[i]
+    if (call.signature === signature && (!measured || call.ran !== null)) return call
+  }
+  return undefined
+}
+
+/**
+ * The wait a call made, once it ran for `ran` seconds (from tool.execute.before to its result): the sleep it asked
+ * for, when it asked for one (the budget counts what was asked, not the shell's start-up around it: three `sleep 5`
+ * fit a 15 s budget); otherwise a call that itself ran WAIT_MIN_SECONDS or more waited that long (a `gh run watch`,
+ * a `process wait` with a timeout, a test runner polled with a timeout), as surely as a `sleep`, when its previous
+ * run (`previous` seconds, the same call) did too: one slow run is no wait (the host's first bash call, 2.4 s here;
+ * a loaded machine, where an echo/read loop of the real-host tests once ran past its window, most likely for one
+ * slow call; a permission the human took a while to grant). A fast call is no wait.
+ */
+function measuredWait(asked: number, ran: number, previous: number | null): number {
+  if (asked > 0) return asked
+  return ran >= WAIT_MIN_SECONDS && previous !== null && previous >= WAIT_MIN_SECONDS ? ran : 0
 }
 
 /**
@@ -632,8 +826,10 @@ function findCycle(
     const tools = history.slice(history.length - (k - 1)).map((call) => call.tool)
     tools.push(current.tool)
     if (tools.every(isExempt)) continue
-    if (resultsRepeat(history, calls, k)) return { reason: "cycle", k, calls, repetitions: calls / k, tools }
     const backstop = backstopSize(k, repetitions)
+    if (resultsRepeat(history, calls, k) && !progressedBefore(history, calls, k, backstop)) {
+      return { reason: "cycle", k, calls, repetitions: calls / k, tools }
+    }
     if (history.length + 1 >= backstop && isPeriodic(history, current, backstop, k)) {
       return { reason: "backstop", k, calls: backstop, repetitions: backstop / k, tools }
     }
@@ -659,6 +855,30 @@ function hasSmallerPeriod(history: readonly Call[], current: CallRecord, calls: 
   for (let d = 1; d < k; d++) if (k % d === 0 && isPeriodic(history, current, calls, d)) return true
   return false
 }
+
+/**
+ * Whether the cycle was seen to advance just before its window: among the calls before it that continue the cycle
+ * (each the same call as the one k later), back to the backstop's reach, at least PROGRESS_CHANGES returned
+ * something else than the same call one turn earlier. A job seen advancing that then answers the same a few times
+ * is pausing, not stalled: it runs on to the backstop, as a cycle whose results change in the window does (the real
+ * trajectories' E7: a long ingestion whose poll showed a new book every few polls, then the same book 4 times in
+ * 14 s). A poll that never moved is caught at the window (E1-E5: "running" 4 times since the job started).
+ */
+function progressedBefore(history: readonly Call[], calls: number, k: number, backstop: number): boolean {
+  const reach = Math.max(0, history.length - (backstop - 1)) // the oldest call the backstop window holds
+  let changes = 0
+  for (let i = history.length - (calls - 1) + k - 1; i - k >= reach; i--) {
+    if (history[i].signature !== history[i - k].signature) return false // the cycle started after it
+    if (history[i].result !== history[i - k].result && ++changes >= PROGRESS_CHANGES) return true
+  }
+  return false
+}
+
+/**
+ * Changes before the window that show a job advancing. One is not enough: a poll's first change is often the job
+ * starting (no output yet, then its first line), and `x y y y` stays a loop at its window.
+ */
+const PROGRESS_CHANGES = 2
 
 /** Whether each repeated call of the window returned what the same call one turn earlier returned. */
 function resultsRepeat(history: readonly Call[], calls: number, k: number): boolean {
@@ -1736,9 +1956,20 @@ type Settings = {
   waitBudget: number
   /** waits (laps) a waiting cycle may take */
   waitLaps: number
+  /** argument keys left out of the signature of the tools their glob matches, besides IGNORED_KEYS */
+  ignoreKeys: IgnoredKey[]
 }
 function defaultSettings(): Settings {
-  return { mode: "block", repetitions: 3, failures: 3, maxBlocks: 5, exempt: [], waitBudget: 30 * 60, waitLaps: 60 }
+  return {
+    mode: "block",
+    repetitions: 3,
+    failures: 3,
+    maxBlocks: 5,
+    exempt: [],
+    waitBudget: 30 * 60,
+    waitLaps: 60,
+    ignoreKeys: [],
+  }
 }
 const MAX_REPETITIONS = 50
 /** The longest wait budget a setting may ask for: a day. */
@@ -1771,13 +2002,41 @@ function readSettings(env: Record<string, string | undefined>): { settings: Sett
 
   for (const glob of (env.OPENCODE_LOOP_GUARD_EXEMPT ?? "").split(",").map((g) => g.trim())) {
     if (!glob) continue
-    if (/^[\w.*?:/-]+$/.test(glob)) settings.exempt.push(glob)
+    if (TOOL_GLOB.test(glob)) settings.exempt.push(glob)
     else
       problems.push(
         `OPENCODE_LOOP_GUARD_EXEMPT: ${quote(glob)} is not a tool-name glob (letters, digits, _ . : / - * ?); ignored`,
       )
   }
+  settings.ignoreKeys = ignoreKeysSetting(env, problems)
   return { settings, problems }
+}
+/** A tool-name glob as the settings take it: letters, digits, _ . : / - and the wildcards * and ?. */
+const TOOL_GLOB = /^[\w.*?:/-]+$/
+/** A top-level argument key as OPENCODE_LOOP_GUARD_IGNORE_KEYS names it: letters, digits, _ $ and -. */
+const ARGUMENT_KEY = /^[\w$-]+$/
+
+/**
+ * OPENCODE_LOOP_GUARD_IGNORE_KEYS=tool:key,tool:key (e.g. mcp_search_lookup:request_id,mcp_*:nonce): each entry a
+ * tool-name glob (as OPENCODE_LOOP_GUARD_EXEMPT's), a colon, and a top-level argument key left out of the signature
+ * of the matching tools' calls. The key is what follows the last colon (a tool name may hold colons). An invalid
+ * entry is reported and ignored; the valid ones apply.
+ */
+function ignoreKeysSetting(env: Record<string, string | undefined>, problems: string[]): IgnoredKey[] {
+  const entries: IgnoredKey[] = []
+  for (const entry of (env.OPENCODE_LOOP_GUARD_IGNORE_KEYS ?? "").split(",").map((e) => e.trim())) {
+    if (!entry) continue
+    const colon = entry.lastIndexOf(":")
+    const glob = entry.slice(0, Math.max(colon, 0))
+    const key = entry.slice(colon + 1)
+    if (colon > 0 && TOOL_GLOB.test(glob) && ARGUMENT_KEY.test(key)) entries.push({ glob, key })
+    else
+      problems.push(
+        `OPENCODE_LOOP_GUARD_IGNORE_KEYS: ${quote(entry)} is not tool:key (a tool-name glob, a colon, an argument ` +
+          `key: letters, digits, _ $ -; e.g. mcp_search_lookup:request_id); ignored`,
+      )
+  }
+  return entries
 }
 
 /** A whole-number variable in min..max (or 0 when `zeroIsOff`); unset gives `fallback`, invalid is reported. */
@@ -2001,6 +2260,25 @@ export function record(state: SessionState, call: Call, capacity: number): void 
   }
 }
 
+/**
+ * A call's result arrived `ran` seconds after it started: its wait becomes what it measured (measuredWait, with the
+ * time its previous run took). When the waiting cycle being timed counted it, that count follows: the time slept by
+ * the difference, a lap when it turned into a wait (or stopped being one). Only the first report counts
+ * (tool.execute.after and the part's event both report a success).
+ */
+export function settleWait(state: SessionState, call: Call, ran: number): void {
+  if (call.ran !== null) return
+  call.ran = ran
+  const at = state.history.lastIndexOf(call)
+  const previous = lastRun(state.history, call.signature, at < 0 ? state.history.length : at, true)
+  const wait = measuredWait(call.asked, ran, previous?.ran ?? null)
+  if (state.waiting?.members.includes(call.signature)) {
+    state.waiting.slept += wait - call.wait
+    state.waiting.laps += (wait > 0 ? 1 : 0) - (call.wait > 0 ? 1 : 0)
+  }
+  call.wait = wait
+}
+
 /** The recorded call with this callID (the newest first: results arrive soon after their call), or undefined. */
 function findCall(state: SessionState | undefined, callID: unknown): Call | undefined {
   if (!state || typeof callID !== "string") return undefined
@@ -2071,6 +2349,19 @@ function announcedCall(
   if (part?.type !== "tool" || (status !== "pending" && status !== "running")) return null
   const sessionID = event.properties?.sessionID ?? part.sessionID
   return typeof sessionID === "string" ? { sessionID, part } : null
+}
+
+/** A tool call that ended, successfully or not, from a `message.part.updated` event (for its duration), or null. */
+function endedCall(
+  event: { type?: unknown; properties?: any } | undefined,
+): { sessionID: string; callID: string } | null {
+  if (event?.type !== "message.part.updated") return null
+  const part = event.properties?.part
+  const status = part?.state?.status
+  if (part?.type !== "tool" || (status !== "completed" && status !== "error") || typeof part.callID !== "string")
+    return null
+  const sessionID = event.properties?.sessionID ?? part.sessionID
+  return typeof sessionID === "string" ? { sessionID, callID: part.callID } : null
 }
 
 /** A failed tool call from a `message.part.updated` event (tool.execute.after fires for successes only), or null. */
@@ -2208,7 +2499,17 @@ function streamGuard(mode: Mode, log: Log, toast: Toast, abort: (sessionID: stri
   return { watchStream, cutLoops, parts }
 }
 
-const server: Plugin = async (input, _options) => {
+/**
+ * The adapter's clock in milliseconds: Date.now, or a `clock` function passed in the plugin's options (tests
+ * inject one; opencode's config can hold no function, so a user's options never replace it).
+ */
+function clockOf(options: Record<string, unknown> | undefined): () => number {
+  const clock = options?.clock
+  return typeof clock === "function" ? () => Number(clock()) : Date.now
+}
+
+const server: Plugin = async (input, options) => {
+  const clock = clockOf(options)
   const log = logger(input?.client)
   const toast = toaster(input?.client)
   const abort = aborter(input?.client)
@@ -2222,12 +2523,16 @@ const server: Plugin = async (input, _options) => {
   const sessions = new Sessions()
   const capacity = historyCapacity(settings.repetitions, settings.failures)
   const isExempt = globMatcher(settings.exempt)
+  const keysLeftOut = ignoredKeys(settings.ignoreKeys)
 
   function judge(sessionID: string, tool: string, callID: string, args: unknown): Verdict {
     const state = sessions.get(sessionID)
     try {
       const step = stepOf(state, callID)
-      const call = newCall(signature(tool, args), callID, waitSeconds(tool, args), step, changesProject(tool, args))
+      const identity = signature(tool, args, keysLeftOut(tool))
+      const asked = waitSeconds(tool, args)
+      const wait = expectedWait(state.history, identity.signature, asked)
+      const call = newCall(identity, callID, wait, asked, clock(), step, changesProject(tool, args))
       const finding =
         cycleOrWait(state, call, findCycle(state.history, call, settings.repetitions, isExempt)) ??
         findStepRepeat(state.history, call, settings.repetitions, isExempt) ??
@@ -2310,12 +2615,16 @@ const server: Plugin = async (input, _options) => {
     return { block: blockMessage(finding, state.blocks, stop) }
   }
 
-  /** A successful call's output: its digest joins the history; in warn mode the model's note is appended. */
+  /**
+   * A successful call's output: its digest joins the history, its duration its wait; in warn mode the model's note
+   * is appended.
+   */
   function afterCall(sessionID: string, callID: unknown, output: { output?: unknown } | undefined): void {
     const state = sessions.peek(sessionID)
     if (state) state.stepOpen = false // a result came: the next call starts a step
     const call = findCall(state, callID)
-    if (!call || !output) return
+    if (!state || !call || !output) return
+    timed(state, call)
     call.result = resultDigest(output.output)
     call.failed = false
     call.refused = false
@@ -2325,7 +2634,15 @@ const server: Plugin = async (input, _options) => {
     }
   }
 
-  /** Resets (a new turn, a compaction) and failed calls' errors, which join the history as their results. */
+  /** The seconds a call ran, from tool.execute.before to the first report of its result, settled as its wait. */
+  function timed(state: SessionState, call: Call): void {
+    if (call.ran === null) settleWait(state, call, Math.max(0, (clock() - call.started) / 1000))
+  }
+
+  /**
+   * Resets (a new turn, a compaction); failed calls' errors, which join the history as their results; and the end
+   * of every call (completed or failed), which times it.
+   */
   function onEvent(event: { type?: unknown; properties?: unknown }): void {
     const reset = resetTarget(event)
     if (reset?.scope === "turn") sessions.reset(reset.sessionID)
@@ -2338,6 +2655,10 @@ const server: Plugin = async (input, _options) => {
     }
     const announced = announcedCall(event)
     if (announced) noteStep(sessions.get(announced.sessionID), announced.part)
+    const ended = endedCall(event)
+    const state = ended ? sessions.peek(ended.sessionID) : undefined
+    const endedOne = ended && findCall(state, ended.callID)
+    if (state && endedOne) timed(state, endedOne)
     const failed = failedCall(event)
     const failedState = failed ? sessions.peek(failed.sessionID) : undefined
     if (failedState) failedState.stepOpen = false

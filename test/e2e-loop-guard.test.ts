@@ -1,5 +1,5 @@
 // End-to-end: loop-guard in a real opencode (issue 4, scenarios 1-3; issue 11, scenarios 10-15; issue 17,
-// scenarios 16-17; issue 22, scenarios 22a-22b: a per-call streak and a permuted parallel fan-out). Each test installs the plugins with the project's install.sh into a fresh sandbox, drives
+// scenarios 16-17; issue 22, scenarios 18 and 22a-22b: a slow call is a wait, a per-call streak and a permuted parallel fan-out). Each test installs the plugins with the project's install.sh into a fresh sandbox, drives
 // opencode with the scripted fake model, and asserts on what ran (tool parts, files written by bash), on what the
 // model saw (the tool messages of its next request) and, under serve, on what the human is shown (the
 // `tui.toast.show` events of GET /event).
@@ -525,5 +525,40 @@ describe("e2e loop-guard: per-call streaks and steps as sets (issue 22)", () => 
     })
     expect(r.code).toBe(0)
     expect(toolParts(r.events).map((p) => p.status)).toEqual(Array(9).fill("completed"))
+  })
+})
+
+describe("e2e loop-guard: a call that waits counts as a wait (issue 22, item 5)", () => {
+  test("18: a command that itself runs 6 s (no sleep in it), the same answer each time, is timed as a wait, not blocked at its 4th as a cycle; a cap of 3 laps blocks the 5th", async () => {
+    const sb = loopGuardOnly()
+    // The lap cap, not the budget: the time a call takes from tool.execute.before to its result varies with the
+    // machine's load (6-9 s here), the count of waits does not.
+    sb.env.OPENCODE_LOOP_GUARD_WAIT_LAPS = "3"
+    // blocks 6 s, then answers the same; `timeout` is no sleep to loop-guard: only the time it ran makes it a wait
+    const slow = poll("timeout 6 tail -f /dev/null; echo running; echo polled >> polls.log", "Wait on the job")
+    const started = Date.now()
+    const r = await runOpencode(sb, {
+      prompt: "wait for the job",
+      script: [slow, slow, slow, slow, slow, { text: "The job is still running; I stopped waiting." }],
+      timeoutMs: 180_000,
+    })
+    const elapsed = Date.now() - started
+
+    expect(r.code).toBe(0)
+    const parts = toolParts(r.events)
+    expect(parts.map((p) => p.status)).toEqual(["completed", "completed", "completed", "completed", "error"])
+    expect(fs.readFileSync(path.join(sb.project, "polls.log"), "utf8")).toBe("polled\n".repeat(4))
+    expect(elapsed).toBeGreaterThanOrEqual(24_000) // the four calls really ran 6 s each
+    // The 4th call ran (the same call with the same answer 3 times: the cycle rule alone would block it); the 5th
+    // is a wait past the lap cap: the first slow run is not yet a wait, the 2nd-4th are, 6 s or more each.
+    const seen = resultSeenFor(r.llm, 4)
+    expect(seen).toContain("loop-guard blocked this bash call: it was not run.")
+    expect(seen).toContain("bash (cycle length 1), 3 waits so far, ")
+    expect(seen).toContain("loop-guard's cap of 3 laps (OPENCODE_LOOP_GUARD_WAIT_LAPS)")
+    expect(seen).not.toContain("returned the same results")
+    const slept = /3 waits so far, (?:(\d+)m)?(\d+)s slept in all/.exec(seen ?? "")
+    expect(slept).not.toBeNull()
+    expect(Number(slept![1] ?? 0) * 60 + Number(slept![2])).toBeGreaterThanOrEqual(18)
+    for (const leak of ["timeout", "polls.log", "running"]) expect(seen).not.toContain(leak)
   })
 })
