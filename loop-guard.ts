@@ -2,7 +2,7 @@
  * loop-guard: an opencode plugin that stops the agent from cycling through the same tool calls.
  *
  * What: every tool call gets a signature (tool name + canonical arguments) and, once it has run, a digest of its
- * result. When the last calls of a session, the current one included, repeat a cycle of length k (k = 1..4) for
+ * result. When the last calls of a session, the current one included, repeat a cycle of length k (k = 1..8) for
  * the configured number of repetitions r AND the repeated calls returned the same results each time, the current
  * call is blocked: the hook throws, the tool does not run, and the model reads our message as the tool result.
  * With the default r = 3 such a cycle is caught after max(3k, 4) calls:
@@ -11,10 +11,41 @@
  *   k = 2  A B A B A B               the 6th call
  *   k = 3  A B C A B C A B C         the 9th call
  *   k = 4  A B C D x3                the 12th call
+ *   k = 5  A B C D E x3              the 15th call (five reads repeated)
+ *   k = 8  A B C D E F G H x3        the 24th call (k = 6: an edit/test/revert/lint cycle, the 18th)
  *
  * Progress is not a loop: when the results changed between repetitions (a poll of a job that advances, a growing
  * log), the cycle runs on until a backstop at max(3r*k, 3r+1) calls (the 10th identical poll by default), so
- * nothing repeats forever. A call whose result was not seen (yet) counts as the result "none".
+ * nothing repeats forever. A call whose result was not seen (yet) counts as the result "none". A cycle seen
+ * advancing just before its window (2 changed results among the calls before it that repeat it, back to the
+ * backstop's reach) is a job pausing, not stalled: it too runs on to the backstop (see progressedBefore).
+ * Volatile parts of a result are not progress: dates, clock times with seconds, durations with their unit (3.2s,
+ * 120ms, 5 minutes) and numbers under timing keys (duration_seconds, execution_count, createdAt) are masked before
+ * a result is digested, so a poll answered "running" with a fresh timestamp each time is caught at its 4th; a
+ * count, a percentage, a new log line or another status word still changes the result (see VOLATILE).
+ *
+ * Steps as sets: the calls of one step (the parallel calls of one assistant message: opencode announces each tool
+ * part with its messageID before it runs; without that, calls that reach the hook one after the other with no
+ * result between) compare as a set. When the last r steps (3 by default) each made the same 2..8 calls in any
+ * order ([a,b,c], [c,a,b], [b,c,a]) and the complete ones returned the same results, the call that completes the
+ * r-th is blocked; with results that changed, the 3r-th step is the backstop. A step that holds a wait is the wait
+ * rule's; a step of one call is the cycle rule's k = 1.
+ *
+ * Per-call streaks: one call that comes back at least every other call (at most STREAK_MAX_GAP = 1 call of other
+ * work between two occurrences, counted by steps), among calls that vary, is blocked at its (r+1)-th occurrence
+ * (the 4th; repeats inside one step are one occurrence) when every earlier one returned the same result and no
+ * call in between changed the project: any tool but the reading ones of READ_ONLY_TOOLS (read, grep, glob, list,
+ * webfetch, websearch, ...), or a bash command that is not read-only (isReadOnlyCommand: only a short list of
+ * reading programs is read-only, anything else counts as a change; a failed call changes nothing). `websearch x`
+ * every other call while the reads between change is caught at its 4th; an agent that re-reads one file while it
+ * explores new ones ([a], [a,b], [a,b,c], [a,b,c,d]) does more work every round, its re-reads drift apart (1, 2,
+ * 3 calls between) and it runs. A fixed partner (a b a b) is a cycle, left to the cycle rule and its backstop.
+ *
+ * Bounds: a session keeps its last max(24r, 3r+1) - 1 calls (71 by default: the backstop of an 8-call cycle or
+ * of 3r steps of 8 calls), only digests. Per call the cycle check compares signatures for k = 1..8 and stops at
+ * the first mismatch (one comparison per k in the usual case), the step check reads back only for a step of 2 or
+ * more calls, step by step while they hold the same calls (at most 3r steps), and the streak reads at most
+ * r + 1 + r * STREAK_MAX_GAP + 8 calls back.
  *
  * Failure streaks: when one tool other than bash failed on the last 3 calls of the session with the same error,
  * whatever its arguments (an edit retried with ever different oldStrings, each "not found"), its next call is
@@ -22,14 +53,18 @@
  * When those errors are opencode's permission refusals (a deny rule of the user or of the agent, or the human's
  * "no"), the message says the user's rules forbid the call: ask the user, do not try it another way.
  *
- * A wait is not a loop: a cycle one of whose calls waits on purpose (a bash command that sleeps 5 s or more before
- * anything else: `sleep 60`, `sleep 30 && gh run view 1`; see sleepSeconds) is timed instead of blocked, from its
- * 2nd lap (a wait that repeats one of the last calls), whatever its results (a poll's output often changes while it
- * waits), so the time slept is checked before each wait runs. Its calls run while the time its waits slept, in a
- * row, stays within a budget (30 minutes) and their number within a lap cap (60); then the wait that would go past
- * it is blocked (and every later wait of the cycle), and the agent is told to report to the user what it is waiting
- * for. Only the sleep a command asks for counts, never the time the model takes to answer. The count starts over
- * when a call outside the cycle runs, at a new turn and at a compaction.
+ * A wait is not a loop: a cycle one of whose calls waits (a bash command that sleeps 5 s or more before anything
+ * else: `sleep 60`, `sleep 30 && gh run view 1`, see sleepSeconds; or a call that itself ran 5 s or more from
+ * tool.execute.before to its result, and so did its previous run: a `process wait` with a timeout, `gh run watch`;
+ * see measuredWait, and, before it runs again, expectedWait: it is taken to wait as long as the last time) is
+ * timed instead of blocked, from its 2nd lap (a wait that repeats one of the last calls), whatever its results (a
+ * poll's output often changes while it waits), so the time slept is checked before each wait runs. Its calls run
+ * while the time its waits slept, in a row, stays within a budget (30 minutes) and their number within a lap cap
+ * (60); then the wait that would go past it is blocked (and every later wait of the cycle), and the agent is told
+ * to report to the user what it is waiting for. Only the sleep a command asks for, or for a call that asks for
+ * none the time it itself ran, counts, never the time the model takes to answer. A fast poll with the same answer
+ * is still a loop at its 4th. The count starts over when a call outside the cycle runs, at a new turn and at a
+ * compaction.
  *
  * A bounded stop: at the 5th block in one turn (between two idle states of the session) the session's run is
  * aborted through opencode's SDK, so a model that ignores every message cannot keep paying for requests. Each block
@@ -37,7 +72,9 @@
  *
  * What is not identity (left out of the signature, because the model rewrites it freely and it does not change
  * what the call does): bash's `description` (a label for the human; the `command` is what runs) and task's
- * `description` (a 3-5 word label; the `prompt` is what the subagent gets). Every other key of every tool counts.
+ * `description` (a 3-5 word label; the `prompt` is what the subagent gets), and the top-level keys the setting
+ * OPENCODE_LOOP_GUARD_IGNORE_KEYS names for a tool (a fresh `request_id` nonce on every lookup). Every other key of
+ * every tool counts.
  *
  * Loops in the stream: every streamed part (reasoning and answer, each on its own, from message.part.delta) is fed to
  * a small watcher. When a part repeats one passage back to back (`!!!!`, ` it it it`, a sentence, a paragraph of up
@@ -69,9 +106,13 @@
  *   OPENCODE_LOOP_GUARD_EXEMPT=globs       comma-separated tool-name globs (* and ?), e.g. todowrite,mcp_*_poll;
  *                                          a cycle is let through only when every call in it is an exempt tool, a
  *                                          failure streak when its tool is exempt
+ *   OPENCODE_LOOP_GUARD_IGNORE_KEYS=tool:key,...
+ *                                          argument keys left out of a tool's signature, each a tool-name glob (as
+ *                                          EXEMPT's), a colon and a top-level key: mcp_search_lookup:request_id
  *
- * Layout: pure core (signature, results, waits, cycle check, wait rule, failure streak, messages, the stream
- * watcher, settings), then session state (sessions, streamed parts), then the opencode adapter.
+ * Layout: pure core (signature, results, waits, cycle check, steps as sets, per-call streak, wait rule, failure
+ * streak, messages, the stream watcher, settings), then session state (sessions, streamed parts), then the opencode
+ * adapter.
  */
 import type { Hooks, Plugin, PluginInput } from "@opencode-ai/plugin"
 
@@ -259,8 +300,8 @@ function safeString(object: object): string {
  * 64-bit digest of a string. The history keeps only digests, so a 1 MB `write` costs a few dozen bytes per slot.
  * Under opencode (Bun) this is Bun.hash (wyhash, 64 bit, native); elsewhere a 2 x 32-bit FNV-1a in plain JS.
  * Collision risk: a false block needs two different calls of the same tool whose digests collide inside one window
- * of at most 12r calls (the backstop of a 4-call cycle). With 64 bits that is about n^2 / 2^65 per window (n = 36
- * by default: ~4e-17); the digest also carries the text's length. A result digest that collides only makes a
+ * of at most 24r calls (the backstop of an 8-call cycle). With 64 bits that is about n^2 / 2^65 per window (n = 72
+ * by default: ~1.4e-16); the digest also carries the text's length. A result digest that collides only makes a
  * changing result look unchanged, i.e. brings a block forward from the backstop to the cycle's window. wyhash is not cryptographic, but the only party that could craft a collision is
  * the model, and all it would gain is having its own call blocked.
  */
@@ -287,26 +328,57 @@ type CallRecord = { signature: string; tool: string }
 
 /**
  * Free-text keys left out of a tool's signature: the model rewrites them at will and they do not change what the
- * call does, so a reworded label must not make a repeat look new. One list; the README repeats it.
+ * call does, so a reworded label must not make a repeat look new. One list; the README repeats it. The setting
+ * OPENCODE_LOOP_GUARD_IGNORE_KEYS adds to it (see ignoredKeys).
  */
 export const IGNORED_KEYS: Readonly<Record<string, readonly string[]>> = {
   bash: ["description"], // a few words for the human; `command` is what runs
   task: ["description"], // a 3-5 word label; `prompt` is what the subagent gets
 }
+const NO_KEYS: readonly string[] = []
 
-/** The signature of a call: tool name + digest of its canonical arguments. Arguments are never stored. */
-export function signature(tool: string, args: unknown): CallRecord {
-  return { signature: toolKey(tool) + digest(canonicalize(identityOf(tool, args))), tool: toolLabel(tool) }
+/**
+ * The signature of a call: tool name + digest of its canonical arguments, the `ignored` keys left out (by default
+ * the tool's IGNORED_KEYS). Arguments are never stored.
+ */
+export function signature(tool: string, args: unknown, ignored = builtInKeys(tool)): CallRecord {
+  return { signature: toolKey(tool) + digest(canonicalize(identityOf(args, ignored))), tool: toolLabel(tool) }
 }
 
-/** The arguments that make a call's identity: the tool's IGNORED_KEYS removed (a shallow copy, only when present). */
-function identityOf(tool: string, args: unknown): unknown {
-  const ignored = Object.hasOwn(IGNORED_KEYS, tool) ? IGNORED_KEYS[tool] : undefined
-  if (!ignored || typeof args !== "object" || args === null || Array.isArray(args)) return args
+function builtInKeys(tool: string): readonly string[] {
+  return Object.hasOwn(IGNORED_KEYS, tool) ? IGNORED_KEYS[tool] : NO_KEYS
+}
+
+/** The arguments that make a call's identity: the `ignored` top-level keys removed (a shallow copy, only then). */
+function identityOf(args: unknown, ignored: readonly string[]): unknown {
+  if (ignored.length === 0 || typeof args !== "object" || args === null || Array.isArray(args)) return args
   if (!ignored.some((key) => Object.hasOwn(args, key))) return args
   const copy: Record<string, unknown> = { ...(args as Record<string, unknown>) } // spread keeps an own __proto__ key
   for (const key of ignored) delete copy[key]
   return copy
+}
+
+/** One entry of OPENCODE_LOOP_GUARD_IGNORE_KEYS: a top-level argument key left out of the matching tools' calls. */
+type IgnoredKey = { glob: string; key: string }
+
+/**
+ * The keys left out of each tool's signature: its IGNORED_KEYS, then the keys of every setting entry whose glob
+ * matches the tool's name. Cached per tool name (a process sees few; the cache is bounded all the same).
+ */
+function ignoredKeys(entries: readonly IgnoredKey[]): (tool: string) => readonly string[] {
+  if (entries.length === 0) return builtInKeys
+  const matchers = entries.map((entry) => ({ key: entry.key, matches: globMatcher([entry.glob]) }))
+  const cache = new Map<string, readonly string[]>()
+  return (tool) => {
+    let keys = cache.get(tool)
+    if (keys === undefined) {
+      if (cache.size >= 1000) cache.clear()
+      const added = matchers.filter((m) => m.matches(tool)).map((m) => m.key)
+      keys = added.length === 0 ? builtInKeys(tool) : [...new Set([...builtInKeys(tool), ...added])]
+      cache.set(tool, keys)
+    }
+    return keys
+  }
 }
 
 /**
@@ -339,15 +411,91 @@ const PRINTABLE_LABEL = /^[\x20-\x7e]{0,64}$/
 /** The result of a call that has not been seen (yet): a parallel call still running, or an event that never came. */
 const NO_RESULT = "none"
 
-/** Digest of what a call returned (the output the model reads). Only the digest is kept, never the output. */
+/**
+ * Digest of what a call returned (the output the model reads), its volatile parts masked (maskVolatile): a poll
+ * answered "running" with a new timestamp each time returned the same result. Only the digest is kept.
+ */
 function resultDigest(output: unknown): string {
-  return "ok:" + exactDigest(output)
+  return "ok:" + exactDigest(maskVolatile(output))
 }
 
-/** Digest of a failed call's error text; failures and outputs never compare equal. */
+/** Digest of a failed call's error text, volatile parts masked too; failures and outputs never compare equal. */
 function errorDigest(error: unknown): string {
-  return "error:" + exactDigest(error)
+  return "error:" + exactDigest(maskVolatile(error))
 }
+
+/** A month's name as dates write it: full or its 3-letter abbreviation (not `Decimal`, not `Marks`). */
+const MONTH = String.raw`(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)`
+
+/**
+ * The parts of a result that move with the clock, not with the work: named patterns, applied in this order, each
+ * match replaced by its name (`<date>`, `<time>`, `<duration>`; a timing key keeps its key and loses its value). So
+ * `running, 04:48:27` and `running, 04:49:01` are the same result while `3 files` and `4 files` stay apart. NOT
+ * masked, on purpose: bare numbers (a line count, a size, an id; an epoch-like 1733028507 may be a byte count),
+ * percentages, `HH:MM` without seconds (a path's line:column, `a.ts:12:30`), versions (`1.2.3`), hashes, colour
+ * codes (`ESC[32m` is no 32 minutes), and words: a different status word, or a new log line (even one whose
+ * timestamp is masked), is progress. One pass per pattern with a fixed replacement is the engine's fast path (one
+ * regex of alternatives with a function per match cost 1.3 times as much on 64 KB of source or of timestamped log).
+ */
+const VOLATILE: readonly { name: string; pattern: RegExp; replacement: string }[] = [
+  {
+    // a date, with its time of day when given: 2025-12-01, 2025/12/01, 2025-12-01T04:48:27.620Z,
+    // 2025-12-01 04:48:27+01:00 (Claude Code's bashoutput stamps every answer with one: E1-E5)
+    name: "date",
+    pattern:
+      /(?<!\d)\d{4}[-/]\d{2}[-/]\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2}(?!\d))?)?(?!\d)/g,
+    replacement: "<date>",
+  },
+  {
+    // a written date (date(1), HTTP headers, ls -l, logs): Mon, 01 Dec 2025 10:00:00 / Dec  1 04:48 / 1 Dec 2025;
+    // a month is its full name or its 3-letter abbreviation (not `Decimal`, not `Marks`)
+    name: "written date",
+    pattern: new RegExp(
+      String.raw`\b(?:(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*,? +)?(?:\d{1,2} +${MONTH}\b(?: +\d{4})?|${MONTH} +\d{1,2}\b(?:,? +\d{4})?)(?: +\d{1,2}:\d{2}(?::\d{2})?)?(?![\d:])`,
+      "g",
+    ),
+    replacement: "<date>",
+  },
+  {
+    // a clock time with seconds, or with AM/PM: 04:48:27, 4:48:27.5 PM, 4:48 pm, an elapsed 00:01:23
+    name: "time",
+    pattern: /(?<![\d:.])\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?(?: ?[AaPp][Mm]\b)?| ?[AaPp][Mm]\b)(?![\d:])/g,
+    replacement: "<time>",
+  },
+  {
+    // a duration with its unit: 3.2s, 120ms, 1m20s, 2h, 12.5 s, 3 seconds (ago), 5 minutes; not after [ or ;
+    // (ESC[32m, ESC[1;31m: colours) nor inside a word or a number (x2s; 1.5s is read from its 1)
+    name: "duration",
+    pattern:
+      /(?<![\w.[;])\d+(?:\.\d+)?(?:(?:ns|us|µs|ms|s|m|h)(?:\d+(?:\.\d+)?(?:ms|s|m))*| ?(?:ms|s)| ?(?:milliseconds?|seconds?|secs?|minutes?|mins?|hours?|hrs?))(?![\w%])/g,
+    replacement: "<duration>",
+  },
+  {
+    // a number under a timing key (hermes drops duration_seconds and execution_count before comparing):
+    // "duration_seconds": 12.5, elapsed=3, execution_count: 7, "createdAt": 1733028507, uptime: 5, elapsed_ms=40
+    // (matched from the key's last word on, which is all it takes to tell a timing key; the key is kept). A key
+    // ending in `time` only with a fraction (`Best time: 0.23`, `evaluation_time: 45.2`): `time: 24` is an xarray
+    // dimension in the real trajectories, `time_perception: 5` a score; a suffix is a unit, not any word
+    name: "timing key",
+    pattern:
+      /(?:((?:[Tt]imestamp|[Dd]uration|[Ee]lapsed|[Tt]ook|[Uu]ptime|execution_count|_at|At)(?:_(?:s|ms|us|ns|secs?|seconds|millis|milliseconds|minutes|mins|hours))?"?\s*[:=]\s*"?)-?\d+(?:\.\d+)?|([Tt]ime(?:_(?:s|ms|us|ns|secs?|seconds|millis|milliseconds|minutes|mins|hours))?"?\s*[:=]\s*"?)-?\d+\.\d+)(?![\d.:])/g,
+    replacement: "$1$2<timing>",
+  },
+]
+
+/**
+ * A result with its volatile parts (VOLATILE) replaced by their names; anything but a string as it is. A result of
+ * more than MASK_MAX_CHARS characters is compared whole: a poll's answer is short (Claude Code's bashoutput "running"
+ * is 75 characters), and masking costs 2-230 times the digest of the same text (a 16 KB log with a timestamp a
+ * line: 0.1-0.3 ms on a loaded 2-core machine; bench: `npm run bench -- --only=loop-guard`, "result mask" rows).
+ */
+export function maskVolatile(result: unknown): unknown {
+  if (typeof result !== "string" || result.length > MASK_MAX_CHARS) return result
+  let masked = result
+  for (const { pattern, replacement } of VOLATILE) masked = masked.replace(pattern, replacement)
+  return masked
+}
+const MASK_MAX_CHARS = 16384
 
 /**
  * A digest that tells every two results apart (up to collisions): a string as it is, one with a lone surrogate in
@@ -381,14 +529,129 @@ type Call = CallRecord & {
   failed: boolean
   /** failed because opencode's permission rules (or the human) refused it */
   refused: boolean
-  /** seconds the call waits on purpose before anything else (waitSeconds), 0 when it is no wait */
+  /**
+   * seconds the call waits: before it runs, what it asks to sleep (waitSeconds) or else what the same call took
+   * the last time (expectedWait); once its result is seen, what it asked, or else what it took (measuredWait); 0
+   * when it is no wait
+   */
   wait: number
+  /** seconds its command asks to sleep first (waitSeconds), 0 when none */
+  asked: number
+  /** seconds from tool.execute.before to its result, as the adapter measured them; null until the result */
+  ran: number | null
+  /** the adapter's clock (ms) when tool.execute.before let it run */
+  started: number
   /** warn mode: the note to append to this call's result when it arrives */
   note: string | null
+  /** the step (one assistant message's calls, made at once) the call belongs to; see stepOf in the adapter */
+  step: string
+  /** the call may change the project when it succeeds (changesProject): it ends a per-call streak */
+  changes: boolean
 }
 
-export function newCall(record: CallRecord, callID: string, wait = 0): Call {
-  return { ...record, callID, result: NO_RESULT, failed: false, refused: false, wait, note: null }
+export function newCall(
+  record: CallRecord,
+  callID: string,
+  wait = 0,
+  asked = wait,
+  started = 0,
+  step = callID,
+  changes = false,
+): Call {
+  const { signature, tool } = record // one object literal of a fixed shape: this runs on every call
+  return {
+    signature,
+    tool,
+    callID,
+    result: NO_RESULT,
+    failed: false,
+    refused: false,
+    wait,
+    asked,
+    ran: null,
+    started,
+    note: null,
+    step,
+    changes,
+  }
+}
+
+/**
+ * Tools that only read (opencode's own, and Claude Code's `bashoutput` poll). Any other tool (edit, write, patch,
+ * task, an MCP tool loop-guard knows nothing of) may change something when it succeeds: it ends a per-call streak,
+ * which only makes a streak harder to reach. bash is read by isReadOnlyCommand.
+ */
+const READ_ONLY_TOOLS = new Set([
+  "read",
+  "grep",
+  "glob",
+  "list",
+  "webfetch",
+  "websearch",
+  "codesearch",
+  "todoread",
+  "todowrite",
+  "bashoutput",
+])
+
+/**
+ * Programs a bash command may run and still count as read-only (it cannot end a per-call streak). Kept short on
+ * purpose: a command it does not know counts as changing, which only makes a streak harder to reach.
+ */
+const READ_ONLY_PROGRAMS = new Set([
+  "cat",
+  "cd",
+  "echo",
+  "file",
+  "grep",
+  "egrep",
+  "fgrep",
+  "head",
+  "ls",
+  "nl",
+  "pwd",
+  "rg",
+  "stat",
+  "tail",
+  "tree",
+  "wc",
+  "which",
+  "find",
+  "git",
+])
+/** The git subcommands that only read. */
+const READ_ONLY_GIT = new Set(["status", "log", "diff", "show", "branch", "blame", "grep", "ls-files", "rev-parse"])
+/** find's actions that write or run something. */
+const FIND_ACTIONS = /^-(?:delete|exec|execdir|ok|okdir|fprint|fprint0|fprintf|fls)$/
+
+/**
+ * Whether a call may change the project: a tool that is not in READ_ONLY_TOOLS, or a bash command that is not
+ * read-only (isReadOnlyCommand). Only this boolean is kept, never the command.
+ */
+function changesProject(tool: string, args: unknown): boolean {
+  if (READ_ONLY_TOOLS.has(tool)) return false
+  if (tool !== "bash") return true
+  const command = typeof args === "object" && args !== null ? (args as { command?: unknown }).command : undefined
+  return typeof command !== "string" || !isReadOnlyCommand(command)
+}
+
+/**
+ * A bash command line that only reads: no redirection, no command substitution, and every command of it (cut at
+ * |, ||, &&, ; and line breaks) runs a program of READ_ONLY_PROGRAMS (git only with a READ_ONLY_GIT subcommand,
+ * find without an action that writes or runs). `cat a.txt | grep x` reads; `ls > out`, `rm x`, `npm test`,
+ * `sed -i ...` and anything unknown change.
+ */
+export function isReadOnlyCommand(command: string): boolean {
+  if (command.length > MAX_COMMAND_READ * 4 || /[>`]|\$\(/.test(command)) return false
+  for (const part of command.split(/\|\|?|&&|;|\n/)) {
+    const words = part.split(/[ \t\r]+/).filter((word) => word !== "")
+    if (words.length === 0) continue
+    const program = words[0]
+    if (!READ_ONLY_PROGRAMS.has(program)) return false
+    if (program === "git" && !READ_ONLY_GIT.has(words[1] ?? "")) return false
+    if (program === "find" && words.some((word) => FIND_ACTIONS.test(word))) return false
+  }
+  return true
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -405,6 +668,45 @@ function waitSeconds(tool: string, args: unknown): number {
   if (typeof command !== "string") return 0
   const seconds = sleepSeconds(command)
   return seconds >= WAIT_MIN_SECONDS ? seconds : 0
+}
+
+/**
+ * The wait a call is taken to make before it runs: the sleep its command asks for, or else the wait of the same
+ * call's (same signature) latest run: what that run measured, or, while its result is pending, what was expected of
+ * it (a `process wait` that blocked 30 s will block again; one that answered at once will answer at once). The core
+ * has no clock: durations come from the adapter.
+ */
+function expectedWait(history: readonly Call[], signature: string, asked: number): number {
+  if (asked > 0) return asked
+  return lastRun(history, signature, history.length, false)?.wait ?? 0
+}
+
+/**
+ * The newest call with this signature among the `before` first of the history (only a measured one when
+ * `measured`), no further back than 2 * MAX_CYCLE calls: this runs on every call, and most calls are new. A cycle's
+ * calls repeat within MAX_CYCLE calls, and a blocked wait (never recorded) puts at most one more turn between two
+ * runs of the same call.
+ */
+function lastRun(history: readonly Call[], signature: string, before: number, measured: boolean): Call | undefined {
+  for (let i = before - 1; i >= Math.max(0, before - 2 * MAX_CYCLE); i--) {
+    const call = history[i]
+    if (call.signature === signature && (!measured || call.ran !== null)) return call
+  }
+  return undefined
+}
+
+/**
+ * The wait a call made, once it ran for `ran` seconds (from tool.execute.before to its result): the sleep it asked
+ * for, when it asked for one (the budget counts what was asked, not the shell's start-up around it: three `sleep 5`
+ * fit a 15 s budget); otherwise a call that itself ran WAIT_MIN_SECONDS or more waited that long (a `gh run watch`,
+ * a `process wait` with a timeout, a test runner polled with a timeout), as surely as a `sleep`, when its previous
+ * run (`previous` seconds, the same call) did too: one slow run is no wait (the host's first bash call, 2.4 s here;
+ * a loaded machine, where an echo/read loop of the real-host tests once ran past its window, most likely for one
+ * slow call; a permission the human took a while to grant). A fast call is no wait.
+ */
+function measuredWait(asked: number, ran: number, previous: number | null): number {
+  if (asked > 0) return asked
+  return ran >= WAIT_MIN_SECONDS && previous !== null && previous >= WAIT_MIN_SECONDS ? ran : 0
 }
 
 /**
@@ -474,7 +776,8 @@ function sleepOperand(operand: string): number | null {
 // Pure core: the cycle check
 // ---------------------------------------------------------------------------------------------------------------
 
-const MAX_CYCLE = 4
+/** The longest cycle looked for, and the most calls of one step compared as a set. */
+const MAX_CYCLE = 8
 
 /** How many calls, the current one included, must repeat a cycle of length k: max(r*k, r+1). */
 function windowSize(k: number, repetitions: number): number {
@@ -505,8 +808,8 @@ type Cycle = {
 }
 
 /**
- * The smallest cycle (k = 1..4) that the current call completes, or null. `history` is the recorded calls, oldest
- * first, without the current one. A cycle whose results repeated is caught at windowSize; one whose results
+ * The smallest cycle (k = 1..MAX_CYCLE) that the current call completes, or null. `history` is the recorded calls,
+ * oldest first, without the current one. A cycle whose results repeated is caught at windowSize; one whose results
  * changed at backstopSize. `isExempt(tool)` lets a cycle through when every call in it is an exempt tool. A k whose
  * turn is itself periodic (A A as k = 2) is the smaller cycle, already judged, and is skipped.
  */
@@ -523,8 +826,10 @@ function findCycle(
     const tools = history.slice(history.length - (k - 1)).map((call) => call.tool)
     tools.push(current.tool)
     if (tools.every(isExempt)) continue
-    if (resultsRepeat(history, calls, k)) return { reason: "cycle", k, calls, repetitions: calls / k, tools }
     const backstop = backstopSize(k, repetitions)
+    if (resultsRepeat(history, calls, k) && !progressedBefore(history, calls, k, backstop)) {
+      return { reason: "cycle", k, calls, repetitions: calls / k, tools }
+    }
     if (history.length + 1 >= backstop && isPeriodic(history, current, backstop, k)) {
       return { reason: "backstop", k, calls: backstop, repetitions: backstop / k, tools }
     }
@@ -551,6 +856,30 @@ function hasSmallerPeriod(history: readonly Call[], current: CallRecord, calls: 
   return false
 }
 
+/**
+ * Whether the cycle was seen to advance just before its window: among the calls before it that continue the cycle
+ * (each the same call as the one k later), back to the backstop's reach, at least PROGRESS_CHANGES returned
+ * something else than the same call one turn earlier. A job seen advancing that then answers the same a few times
+ * is pausing, not stalled: it runs on to the backstop, as a cycle whose results change in the window does (the real
+ * trajectories' E7: a long ingestion whose poll showed a new book every few polls, then the same book 4 times in
+ * 14 s). A poll that never moved is caught at the window (E1-E5: "running" 4 times since the job started).
+ */
+function progressedBefore(history: readonly Call[], calls: number, k: number, backstop: number): boolean {
+  const reach = Math.max(0, history.length - (backstop - 1)) // the oldest call the backstop window holds
+  let changes = 0
+  for (let i = history.length - (calls - 1) + k - 1; i - k >= reach; i--) {
+    if (history[i].signature !== history[i - k].signature) return false // the cycle started after it
+    if (history[i].result !== history[i - k].result && ++changes >= PROGRESS_CHANGES) return true
+  }
+  return false
+}
+
+/**
+ * Changes before the window that show a job advancing. One is not enough: a poll's first change is often the job
+ * starting (no output yet, then its first line), and `x y y y` stays a loop at its window.
+ */
+const PROGRESS_CHANGES = 2
+
 /** Whether each repeated call of the window returned what the same call one turn earlier returned. */
 function resultsRepeat(history: readonly Call[], calls: number, k: number): boolean {
   const start = history.length - (calls - 1)
@@ -558,6 +887,173 @@ function resultsRepeat(history: readonly Call[], calls: number, k: number): bool
     if (history[start + i].result !== history[start + i - k].result) return false
   }
   return true
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Pure core: steps as sets
+// ---------------------------------------------------------------------------------------------------------------
+
+/** One step made again: the same calls at once, in any order. `changing`: their results changed (the backstop). */
+type StepRepeat = {
+  reason: "step"
+  changing: boolean
+  /** calls in the step */
+  k: number
+  /** steps in the window, the current one included */
+  repetitions: number
+  /** calls in the window */
+  calls: number
+  /** tool names of the step, sorted, and the current call's tool */
+  tools: string[]
+  tool: string
+}
+
+/** The calls of one step as a set: their signatures sorted (a multiset: a call made twice counts twice). */
+function stepKey(calls: readonly CallRecord[]): string {
+  return calls
+    .map((call) => call.signature)
+    .sort()
+    .join("\n")
+}
+
+/** What one step returned, by call: each signature with its result, sorted; equal when every call's result is. */
+function stepResults(calls: readonly Call[]): string {
+  return calls
+    .map((call) => `${call.signature}=${call.result}`)
+    .sort()
+    .join("\n")
+}
+
+/**
+ * The step the current call completes, when the last steps (r of them with the current one; 3r at the backstop)
+ * made the same 2..MAX_CYCLE calls each, in any order: [a,b,c], [c,a,b], [b,c,a]. Null otherwise. A step of one
+ * call is the cycle rule's k = 1. The results are compared between the complete steps before the current one (the
+ * current step's calls may still be running), and, for those of the current step already answered, with the step
+ * before; when they changed the steps run on to the backstop. A step with a wait is the wait rule's. `history` is
+ * recorded calls, oldest first, without the current one; at most 3r * MAX_CYCLE of them are read.
+ */
+function findStepRepeat(
+  history: readonly Call[],
+  current: Call,
+  repetitions: number,
+  isExempt: (tool: string) => boolean = () => false,
+): StepRepeat | null {
+  let start = history.length
+  while (start > 0 && history[start - 1].step === current.step && history.length - start < MAX_CYCLE) start--
+  const size = history.length - start + 1
+  if (size < 2 || size > MAX_CYCLE || history[start - 1]?.step === current.step) return null // none, or too many
+  const mine = [...history.slice(start), current]
+  if (mine.some((call) => call.wait > 0) || mine.every((call) => isExempt(call.tool))) return null
+  const key = stepKey(mine)
+  const steps: Call[][] = [] // the complete steps before the current one with the same calls, newest first
+  for (let end = start; end > 0 && steps.length < 3 * repetitions - 1;) {
+    let begin = end - 1
+    while (begin > 0 && history[begin - 1].step === history[end - 1].step) begin--
+    const step = history.slice(begin, end)
+    if (step.length !== size || stepKey(step) !== key) break
+    steps.push(step)
+    end = begin
+  }
+  if (steps.length < repetitions - 1) return null
+  const tools = mine.map((call) => call.tool).sort()
+  const found = (changing: boolean, count: number): StepRepeat => ({
+    reason: "step",
+    changing,
+    k: size,
+    repetitions: count,
+    calls: count * size,
+    tools,
+    tool: current.tool,
+  })
+  if (stepResultsRepeat(steps.slice(0, repetitions - 1), mine)) return found(false, repetitions)
+  return steps.length >= 3 * repetitions - 1 ? found(true, 3 * repetitions) : null
+}
+
+/** Whether the complete steps (newest first) returned the same, and the answered calls of `mine` the same again. */
+function stepResultsRepeat(steps: readonly Call[][], mine: readonly Call[]): boolean {
+  for (let i = 1; i < steps.length; i++) if (stepResults(steps[i]) !== stepResults(steps[0])) return false
+  const answered = mine.filter((call) => call.result !== NO_RESULT)
+  return answered.every((call) =>
+    steps[0].some((before) => before.signature === call.signature && before.result === call.result),
+  )
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Pure core: the per-call streak
+// ---------------------------------------------------------------------------------------------------------------
+
+/**
+ * The most calls of other work between two occurrences of a streak's call: it comes back at least every other
+ * call (every step, beside one other call). An agent that re-reads one file while it explores ([a], [a,b],
+ * [a,b,c], [a,b,c,d]) does more work every round, so its re-reads drift apart and never make a streak.
+ */
+const STREAK_MAX_GAP = 1
+
+/** The calls a streak can span, the current one included: r + 1 occurrences and r gaps of STREAK_MAX_GAP calls. */
+function streakWindow(repetitions: number): number {
+  return repetitions + 1 + repetitions * STREAK_MAX_GAP
+}
+
+/** One call repeated among other calls: `occurrences` times (the current one included) in the last `calls`. */
+type CallStreak = { reason: "streak"; tool: string; occurrences: number; calls: number }
+
+/**
+ * The per-call streak the current call completes: its r + 1st occurrence (the 4th by default; occurrences are
+ * the steps that make the call: repeats inside one step are one, identical parallel calls being opencode's own
+ * doom_loop check) where each two occurrences have at most STREAK_MAX_GAP calls of other work between them (the
+ * other calls of the earlier occurrence's step and of the steps up to the later one's), every earlier occurrence
+ * returned the same result, no call in the streak changed the project (changesProject, a failed one does not),
+ * and the calls around it vary (at least two different ones: a fixed partner makes it a cycle, the cycle rule's).
+ * Null otherwise, and for an exempt tool. Reads at most streakWindow + MAX_CYCLE calls back.
+ */
+function findCallStreak(
+  history: readonly Call[],
+  current: Call,
+  repetitions: number,
+  isExempt: (tool: string) => boolean = () => false,
+): CallStreak | null {
+  if (isExempt(current.tool)) return null
+  const limit = Math.max(0, history.length - (streakWindow(repetitions) + MAX_CYCLE))
+  if (!occursTimes(history, current.signature, limit, repetitions)) return null // most calls: one quick scan
+  let occurrences = 1
+  let laterStep = current.step // the step of the newest occurrence found so far
+  let gap = 0 // other calls between the newest occurrence found and the one before it, being counted
+  let laterGap = 0 // the other calls counted for the pair already found (its earlier step's calls come later)
+  let result: string | null = null
+  let other: string | null = null // the first other call seen, and whether another one differs from it
+  let varied = false
+  let i = history.length - 1
+  // on to the first occurrence, then over the calls before it in its step (they are its pair's work too)
+  for (; i >= limit && (occurrences <= repetitions || history[i].step === laterStep); i--) {
+    const call = history[i]
+    if (call.signature === current.signature) {
+      if (result !== null && call.result !== result) return null
+      result = call.result
+      if (call.step !== laterStep) {
+        occurrences += 1 // a step that makes it again; a repeat inside one step is no new occurrence
+        ;[laterGap, gap] = [gap, 0]
+      }
+      laterStep = call.step
+      continue
+    }
+    if (call.changes && !call.failed) return null
+    if (other === null) other = call.signature
+    else if (call.signature !== other) varied = true
+    if (call.step !== laterStep) gap += 1
+    else if (laterStep !== current.step) laterGap += 1 // beside an earlier occurrence, in its step: its pair's
+    if (gap > STREAK_MAX_GAP || laterGap > STREAK_MAX_GAP) return null
+  }
+  if (occurrences <= repetitions || !varied) return null
+  if (i >= 0 && history[i].step === laterStep) return null // the first occurrence's step reaches past the bound
+  return { reason: "streak", tool: current.tool, occurrences, calls: history.length - i }
+}
+
+/** Whether the signature occurs at least `times` times in history[from..]. */
+function occursTimes(history: readonly Call[], signature: string, from: number, times: number): boolean {
+  let count = 0
+  for (let i = history.length - 1; i >= from; i--)
+    if (history[i].signature === signature && ++count >= times) return true
+  return false
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -593,7 +1089,7 @@ function lastTurn(history: readonly Call[], current: Call, k: number): Call[] {
 }
 
 /**
- * The length k of the smallest cycle (k = 1..4) the current call completes by its calls alone, whatever their
+ * The length k of the smallest cycle (k = 1..MAX_CYCLE) the current call completes by its calls alone, whatever their
  * results, one of whose calls is a wait; 0 when there is none. The window is the cycle rule's, max(r*k, r+1).
  */
 function findWaitingCycle(
@@ -748,8 +1244,11 @@ function findStreak(
 // Pure core: what the model and the human read
 // ---------------------------------------------------------------------------------------------------------------
 
-/** What was found: a cycle (results repeated, or at the backstop), a failure streak, or a wait past its limit. */
-type Finding = Cycle | Streak | WaitOver
+/**
+ * What was found: a cycle (results repeated, or at the backstop), a step made again, a per-call streak, a failure
+ * streak, or a wait past its limit.
+ */
+type Finding = Cycle | StepRepeat | CallStreak | Streak | WaitOver
 
 /** Blocks from this one on escalate: the agent is told to stop calling tools and report. */
 const ESCALATE_AT = 3
@@ -801,7 +1300,8 @@ function warnNote(finding: Finding): string {
 }
 
 function currentTool(finding: Finding): string {
-  return finding.reason === "failures" ? finding.tool : finding.tools[finding.tools.length - 1]
+  if (finding.reason === "failures" || finding.reason === "streak" || finding.reason === "step") return finding.tool
+  return finding.tools[finding.tools.length - 1]
 }
 
 /** Why the call was caught, and the advice that goes with the reason. */
@@ -816,6 +1316,8 @@ function explanation(finding: Finding): string[] {
         "them to allow it or to choose another way.",
     ]
   }
+  if (finding.reason === "streak") return streakExplanation(finding)
+  if (finding.reason === "step") return stepExplanation(finding)
   if (finding.reason === "failures") {
     return [
       `Your last ${finding.failures} tool calls were ${finding.tool} calls, and each failed with the same error, ` +
@@ -843,6 +1345,35 @@ function explanation(finding: Finding): string[] {
     lines.push(
       "If you are waiting for something (a job, a server, a build), wait first (for example with sleep) or read " +
         "its log before asking again.",
+    )
+  }
+  return lines
+}
+
+function streakExplanation(streak: CallStreak): string[] {
+  return [
+    `Your last ${streak.calls} tool calls, this one included, make this same ${streak.tool} call ` +
+      `${streak.occurrences} times with identical arguments, between other calls, and nothing was changed in between ` +
+      "(no edit, write or changing command).",
+    "Each time it returned the same result, and that result is already in your context; running it again will not " +
+      "tell you anything new.",
+  ]
+}
+
+function stepExplanation(step: StepRepeat): string[] {
+  const lines = [
+    `Your last ${step.repetitions} steps each made the same ${step.k} tool calls at once, in some order, with ` +
+      `identical arguments: ${step.tools.join(", ")}.`,
+  ]
+  if (!step.changing) {
+    lines.push(
+      "Each time they returned the same results, and those are already in your context; making them again will " +
+        "not tell you anything new.",
+    )
+  } else {
+    lines.push(
+      "Their results changed, so loop-guard let them run until now; this many identical steps is a loop, not " +
+        "progress.",
     )
   }
   return lines
@@ -902,6 +1433,14 @@ function caughtText(finding: Finding, retries = 0): string {
     const how = finding.refused ? "calls the user's permission rules refused" : "failures in a row"
     return `${finding.tool} after ${finding.failures} ${how}`
   }
+  if (finding.reason === "streak") {
+    const n = finding.occurrences + retries
+    return `${article(n)} ${ordinal(n)} identical ${finding.tool} among other calls`
+  }
+  if (finding.reason === "step") {
+    const changing = finding.changing ? " whose results kept changing" : ""
+    return `a step of ${finding.k} calls (${finding.tools.join(", ")}) made ${finding.repetitions} times in any order${changing}`
+  }
   return shapeText(finding, retries)
 }
 
@@ -912,7 +1451,8 @@ function toldText(finding: Finding, blocks: number): string {
   const escalated = blocks >= ESCALATE_AT
   if (finding.reason === "failures") return `re-read and ${escalated ? "stop and report" : "change approach"}`
   if (escalated) return "stop and report"
-  return finding.reason === "backstop" ? "wait or change course" : "change course"
+  const changing = finding.reason === "backstop" || (finding.reason === "step" && finding.changing)
+  return changing ? "wait or change course" : "change course"
 }
 
 /** The toast for a call warn mode let run. */
@@ -931,6 +1471,10 @@ function describe(finding: Finding): string {
     return `a wait past its ${finding.limit === "budget" ? "budget" : "lap cap"}: ${finding.tools.join(" -> ")}`
   if (finding.reason === "failures")
     return `a failure streak: ${finding.failures} ${finding.refused ? "refused" : "failed"} ${finding.tool} calls in a row`
+  if (finding.reason === "streak")
+    return `a per-call streak: ${finding.occurrences} identical ${finding.tool} calls among other calls`
+  if (finding.reason === "step")
+    return `a step made again: ${finding.repetitions} steps of the same ${finding.k} calls (${finding.tools.join(", ")})`
   return `${finding.reason === "backstop" ? "a cycle at the backstop" : "a cycle"}: ${finding.tools.join(" -> ")}`
 }
 
@@ -941,6 +1485,12 @@ function facts(finding: Finding): Record<string, unknown> {
   }
   if (finding.reason === "failures")
     return { reason: finding.reason, tools: [finding.tool], failures: finding.failures, refused: finding.refused }
+  if (finding.reason === "streak")
+    return { reason: finding.reason, tools: [finding.tool], occurrences: finding.occurrences, calls: finding.calls }
+  if (finding.reason === "step") {
+    const { reason, changing, tools, k, repetitions } = finding
+    return { reason, changing, tools, k, repetitions }
+  }
   return { reason: finding.reason, tools: finding.tools, k: finding.k, repetitions: finding.repetitions }
 }
 
@@ -1406,9 +1956,20 @@ type Settings = {
   waitBudget: number
   /** waits (laps) a waiting cycle may take */
   waitLaps: number
+  /** argument keys left out of the signature of the tools their glob matches, besides IGNORED_KEYS */
+  ignoreKeys: IgnoredKey[]
 }
 function defaultSettings(): Settings {
-  return { mode: "block", repetitions: 3, failures: 3, maxBlocks: 5, exempt: [], waitBudget: 30 * 60, waitLaps: 60 }
+  return {
+    mode: "block",
+    repetitions: 3,
+    failures: 3,
+    maxBlocks: 5,
+    exempt: [],
+    waitBudget: 30 * 60,
+    waitLaps: 60,
+    ignoreKeys: [],
+  }
 }
 const MAX_REPETITIONS = 50
 /** The longest wait budget a setting may ask for: a day. */
@@ -1441,13 +2002,41 @@ function readSettings(env: Record<string, string | undefined>): { settings: Sett
 
   for (const glob of (env.OPENCODE_LOOP_GUARD_EXEMPT ?? "").split(",").map((g) => g.trim())) {
     if (!glob) continue
-    if (/^[\w.*?:/-]+$/.test(glob)) settings.exempt.push(glob)
+    if (TOOL_GLOB.test(glob)) settings.exempt.push(glob)
     else
       problems.push(
         `OPENCODE_LOOP_GUARD_EXEMPT: ${quote(glob)} is not a tool-name glob (letters, digits, _ . : / - * ?); ignored`,
       )
   }
+  settings.ignoreKeys = ignoreKeysSetting(env, problems)
   return { settings, problems }
+}
+/** A tool-name glob as the settings take it: letters, digits, _ . : / - and the wildcards * and ?. */
+const TOOL_GLOB = /^[\w.*?:/-]+$/
+/** A top-level argument key as OPENCODE_LOOP_GUARD_IGNORE_KEYS names it: letters, digits, _ $ and -. */
+const ARGUMENT_KEY = /^[\w$-]+$/
+
+/**
+ * OPENCODE_LOOP_GUARD_IGNORE_KEYS=tool:key,tool:key (e.g. mcp_search_lookup:request_id,mcp_*:nonce): each entry a
+ * tool-name glob (as OPENCODE_LOOP_GUARD_EXEMPT's), a colon, and a top-level argument key left out of the signature
+ * of the matching tools' calls. The key is what follows the last colon (a tool name may hold colons). An invalid
+ * entry is reported and ignored; the valid ones apply.
+ */
+function ignoreKeysSetting(env: Record<string, string | undefined>, problems: string[]): IgnoredKey[] {
+  const entries: IgnoredKey[] = []
+  for (const entry of (env.OPENCODE_LOOP_GUARD_IGNORE_KEYS ?? "").split(",").map((e) => e.trim())) {
+    if (!entry) continue
+    const colon = entry.lastIndexOf(":")
+    const glob = entry.slice(0, Math.max(colon, 0))
+    const key = entry.slice(colon + 1)
+    if (colon > 0 && TOOL_GLOB.test(glob) && ARGUMENT_KEY.test(key)) entries.push({ glob, key })
+    else
+      problems.push(
+        `OPENCODE_LOOP_GUARD_IGNORE_KEYS: ${quote(entry)} is not tool:key (a tool-name glob, a colon, an argument ` +
+          `key: letters, digits, _ $ -; e.g. mcp_search_lookup:request_id); ignored`,
+      )
+  }
+  return entries
 }
 
 /** A whole-number variable in min..max (or 0 when `zeroIsOff`); unset gives `fallback`, invalid is reported. */
@@ -1524,10 +2113,52 @@ type SessionState = {
   waiting: Waiting | null
   /** `recorded` when a call outside the timed cycle ended its timing: a count started later never reaches back */
   waitEnded: number
+  /** steps told apart by their order (stepOf): how many so far, and whether no result has come since the last call */
+  steps: number
+  stepOpen: boolean
+  /** the current step's name: "o:" and its number */
+  step: string
+  /** the assistant message of each call opencode announced (a tool part's messageID), by callID; made when needed */
+  messages: Bounded<string> | null
 }
 
 export function newSessionState(): SessionState {
-  return { history: [], blocks: 0, errorLogged: false, recorded: 0, lastBlock: null, waiting: null, waitEnded: 0 }
+  return {
+    history: [],
+    blocks: 0,
+    errorLogged: false,
+    recorded: 0,
+    lastBlock: null,
+    waiting: null,
+    waitEnded: 0,
+    steps: 0,
+    stepOpen: false,
+    step: "o:0",
+    messages: null,
+  }
+}
+
+/** Calls whose assistant message a session remembers (their parts are announced just before they run). */
+const MAX_STEP_MESSAGES = 64
+
+/**
+ * The step of a call: its assistant message when opencode announced the call's tool part (message.part.updated
+ * with its messageID, before the call runs); otherwise the calls that reach tool.execute.before one after the
+ * other with no result in between (a parallel fan-out), a result (after, or a failure's event) ending the step.
+ */
+function stepOf(state: SessionState, callID: string): string {
+  const message = state.messages?.get(callID)
+  if (message !== undefined) return message
+  if (!state.stepOpen) state.step = `o:${++state.steps}` // one string per step, shared by its calls
+  state.stepOpen = true
+  return state.step
+}
+
+/** Remembers the assistant message of a tool part opencode announced (pending or running), for stepOf. */
+function noteStep(state: SessionState, part: { callID?: unknown; messageID?: unknown }): void {
+  if (typeof part.callID !== "string" || typeof part.messageID !== "string") return
+  state.messages ??= new Bounded<string>(MAX_STEP_MESSAGES)
+  state.messages.set(part.callID, `m:${part.messageID}`)
 }
 
 /**
@@ -1629,6 +2260,25 @@ export function record(state: SessionState, call: Call, capacity: number): void 
   }
 }
 
+/**
+ * A call's result arrived `ran` seconds after it started: its wait becomes what it measured (measuredWait, with the
+ * time its previous run took). When the waiting cycle being timed counted it, that count follows: the time slept by
+ * the difference, a lap when it turned into a wait (or stopped being one). Only the first report counts
+ * (tool.execute.after and the part's event both report a success).
+ */
+export function settleWait(state: SessionState, call: Call, ran: number): void {
+  if (call.ran !== null) return
+  call.ran = ran
+  const at = state.history.lastIndexOf(call)
+  const previous = lastRun(state.history, call.signature, at < 0 ? state.history.length : at, true)
+  const wait = measuredWait(call.asked, ran, previous?.ran ?? null)
+  if (state.waiting?.members.includes(call.signature)) {
+    state.waiting.slept += wait - call.wait
+    state.waiting.laps += (wait > 0 ? 1 : 0) - (call.wait > 0 ? 1 : 0)
+  }
+  call.wait = wait
+}
+
 /** The recorded call with this callID (the newest first: results arrive soon after their call), or undefined. */
 function findCall(state: SessionState | undefined, callID: unknown): Call | undefined {
   if (!state || typeof callID !== "string") return undefined
@@ -1687,6 +2337,31 @@ export function streamEvent(event: { type?: unknown; properties?: any } | undefi
   const sessionID = part.sessionID ?? props.sessionID
   if (typeof sessionID !== "string") return null
   return { type: "start", sessionID, partID: part.id, kind: part.type }
+}
+
+/** A tool part opencode announced before it runs (pending or running), with its session, or null. */
+function announcedCall(
+  event: { type?: unknown; properties?: any } | undefined,
+): { sessionID: string; part: { callID?: unknown; messageID?: unknown } } | null {
+  if (event?.type !== "message.part.updated") return null
+  const part = event.properties?.part
+  const status = part?.state?.status
+  if (part?.type !== "tool" || (status !== "pending" && status !== "running")) return null
+  const sessionID = event.properties?.sessionID ?? part.sessionID
+  return typeof sessionID === "string" ? { sessionID, part } : null
+}
+
+/** A tool call that ended, successfully or not, from a `message.part.updated` event (for its duration), or null. */
+function endedCall(
+  event: { type?: unknown; properties?: any } | undefined,
+): { sessionID: string; callID: string } | null {
+  if (event?.type !== "message.part.updated") return null
+  const part = event.properties?.part
+  const status = part?.state?.status
+  if (part?.type !== "tool" || (status !== "completed" && status !== "error") || typeof part.callID !== "string")
+    return null
+  const sessionID = event.properties?.sessionID ?? part.sessionID
+  return typeof sessionID === "string" ? { sessionID, callID: part.callID } : null
 }
 
 /** A failed tool call from a `message.part.updated` event (tool.execute.after fires for successes only), or null. */
@@ -1824,7 +2499,17 @@ function streamGuard(mode: Mode, log: Log, toast: Toast, abort: (sessionID: stri
   return { watchStream, cutLoops, parts }
 }
 
-const server: Plugin = async (input, _options) => {
+/**
+ * The adapter's clock in milliseconds: Date.now, or a `clock` function passed in the plugin's options (tests
+ * inject one; opencode's config can hold no function, so a user's options never replace it).
+ */
+function clockOf(options: Record<string, unknown> | undefined): () => number {
+  const clock = options?.clock
+  return typeof clock === "function" ? () => Number(clock()) : Date.now
+}
+
+const server: Plugin = async (input, options) => {
+  const clock = clockOf(options)
   const log = logger(input?.client)
   const toast = toaster(input?.client)
   const abort = aborter(input?.client)
@@ -1838,13 +2523,20 @@ const server: Plugin = async (input, _options) => {
   const sessions = new Sessions()
   const capacity = historyCapacity(settings.repetitions, settings.failures)
   const isExempt = globMatcher(settings.exempt)
+  const keysLeftOut = ignoredKeys(settings.ignoreKeys)
 
   function judge(sessionID: string, tool: string, callID: string, args: unknown): Verdict {
     const state = sessions.get(sessionID)
     try {
-      const call = newCall(signature(tool, args), callID, waitSeconds(tool, args))
+      const step = stepOf(state, callID)
+      const identity = signature(tool, args, keysLeftOut(tool))
+      const asked = waitSeconds(tool, args)
+      const wait = expectedWait(state.history, identity.signature, asked)
+      const call = newCall(identity, callID, wait, asked, clock(), step, changesProject(tool, args))
       const finding =
         cycleOrWait(state, call, findCycle(state.history, call, settings.repetitions, isExempt)) ??
+        findStepRepeat(state.history, call, settings.repetitions, isExempt) ??
+        findCallStreak(state.history, call, settings.repetitions, isExempt) ??
         findStreak(state.history, call, settings.failures, isExempt)
       if (!finding) {
         record(state, call, capacity)
@@ -1923,10 +2615,16 @@ const server: Plugin = async (input, _options) => {
     return { block: blockMessage(finding, state.blocks, stop) }
   }
 
-  /** A successful call's output: its digest joins the history; in warn mode the model's note is appended. */
+  /**
+   * A successful call's output: its digest joins the history, its duration its wait; in warn mode the model's note
+   * is appended.
+   */
   function afterCall(sessionID: string, callID: unknown, output: { output?: unknown } | undefined): void {
-    const call = findCall(sessions.peek(sessionID), callID)
-    if (!call || !output) return
+    const state = sessions.peek(sessionID)
+    if (state) state.stepOpen = false // a result came: the next call starts a step
+    const call = findCall(state, callID)
+    if (!state || !call || !output) return
+    timed(state, call)
     call.result = resultDigest(output.output)
     call.failed = false
     call.refused = false
@@ -1936,7 +2634,15 @@ const server: Plugin = async (input, _options) => {
     }
   }
 
-  /** Resets (a new turn, a compaction) and failed calls' errors, which join the history as their results. */
+  /** The seconds a call ran, from tool.execute.before to the first report of its result, settled as its wait. */
+  function timed(state: SessionState, call: Call): void {
+    if (call.ran === null) settleWait(state, call, Math.max(0, (clock() - call.started) / 1000))
+  }
+
+  /**
+   * Resets (a new turn, a compaction); failed calls' errors, which join the history as their results; and the end
+   * of every call (completed or failed), which times it.
+   */
   function onEvent(event: { type?: unknown; properties?: unknown }): void {
     const reset = resetTarget(event)
     if (reset?.scope === "turn") sessions.reset(reset.sessionID)
@@ -1947,8 +2653,16 @@ const server: Plugin = async (input, _options) => {
         state.waiting = null // the wait budget starts over with the history
       }
     }
+    const announced = announcedCall(event)
+    if (announced) noteStep(sessions.get(announced.sessionID), announced.part)
+    const ended = endedCall(event)
+    const state = ended ? sessions.peek(ended.sessionID) : undefined
+    const endedOne = ended && findCall(state, ended.callID)
+    if (state && endedOne) timed(state, endedOne)
     const failed = failedCall(event)
-    const call = failed && findCall(sessions.peek(failed.sessionID), failed.callID)
+    const failedState = failed ? sessions.peek(failed.sessionID) : undefined
+    if (failedState) failedState.stepOpen = false
+    const call = failed && findCall(failedState, failed.callID)
     if (call) {
       call.result = errorDigest(failed.error)
       call.failed = true

@@ -1,6 +1,6 @@
 // loop-guard benchmarks: the cost of `tool.execute.before` per call against one JSON.stringify of the same
 // arguments (the floor: any signature reads the arguments once), and the heap per session and after 100,000.
-import plugin, { MAX_SESSIONS, historyCapacity } from "../loop-guard.ts"
+import plugin, { MAX_SESSIONS, digest, historyCapacity, maskVolatile } from "../loop-guard.ts"
 import { heapUsed, now, summarize, type Row } from "./lib.ts"
 
 type Hooks = {
@@ -29,7 +29,11 @@ function deep(levels: number, salt: number): unknown {
   return node
 }
 
-/** Argument shapes, each made in 5 variants: a rotation of 5 distinct calls never forms a cycle of length 1..4. */
+/**
+ * Argument shapes, each made in 9 variants: a rotation of 9 distinct calls never forms a cycle of length 1..8 (and,
+ * with no result reported, all of a batch is one step: more than 8 calls are not compared as a set, and a repeat
+ * inside one step is no new occurrence of a per-call streak).
+ */
 export const SHAPES: { name: string; tool: string; make: (salt: number) => unknown }[] = [
   {
     name: "~100 B (read)",
@@ -73,7 +77,7 @@ export async function hookCost(opts: { rounds: number }): Promise<{ rows: Row[];
   const empty = async (_i: unknown, _o: unknown) => {}
 
   for (const shape of SHAPES) {
-    const variants = [0, 1, 2, 3, 4].map(shape.make)
+    const variants = [0, 1, 2, 3, 4, 5, 6, 7, 8].map(shape.make)
     const bytes = JSON.stringify(variants[0]).length
     const reps = Math.max(5, Math.min(20_000, Math.round(2_000_000 / bytes)))
     const ratios: number[] = []
@@ -82,16 +86,18 @@ export async function hookCost(opts: { rounds: number }): Promise<{ rows: Row[];
     const emptyNs: number[] = []
     let sink = 0
     let blocked = 0
+    let made = 0
     const stringifyBatch = () => {
       const t = now()
-      for (let i = 0; i < reps; i++) sink += JSON.stringify(variants[i % 5]).length
+      for (let i = 0; i < reps; i++) sink += JSON.stringify(variants[i % 9]).length
       return (now() - t) / reps
     }
     const hookBatch = async () => {
       const t = now()
       for (let i = 0; i < reps; i++) {
         try {
-          await before({ tool: shape.tool, sessionID: "bench", callID: `c${i}` }, { args: variants[i % 5] })
+          const n = made++ // on across batches: a batch shorter than 9 calls must not restart the rotation
+          await before({ tool: shape.tool, sessionID: "bench", callID: `c${n}` }, { args: variants[n % 9] })
         } catch {
           blocked++
         }
@@ -138,6 +144,64 @@ export async function hookCost(opts: { rounds: number }): Promise<{ rows: Row[];
       emptyHookNs: emptyNs.length ? summarize(emptyNs) : null,
       sink,
     }
+  }
+  return { rows, json }
+}
+
+/** Results as tools return them, for the cost of masking their volatile parts (issue 22, item 4). */
+const STAMP = (i: number) => `2025-12-01T04:${String(i % 60).padStart(2, "0")}:27.620Z`
+const RESULTS: { name: string; make: (salt: number) => string }[] = [
+  { name: "a poll, ~75 B", make: (s) => `<status>running</status> <timestamp>${STAMP(s)}</timestamp>` },
+  {
+    name: "a log, ~4 KB, a timestamp a line",
+    make: (s) => Array.from({ length: 60 }, (_, i) => `${STAMP(s + i)} INFO step ${i} done in 12ms`).join("\n"),
+  },
+  { name: "source, 16 KB (the bound)", make: (s) => text(16_000, s) },
+  {
+    name: "a log, 16 KB (the bound), a timestamp a line",
+    make: (s) => Array.from({ length: 270 }, (_, i) => `${STAMP(s + i)} INFO request ${i} took 3.2s`).join("\n"),
+  },
+  { name: "source, 1 MB (over the bound: not masked)", make: (s) => text(1_000_000, s) },
+]
+
+/**
+ * The cost of masking a result's volatile parts (maskVolatile) against hashing the result (digest, which every
+ * result pays anyway): per result and as a ratio, interleaved batches as above.
+ */
+export function maskCost(opts: { rounds: number }): { rows: Row[]; json: Record<string, unknown> } {
+  const rows: Row[] = []
+  const json: Record<string, unknown> = {}
+  let sink = 0
+  for (const result of RESULTS) {
+    const variants = [0, 1, 2, 3, 4].map(result.make)
+    const reps = Math.max(5, Math.min(20_000, Math.round(2_000_000 / variants[0].length)))
+    const batch = (work: (text: string) => number) => {
+      const t = now()
+      for (let i = 0; i < reps; i++) sink += work(variants[i % 5])
+      return (now() - t) / reps
+    }
+    const mask = (text: string) => String(maskVolatile(text)).length
+    const hash = (text: string) => digest(text).length
+    for (let w = 0; w < 3; w++) (batch(mask), batch(hash)) // warm-up
+    const maskNs: number[] = []
+    const ratios: number[] = []
+    for (let r = 0; r < opts.rounds; r++) {
+      let m: number, h: number
+      if (r % 2) ((m = batch(mask)), (h = batch(hash)))
+      else ((h = batch(hash)), (m = batch(mask)))
+      maskNs.push(m)
+      ratios.push(m / h)
+    }
+    const m = summarize(maskNs)
+    const ratio = summarize(ratios)
+    rows.push({
+      group: "loop-guard",
+      figure: `result mask, ${result.name}`,
+      value: m.median,
+      unit: "ns",
+      spread: `p10-p90 ${fmtNs(m.p10)}-${fmtNs(m.p90)}; ${ratio.median.toFixed(1)}x the digest of the same result`,
+    })
+    json[result.name] = { chars: variants[0].length, reps, maskNs: m, ratioToDigest: ratio, sink }
   }
   return { rows, json }
 }

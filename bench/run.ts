@@ -73,10 +73,13 @@ const med = (runs: Record<string, number>[], key: string) => summarize(runs.map(
 const kib = (bytes: number) => `${(bytes / 1024).toFixed(0)} KiB`
 
 if (groups.includes("loop-guard")) {
-  const { hookCost } = await import("./loop-guard.ts")
+  const { hookCost, maskCost } = await import("./loop-guard.ts")
   const r = await hookCost({ rounds: quick ? 9 : 41 })
   rows.push(...r.rows)
   results.loopGuardHook = r.json
+  const mask = maskCost({ rounds: quick ? 9 : 41 })
+  rows.push(...mask.rows)
+  results.loopGuardMask = mask.json
 }
 
 if (groups.includes("signature")) {

@@ -15,7 +15,7 @@
 import { readdirSync, readFileSync } from "node:fs"
 import path from "node:path"
 import { gunzipSync } from "node:zlib"
-import plugin from "../loop-guard.ts"
+import plugin, { isReadOnlyCommand, signature } from "../loop-guard.ts"
 import { printColumns } from "./lib.ts"
 
 type Call = { tool: string; args: unknown; obs?: string; err?: boolean }
@@ -64,13 +64,24 @@ export function loadTraces(dir: string): TraceFile[] {
   return traces
 }
 
+/**
+ * The rule a block's log line names, in the bench's words: cycle (k <= 4, results repeated), long cycle (k = 5..8,
+ * results repeated), backstop (any k, results changed), step set, per-call streak, failure streak, wait.
+ */
+export const RULES = ["cycle", "per-call streak", "step set", "long cycle", "backstop", "failure streak", "wait"]
+function ruleOf(extra: Record<string, unknown> | undefined): string {
+  const reason = String(extra?.reason ?? "cycle")
+  if (reason === "cycle" && Number(extra?.k) > 4) return "long cycle"
+  return { streak: "per-call streak", step: "step set", failures: "failure streak" }[reason] ?? reason
+}
+
 /** A fake opencode client: the log's block reasons, the toasts and the session aborts loop-guard asks for. */
 function fakeClient() {
   const seen = { reasons: [] as string[], toasts: [] as { message: string; variant: string }[], aborts: [] as string[] }
   const client = {
     app: {
       log: async ({ body }: { body: { message: string; extra?: Record<string, unknown> } }) => {
-        if (/blocked/.test(body.message)) seen.reasons.push(String(body.extra?.reason ?? "cycle"))
+        if (/blocked/.test(body.message)) seen.reasons.push(ruleOf(body.extra))
         return true
       },
     },
@@ -172,7 +183,9 @@ export async function emitError(
 }
 
 /** Runs the replay over DIR and prints the figures and the episodes. */
-export async function replayTraces(dir: string): Promise<{ figures: SystemFigures[]; episodes: Episode[] }> {
+export async function replayTraces(
+  dir: string,
+): Promise<{ figures: SystemFigures[]; episodes: Episode[]; streakGaps: Record<string, Record<string, number>> }> {
   const all: SystemFigures[] = []
   const episodes: Episode[] = []
   for (const { file, trajectories } of loadTraces(dir)) {
@@ -187,7 +200,7 @@ export async function replayTraces(dir: string): Promise<{ figures: SystemFigure
     for (const [r, c] of Object.entries(f.byReason)) total.byReason[r] = (total.byReason[r] ?? 0) + c
     for (const [v, c] of Object.entries(f.toasts)) total.toasts[v] = (total.toasts[v] ?? 0) + c
   }
-  const reasons = ["cycle", "backstop", "failures"]
+  const reasons = RULES
   const header = ["system", "trajectories", "calls", "blocks", "episodes", ...reasons, "stops", "calls after a stop"]
   const rows = [...all, total].map((f) => [
     f.system,
@@ -202,10 +215,16 @@ export async function replayTraces(dir: string): Promise<{ figures: SystemFigure
   console.log(`\nreal-trajectory replay: ${dir}\n`)
   printColumns(header, rows)
   console.log(
-    `\nblocks by reason: cycle = a repeat whose results did not change, backstop = a repeat whose results changed,`,
+    `\nblocks by rule: cycle = a cycle of 1-4 calls whose results did not change, per-call streak = one call back at least`,
   )
   console.log(
-    `failures = the same tool failing the same way; stops = turns the bounded stop ended. Toasts: ${JSON.stringify(total.toasts)}\n`,
+    `every other call with the same result, step set = the same parallel calls again in any order, long cycle = a cycle`,
+  )
+  console.log(
+    `of 5-8 calls, backstop = a cycle whose results changed, failure streak = the same tool failing the same way, wait =`,
+  )
+  console.log(
+    `a waiting cycle past its budget; stops = turns the bounded stop ended. Toasts: ${JSON.stringify(total.toasts)}\n`,
   )
   console.log(`episodes (${episodes.length}): system id turn calls first-last, blocks, reasons, tools`)
   for (const e of episodes) {
@@ -216,7 +235,8 @@ export async function replayTraces(dir: string): Promise<{ figures: SystemFigure
       `  ${e.system} ${e.id} turn ${e.turn + 1} calls ${e.first}-${e.last}: ${e.blocks} blocks (${reasonText}) ${e.tools.join(",")}${e.stops ? `, stop` : ""}`,
     )
   }
-  return { figures: [...all, total], episodes }
+  const streakGapCounts = streakGaps(dir)
+  return { figures: [...all, total], episodes, streakGaps: streakGapCounts }
 }
 
 /** Figures with every count at zero, for one system or for the whole corpus. */
@@ -232,4 +252,80 @@ function emptyFigures(system: string, trajectories: number): SystemFigures {
     callsAfterStop: 0,
     toasts: {},
   }
+}
+
+/**
+ * How the per-call streak's gap rule reads the real trajectories: every call that is the 4th (r + 1) or later
+ * occurrence of the same call in its turn, the last 3 before it with the same recorded result, with no successful
+ * changing call (changesProject's reading: a tool that does not only read, or a bash command that is not read-only) since the
+ * first of those 4 and at least two different calls around them: a re-read the streak rule could see. They are
+ * counted by the largest number of other calls between two of the 4 occurrences: the rule blocks at 0-1
+ * (STREAK_MAX_GAP); the rest are the look-alikes it lets run. Each trajectory with such calls at a gap of 2-3 (the
+ * nearest look-alikes) is listed with its first call number.
+ */
+export function streakGaps(dir: string): Record<string, Record<string, number>> {
+  const names = ["0-1 (blocked)", "2", "3", "4-7", "8+"]
+  const counts: Record<string, Record<string, number>> = {}
+  const near: string[] = []
+  for (const reading of ["as the rule reads", "if changing calls did not count"]) {
+    const buckets: Record<string, number> = Object.fromEntries(names.map((name) => [name, 0]))
+    counts[reading] = buckets
+    const ignoreChanges = reading !== "as the rule reads"
+    for (const { trajectories } of loadTraces(dir)) {
+      for (const trajectory of trajectories) {
+        let n = 0
+        for (const turn of trajectory.turns) {
+          const seen: { key: string; obs: string; changes: boolean; err: boolean }[] = []
+          for (const call of turn) {
+            n++
+            const key = signature(call.tool, call.args).signature
+            const gap = repeatGap(seen, key)
+            if (gap !== null) {
+              buckets[gap <= 1 ? names[0] : gap <= 3 ? String(gap) : gap <= 7 ? names[3] : names[4]]++
+              if (gap <= (ignoreChanges ? 1 : 7))
+                near.push(`${reading}: ${trajectory.id} call ${n} (${call.tool}, gap ${gap})`)
+            }
+            const changes = !ignoreChanges && changesProject(call.tool, call.args)
+            seen.push({ key, obs: call.obs ?? "", changes, err: !!call.err })
+          }
+        }
+      }
+    }
+  }
+  console.log(`\nper-call streak on the real trajectories: re-reads (4th occurrence or later, the same result 3 times,`)
+  console.log(`nothing changed between, varied calls around) by the most other calls between two occurrences`)
+  printColumns(
+    ["reading", ...names],
+    Object.entries(counts).map(([reading, buckets]) => [reading, ...names.map((name) => String(buckets[name]))]),
+  )
+  console.log(`\nthe re-reads within a gap of 7 as the rule reads, and of 1 if changes did not count (${near.length}):`)
+  for (const line of near) console.log(`  ${line}`)
+  return counts
+}
+
+/** The changing-call reading of loop-guard (a tool that does not only read, or bash not read-only), for the above. */
+function changesProject(tool: string, args: unknown): boolean {
+  const reads = ["read", "grep", "glob", "list", "webfetch", "websearch", "codesearch", "todoread", "todowrite"]
+  if ([...reads, "bashoutput"].includes(tool)) return false
+  const command = typeof args === "object" && args !== null ? (args as { command?: unknown }).command : undefined
+  return tool !== "bash" || typeof command !== "string" || !isReadOnlyCommand(command)
+}
+
+/** For a call with 3 earlier occurrences (same result, nothing changed since, varied calls around): the largest gap. */
+function repeatGap(
+  seen: readonly { key: string; obs: string; changes: boolean; err: boolean }[],
+  key: string,
+): number | null {
+  const at: number[] = []
+  const around = new Set<string>()
+  for (let i = seen.length - 1; i >= 0 && at.length < 3; i--) {
+    if (seen[i].key === key) at.unshift(i)
+    else if (seen[i].changes && !seen[i].err) return null
+    else around.add(seen[i].key)
+  }
+  if (at.length < 3 || around.size < 2 || !at.every((i) => seen[i].obs === seen[at[0]].obs)) return null
+  const positions = [...at, seen.length]
+  let gap = 0
+  for (let p = 1; p < positions.length; p++) gap = Math.max(gap, positions[p] - positions[p - 1] - 1)
+  return gap
 }

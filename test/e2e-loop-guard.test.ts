@@ -1,5 +1,5 @@
 // End-to-end: loop-guard in a real opencode (issue 4, scenarios 1-3; issue 11, scenarios 10-15; issue 17,
-// scenarios 16-17). Each test installs the plugins with the project's install.sh into a fresh sandbox, drives
+// scenarios 16-17; issue 22, scenarios 22a-22d: a per-call streak, a permuted parallel fan-out, the host announcing steps, a slow call as a wait). Each test installs the plugins with the project's install.sh into a fresh sandbox, drives
 // opencode with the scripted fake model, and asserts on what ran (tool parts, files written by bash), on what the
 // model saw (the tool messages of its next request) and, under serve, on what the human is shown (the
 // `tui.toast.show` events of GET /event).
@@ -417,5 +417,148 @@ describe("e2e loop-guard: a wait is not a loop, refusals are the user's (issue 1
     expect(seen).not.toContain("read the file again")
     expect(seen).not.toContain(".md") // no path
     for (const name of ["a.md", "b.md", "c.md", "d.md"]) expect(fs.existsSync(path.join(sb.project, name))).toBe(false)
+  })
+})
+
+describe("e2e loop-guard: per-call streaks and steps as sets (issue 22)", () => {
+  test("22a: a read re-issued every other call while the reads between change: its 4th is blocked, the reads between ran", async () => {
+    const sb = loopGuardOnly({ "a.txt": "file a\n", "b.txt": "file b\n", "c.txt": "file c\n" })
+    const read = readNotes(sb)
+    const other = (name: string) => ({ tool: "read", args: { filePath: path.join(sb.project, name) } })
+    const r = await runOpencode(sb, {
+      prompt: "read around",
+      script: [read, other("a.txt"), read, other("b.txt"), read, other("c.txt"), read, { text: "I will stop." }],
+    })
+
+    expect(r.code).toBe(0)
+    const parts = toolParts(r.events)
+    expect(parts.map((p) => p.status)).toEqual([...Array(6).fill("completed"), "error"])
+    expect(resultSeenFor(r.llm, 5)).toContain("file c")
+    const seen = resultSeenFor(r.llm, 6)
+    expect(seen).toStartWith("loop-guard blocked this read call: it was not run.\n")
+    expect(seen).toContain("make this same read call 4 times with identical arguments, between other calls")
+    expect(seen).toContain("that result is already in your context")
+    expect(seen).not.toContain("notes.txt")
+    expect(parts[6].error).toBe(seen)
+    expect(agentRequests(r.llm).at(-1)._fake.step).toBe(7) // the run went on after the block
+  })
+
+  test("22b: a fan-out of three reads re-emitted in another order: the third step's last call is blocked", async () => {
+    const sb = loopGuardOnly({ "a.txt": "file a\n", "b.txt": "file b\n", "c.txt": "file c\n" })
+    const read = (name: string) => ({ tool: "read", args: { filePath: path.join(sb.project, name) } })
+    const [a, b, c] = [read("a.txt"), read("b.txt"), read("c.txt")]
+    const r = await runOpencode(sb, {
+      prompt: "read the three files",
+      script: [{ tools: [a, b, c] }, { tools: [c, a, b] }, { tools: [b, c, a] }, { text: "I will stop." }],
+    })
+
+    expect(r.code).toBe(0)
+    const parts = toolParts(r.events)
+    expect(parts.length).toBe(9)
+    expect(parts.slice(0, 6).map((p) => p.status)).toEqual(Array(6).fill("completed"))
+    // In the third step two reads ran and one (the last to reach the hook) was blocked.
+    const third = parts.slice(6)
+    expect(third.filter((p) => p.status === "completed").length).toBe(2)
+    const blocked = third.filter((p) => p.status === "error")
+    expect(blocked.length).toBe(1)
+    expect(blocked[0].error).toStartWith("loop-guard blocked this read call: it was not run.\n")
+    expect(blocked[0].error).toContain("Your last 3 steps each made the same 3 tool calls at once, in some order")
+    expect(blocked[0].error).toContain("already in your context")
+    expect(blocked[0].error).not.toContain(".txt")
+    // The model read the block as that call's result, and the run went on.
+    const last = agentRequests(r.llm).at(-1)
+    expect(last._fake.step).toBe(3)
+    expect(toolMessages(last).filter((t) => t.content.startsWith("loop-guard blocked")).length).toBe(1)
+  })
+
+  test("22c: opencode announces each tool part with its messageID before the call reaches tool.execute.before", async () => {
+    // loop-guard's steps come from these announcements (stepOf); a probe plugin beside it writes the order it sees.
+    const probe = [
+      'import fs from "node:fs"',
+      "const out = process.env.PROBE_OUT",
+      "const line = (text) => fs.appendFileSync(out, text + '\\n')",
+      "export default {",
+      '  id: "order-probe",',
+      "  server: async () => ({",
+      "    event: async ({ event }) => {",
+      "      const p = event?.properties?.part",
+      '      if (event?.type === "message.part.updated" && p?.type === "tool" && p.state?.status === "pending")',
+      '        line("announced " + p.callID + " " + p.messageID)',
+      "    },",
+      '    "tool.execute.before": async (input) => line("before " + input.callID),',
+      "  }),",
+      "}",
+    ].join("\n")
+    const files = { "a.txt": "file a\n", "b.txt": "file b\n", "c.txt": "file c\n" }
+    const sb = createSandbox({ files, install: ["--only", "loop-guard"], configFiles: { "plugins/probe.ts": probe } })
+    sandboxes.push(sb)
+    sb.env.PROBE_OUT = path.join(sb.root, "probe.log")
+    const read = (name: string) => ({ tool: "read", args: { filePath: path.join(sb.project, name) } })
+    const r = await runOpencode(sb, {
+      prompt: "read",
+      script: [{ tools: [read("a.txt"), read("b.txt"), read("c.txt")] }, { tools: [read("c.txt")] }, { text: "ok" }],
+    })
+    expect(r.code).toBe(0)
+    const lines = fs.readFileSync(sb.env.PROBE_OUT, "utf8").trim().split("\n")
+    const befores = lines.filter((l) => l.startsWith("before "))
+    expect(befores.length).toBe(4)
+    const messages = new Map<string, string>()
+    for (const [i, l] of lines.entries()) {
+      const [kind, callID, messageID] = l.split(" ")
+      if (kind === "announced") messages.set(callID, messageID)
+      // every call was announced, with its message, before it reached the hook
+      if (kind === "before") expect(messages.get(callID)).toStartWith("msg")
+      if (kind === "before") expect(lines.slice(0, i).some((x) => x.startsWith(`announced ${callID} `))).toBe(true)
+    }
+    const ids = befores.map((l) => messages.get(l.split(" ")[1]))
+    expect(new Set(ids.slice(0, 3)).size).toBe(1) // the three parallel calls: one message
+    expect(ids[3]).not.toBe(ids[0]) // the next step: another
+  })
+
+  test("22b (control): the same fan-out in the same order twice, then a different third step: nothing is blocked", async () => {
+    const sb = loopGuardOnly({ "a.txt": "file a\n", "b.txt": "file b\n", "c.txt": "file c\n", "d.txt": "file d\n" })
+    const read = (name: string) => ({ tool: "read", args: { filePath: path.join(sb.project, name) } })
+    const [a, b, c, d] = [read("a.txt"), read("b.txt"), read("c.txt"), read("d.txt")]
+    const r = await runOpencode(sb, {
+      prompt: "read the files",
+      script: [{ tools: [a, b, c] }, { tools: [c, a, b] }, { tools: [d, c, a] }, { text: "done" }],
+    })
+    expect(r.code).toBe(0)
+    expect(toolParts(r.events).map((p) => p.status)).toEqual(Array(9).fill("completed"))
+  })
+})
+
+describe("e2e loop-guard: a call that waits counts as a wait (issue 22, item 5)", () => {
+  test("22d: a command that itself runs 6 s (no sleep in it), the same answer each time, is timed as a wait, not blocked at its 4th as a cycle; a cap of 3 laps blocks the 5th", async () => {
+    const sb = loopGuardOnly()
+    // The lap cap, not the budget: the time a call takes from tool.execute.before to its result varies with the
+    // machine's load (6-9 s here), the count of waits does not.
+    sb.env.OPENCODE_LOOP_GUARD_WAIT_LAPS = "3"
+    // blocks 6 s, then answers the same; `timeout` is no sleep to loop-guard: only the time it ran makes it a wait
+    const slow = poll("timeout 6 tail -f /dev/null; echo running; echo polled >> polls.log", "Wait on the job")
+    const started = Date.now()
+    const r = await runOpencode(sb, {
+      prompt: "wait for the job",
+      script: [slow, slow, slow, slow, slow, { text: "The job is still running; I stopped waiting." }],
+      timeoutMs: 180_000,
+    })
+    const elapsed = Date.now() - started
+
+    expect(r.code).toBe(0)
+    const parts = toolParts(r.events)
+    expect(parts.map((p) => p.status)).toEqual(["completed", "completed", "completed", "completed", "error"])
+    expect(fs.readFileSync(path.join(sb.project, "polls.log"), "utf8")).toBe("polled\n".repeat(4))
+    expect(elapsed).toBeGreaterThanOrEqual(24_000) // the four calls really ran 6 s each
+    // The 4th call ran (the same call with the same answer 3 times: the cycle rule alone would block it); the 5th
+    // is a wait past the lap cap: the first slow run is not yet a wait, the 2nd-4th are, 6 s or more each.
+    const seen = resultSeenFor(r.llm, 4)
+    expect(seen).toContain("loop-guard blocked this bash call: it was not run.")
+    expect(seen).toContain("bash (cycle length 1), 3 waits so far, ")
+    expect(seen).toContain("loop-guard's cap of 3 laps (OPENCODE_LOOP_GUARD_WAIT_LAPS)")
+    expect(seen).not.toContain("returned the same results")
+    const slept = /3 waits so far, (?:(\d+)m)?(\d+)s slept in all/.exec(seen ?? "")
+    expect(slept).not.toBeNull()
+    expect(Number(slept![1] ?? 0) * 60 + Number(slept![2])).toBeGreaterThanOrEqual(18)
+    for (const leak of ["timeout", "polls.log", "running"]) expect(seen).not.toContain(leak)
   })
 })

@@ -6,7 +6,8 @@ import plugin from "../../loop-guard.ts"
 export type LogBody = { service: string; level: string; message: string; extra?: Record<string, any> }
 export type ToastBody = { message: string; variant: string }
 
-export async function startLoopGuard(env: Record<string, string> = {}) {
+/** `options`: the plugin's options, as opencode passes them from its config (tests inject a `clock` there). */
+export async function startLoopGuard(env: Record<string, string> = {}, options: Record<string, unknown> = {}) {
   const logs: LogBody[] = []
   const toasts: ToastBody[] = []
   const aborts: unknown[] = []
@@ -19,7 +20,7 @@ export async function startLoopGuard(env: Record<string, string> = {}) {
   for (const [key] of saved) delete process.env[key]
   Object.assign(process.env, env)
   try {
-    const hooks: any = await plugin.server({ client, directory: "/tmp/p", worktree: "/tmp/p" } as any)
+    const hooks: any = await plugin.server({ client, directory: "/tmp/p", worktree: "/tmp/p" } as any, options)
     return { hooks, logs, toasts, aborts }
   } finally {
     for (const key of Object.keys(env)) delete process.env[key]
