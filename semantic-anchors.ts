@@ -3115,7 +3115,8 @@ const FLAG_NAMES: Record<string, Record<string, string>> = {
   "git reset": { q: "quiet", p: "patch", N: "intent-to-add" },
   "git commit": { n: "no-verify", a: "all", m: "message", F: "file", q: "quiet", v: "verbose", s: "signoff" },
   "git checkout": { f: "force", q: "quiet", p: "patch" },
-  "npm publish": { w: "workspace", d: "dry-run" },
+  // npm's shorthands (`npm help config`): -d/-q/-s set the log level, -f is --force; --dry-run has no short form
+  "npm publish": { w: "workspace", d: "loglevel", q: "loglevel", s: "loglevel", f: "force", g: "global" },
   "kubectl delete": { n: "namespace", l: "selector", f: "filename", A: "all-namespaces", R: "recursive", o: "output" },
 }
 
@@ -3127,7 +3128,7 @@ const FLAG_VALUES: Record<string, OptionSpec> = {
     values: "mFCct",
     long: ["message", "file", "reuse-message", "reedit-message", "template", "author", "date", "fixup", "squash"],
   },
-  "npm publish": { values: "w", long: ["tag", "access", "otp", "registry", "workspace"] },
+  "npm publish": { values: "w", long: ["tag", "access", "otp", "registry", "workspace", "loglevel"] },
   "kubectl delete": {
     values: "nlfo",
     long: [

@@ -213,6 +213,9 @@ const READY: [rule: string, rows: Row[]][] = [
       ],
       ["pnpm publish -r", "pnpm publish -r"],
       ["cd packages/a && yarn publish", "yarn publish"],
+      ["npm publish -d", "npm publish -d"], // npm's -d is --loglevel info, not --dry-run (which has no short form)
+      ["npm publish -dd --tag next", "npm publish -dd --tag next"],
+      ["npm publish --loglevel info", "npm publish --loglevel info"],
       ["npm publish --dry-run", null],
       ["npm run publish-docs", null],
       ["npm install", null],
