@@ -3192,6 +3192,11 @@ function namedWord(words: readonly string[], shortFlag = false): RegExp {
   return new RegExp(`${edge}(?:${source})${end}`)
 }
 
+/** Whether a pattern word (or one of its `{...}` alternatives) is a flag: `-f`, `--force`; not `-` (stdin). */
+function isFlagWord(word: string): boolean {
+  return word.startsWith("-") && word !== "-"
+}
+
 /** The flags one pattern word asks for (`-rf` -> r and f; `--force`; `{-f,--force-with-lease}` one of two). */
 function patternFlags(bare: string, absent: boolean): PatternFlag[] {
   const spelled = alternatives(bare)
@@ -3235,11 +3240,13 @@ function parseCommandPattern(text: string): CommandPattern | string {
     const bare = absent ? words[k].slice(1) : words[k]
     if (bare === "" || bare === "--")
       return `has a lone ${JSON.stringify(words[k])}; write "!--flag" (the flag must be absent) or "!glob" (such operands are left out)`
-    if (bare.startsWith("-") && bare !== "-") pattern.flags.push(...patternFlags(bare, absent))
-    else {
-      const globs = alternatives(bare)
-      pattern.operands.push({ globs, path: globs.every((glob) => PATH_PATTERN.test(glob)), excluded: absent })
-    }
+    // `{-f,--force-with-lease}`: any of these flags; `{main,dev}`: any of these operands; a mix is neither
+    const globs = alternatives(bare)
+    const flags = globs.filter(isFlagWord).length
+    if (flags > 0 && flags < globs.length)
+      return `mixes flags and operands in ${JSON.stringify(bare)}; a {...} is either flags ("{-f,--force-with-lease}") or operands ("{main,dev}"): write one pattern for each`
+    if (flags > 0) pattern.flags.push(...patternFlags(bare, absent))
+    else pattern.operands.push({ globs, path: globs.every((glob) => PATH_PATTERN.test(glob)), excluded: absent })
   }
   for (const program of programs)
     if (pattern.subcommands.length === 0) pattern.keys.push(program)

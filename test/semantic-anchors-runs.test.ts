@@ -293,6 +293,11 @@ describe("a pattern that cannot be read: an error with file, key path and fix; o
       "runs[0]",
       'is not one command ("cd app && git push -f"); write each command as its own pattern in the list: any one matches',
     ],
+    [
+      `["git push {-f,main}"]`,
+      "runs[0]",
+      'mixes flags and operands in "{-f,main}"; a {...} is either flags ("{-f,--force-with-lease}") or operands ("{main,dev}"): write one pattern for each',
+    ],
     [`["git push $(x)"]`, "runs[0]", 'has a $(...) or backquotes; write the command itself, e.g. "git push --force"'],
     [
       `["sudo rm -rf /"]`,
@@ -421,6 +426,29 @@ describe("composition: args, unlessSeen, modes, roles, examples, /anchor test", 
     expect(await lines("ls")).toContain(
       "runs: none of the commands it runs (`ls`) is `git push --force` or `git push +*`",
     )
+  })
+})
+
+// Patterns of one's own: [the rule's runs, a command, whether the rule fires on it], through server() and the hooks.
+const CUSTOM: [runs: string, command: string, fires: boolean][] = [
+  // {...} of flags: any one of them, in any of its spellings
+  ["git push {-f,--force-with-lease}", "git push -f", true],
+  ["git push {-f,--force-with-lease}", "git push --force-with-lease origin", true],
+  ["git push {-f,--force-with-lease}", "git push origin main --force", true],
+  ["git push {-f,--force-with-lease}", "git push origin main", false],
+  ["git push --force !{-n,--porcelain}", "git push --force", true],
+  ["git push --force !{-n,--porcelain}", "git push --force --dry-run", false],
+  ["git push --force !{-n,--porcelain}", "git push -f --porcelain", false],
+]
+
+describe("patterns of one's own, through server() and tool.execute.before", () => {
+  test.each(CUSTOM)("%p on %p fires: %p", async (runs, command, fires) => {
+    const h = await start({
+      project: `version: 1\ncontracts:\n  - id: custom\n    description: A rule.\n    mode: block\n    trigger: { type: tool, runs: [${JSON.stringify(runs)}] }\n`,
+    })
+    expect(await h.status("s0")).toContain("problems: none")
+    const message = (await h.tool("s1", "bash", { command })) ?? ""
+    expect(message.includes("(rule custom:")).toBe(fires)
   })
 })
 
