@@ -2622,7 +2622,14 @@ const readFind: ProgramReader = (args, _stdin, depth) => {
     else if (FIND_EXEC.has(arg)) {
       let end = k
       while (end < args.length && args[end] !== ";" && args[end] !== "+") end++
-      const inner = readSimple(args.slice(k, end), [], depth + 1)
+      const outerFound = ranFound
+      ranFound = roots // its `{}` is each file found under them: what command patterns match it as
+      let inner: Reading
+      try {
+        inner = readSimple(args.slice(k, end), [], depth + 1)
+      } finally {
+        ranFound = outerFound
+      }
       k = end + 1
       for (const target of inner.writes) {
         if (target.word.includes("{}")) reachesMatches = true
@@ -2934,6 +2941,7 @@ type RanCommand = {
   stdin: string[]
   via: string[]
   cwd: string[] // the `cd DIR` before it on the line, in order: where its relative paths resolve (path patterns)
+  found?: readonly string[] // run by `find ROOT... -exec`: its roots, what `{}` stands for (with what lies under them)
   opaque: boolean
   args?: string[] // the words after the program, made the first time a pattern's program is this one
   code?: string // opaqueText, made the first time a pattern asks
@@ -2945,11 +2953,14 @@ type RanCommand = {
 let ranSink: RanCommand[] = []
 const ranVia: string[] = [] // the programs (and shells' code) the command being read runs inside, outermost first
 const ranCd: string[] = [] // the directories `cd` went to earlier on the line being read (and the lines around it)
+let ranFound: readonly string[] = NO_WORDS // the roots of the `find` whose -exec command is being read
 
 function recordRan(words: string[], start: number, stdin: string[], opaque: boolean): void {
   const via = ranVia.length ? ranVia.slice() : NO_WORDS
   const cwd = ranCd.length ? ranCd.slice() : NO_WORDS
-  ranSink.push({ words, start, program: programName(words[start]), stdin, via, cwd, opaque })
+  const ran: RanCommand = { words, start, program: programName(words[start]), stdin, via, cwd, opaque }
+  if (ranFound.length) ran.found = ranFound
+  ranSink.push(ran)
 }
 
 /** A program word without its directory: `/usr/bin/git` -> `git`. */
@@ -2968,6 +2979,7 @@ function readCommand(command: string): CommandReading {
     // a line is read from the top: no wrapper or cd of an earlier reading (one cut short by a throw) carries over
     ranVia.length = 0
     ranCd.length = 0
+    ranFound = NO_WORDS
     lastReading = readCommandAt(command, 0)
     lastCommand = command
   }
@@ -3076,7 +3088,8 @@ function isReadOnlyCommand(command: string): boolean {
 //     `!--dry-run` says the flag must be absent; `{-f,--force-with-lease}` is any of them;
 //   - operands are globs (`+*` a `+refspec`, `*` anything); one that starts with `/`, `~`, `$HOME`, `$PROJECT` or
 //     `$TMPDIR` is a path glob (`**` spans directories) matched against the operand resolved from the project
-//     directory (`../x` is outside it); `!glob` leaves out the operands it matches (`!/tmp/**`).
+//     directory (`../x` is outside it); `!glob` leaves out the operands it matches (`!/tmp/**`); find's `{}` (in
+//     `find ROOT... -exec CMD {} +`) stands for each root and what lies under it (foundOperands).
 // Text is never a command: an echo's arguments, a grep pattern, a commit message, a here-document fed to cat. Code
 // the reader cannot follow (`python3 -c`, `ssh host '...'`, an unknown program) fires when it names the pattern's
 // words (program, subcommand, a spelling of each flag): it may run them, and the contract says so.
@@ -3297,10 +3310,15 @@ function operandMatches(
 ): boolean {
   if (!operand.path) return operand.globs.some((glob) => wordGlob(glob).test(word))
   const places = placesOf()
-  let here = places.directory
-  for (const dir of cwd) here = resolvePath(here, expandPlaces(dir, places)) // `cd /etc && rm -rf *`
-  const abs = resolvePath(here, expandPlaces(word, places))
+  const abs = resolveOperand(word, places, cwd)
   return operand.globs.some((glob) => globToRegExp(normalizeGlob(expandPlaces(glob, places))).test(abs))
+}
+
+/** An operand as an absolute path: from the project directory, through the line's `cd`s (`cd /etc && rm -rf *`). */
+function resolveOperand(word: string, places: PathPlaces, cwd: readonly string[]): string {
+  let here = places.directory
+  for (const dir of cwd) here = resolvePath(here, expandPlaces(dir, places))
+  return resolvePath(here, expandPlaces(word, places))
 }
 
 /** A path glob with `//` and a trailing `/` taken out (`$PROJECT/**` with a project at `/`). */
@@ -3361,13 +3379,53 @@ function matchRan(pattern: CommandPattern, ran: RanCommand, places: () => PathPl
     if (holds === flag.absent)
       return { matched: false, near: flag.absent ? `with ${flagText(flag)}` : `without ${flagText(flag)}` }
   }
-  const kept = parsed.operands.filter(
-    (word) => !pattern.operands.some((o) => o.excluded && operandMatches(o, word, places, ran.cwd)),
+  const matches = (operand: PatternOperand, word: string) => operandMatches(operand, word, places, ran.cwd)
+  const excludes = (word: string) => pattern.operands.some((o) => o.excluded && matches(o, word))
+  // find's `{}` stands for a root and what lies under it: left out only when both are, matched when either is
+  const kept = foundOperands(parsed.operands, ran.found).filter(
+    ({ word, subtree }) => !(excludes(word) && (!subtree || excludes(`${word}/${UNDER_ROOT}`))),
   )
   for (const operand of pattern.operands)
-    if (!operand.excluded && !kept.some((word) => operandMatches(operand, word, places, ran.cwd)))
+    if (
+      !operand.excluded &&
+      !kept.some(
+        ({ word, subtree }) =>
+          matches(operand, word) ||
+          (subtree && (matches(operand, `${word}/${UNDER_ROOT}`) || globUnder(operand, word, places, ran.cwd))),
+      )
+    )
       return { matched: false, near: `no operand matches ${operand.globs.join(" or ")}` }
   return { matched: true }
+}
+
+/** A name standing for any file under a root that find searches (`{}`), for the path globs. */
+const UNDER_ROOT = "found-file"
+
+/**
+ * A command's operands, with `find ROOT... -exec CMD {}`'s `{}` made each root: `subtree` says the word stands for
+ * that root and any file under it (find's -name and other tests are not judged: any may be found).
+ */
+function foundOperands(
+  operands: readonly string[],
+  found: readonly string[] | undefined,
+): { word: string; subtree: boolean }[] {
+  return operands.flatMap<{ word: string; subtree: boolean }>((word) =>
+    found && word.includes("{}")
+      ? found.map((root) => ({ word: word.split("{}").join(root), subtree: true }))
+      : [{ word, subtree: false }],
+  )
+}
+
+/** Whether a path glob names a place under a root (`/etc/nginx/**` under `/etc`): files find may find there. */
+function globUnder(operand: PatternOperand, root: string, placesOf: () => PathPlaces, cwd: readonly string[]): boolean {
+  if (!operand.path) return false
+  const places = placesOf()
+  const abs = resolveOperand(root, places, cwd)
+  return operand.globs.some((glob) => {
+    const literal = normalizeGlob(expandPlaces(glob, places)).split(/[*?[{]/)[0]
+    const dir = literal.slice(0, literal.lastIndexOf("/") + 1)
+    return dir.startsWith(abs === "/" ? "/" : `${abs}/`)
+  })
 }
 
 /** A pattern flag as it was written: `--force`, `-f`, `-f or --force-with-lease`. */

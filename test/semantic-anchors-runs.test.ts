@@ -181,7 +181,17 @@ const READY: [rule: string, rows: Row[]][] = [
       ["cd build && rm -rf *", null],
       ["cd /tmp && rm -rf x", null],
       ["bash -c 'cd /opt' && rm -rf app", null], // the cd ended with bash's code
-      ["find /srv -name cache -exec rm -rf {} +", null], // {} is the found path: not known here (guard-integrity follows it)
+      // find's {} is each file found under its roots: the roots and what lies under them are judged
+      ["find /etc -exec rm -rf {} +", "rm -rf {}` (after find"],
+      ["find /etc -name '*.bak' -execdir rm -rf {} \\;", "rm -rf {}` (after find"],
+      ["find /srv -name cache -exec rm -rf {} +", "rm -rf {}` (after find"],
+      ["find build /var/cache -exec sudo rm -r {} \\;", "rm -r {}` (after find, after sudo"],
+      ["cd / && find . -name x -exec rm -rf {} +", "rm -rf {}` (after find"],
+      ["find /etc | xargs rm -rf", OPAQUE], // xargs's operands come from its input: not followed (the opaque policy)
+      ["find ./build -exec rm -rf {} +", null],
+      ["find . -name '*.o' -exec rm -rf {} +", null],
+      ["find /tmp/x -exec rm -rf {} +", null],
+      ["find /srv/app/dist -type d -exec rm -rf {} +", null],
       ["rm -rf dist node_modules", null],
       ["rm -rf ./build/", null],
       ["rm -rf /srv/app/dist", null],
@@ -439,6 +449,10 @@ const CUSTOM: [runs: string, command: string, fires: boolean][] = [
   ["git push --force !{-n,--porcelain}", "git push --force", true],
   ["git push --force !{-n,--porcelain}", "git push --force --dry-run", false],
   ["git push --force !{-n,--porcelain}", "git push -f --porcelain", false],
+  // find's {}: a root, or a file under it, so a glob deeper than the root may be what it finds
+  ["rm -r /etc/nginx/**", "find /etc -name '*.conf' -exec rm -r {} +", true],
+  ["rm -r /etc/nginx/**", "find /etc/nginx/sites -exec rm -r {} +", true],
+  ["rm -r /etc/nginx/**", "find /var /etc/ssl -exec rm -r {} +", false],
 ]
 
 describe("patterns of one's own, through server() and tool.execute.before", () => {
