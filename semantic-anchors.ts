@@ -3332,14 +3332,23 @@ function wordGlob(glob: string): RegExp {
   return globToRegExp(glob.replace(/\*+/g, "**"))
 }
 
-/** Where a command's subcommand stands after the program's own options, or -1 when its words are not there. */
-function subcommandsEnd(program: string, args: readonly string[], subcommands: readonly string[][]): number {
+/**
+ * Where a command's subcommand stands after the program's own options, or -1 when its words are not there. Other
+ * programs' options before it go to `before` (`kubectl -n prod delete`: `-n prod`); git's global options do not.
+ */
+function subcommandsEnd(
+  program: string,
+  args: readonly string[],
+  subcommands: readonly string[][],
+  before: string[],
+): number {
   let at = program === "git" ? gitSubcommandAt(args) : 0
   for (const wanted of subcommands) {
     // other programs' options before the subcommand: skipped, and the word after one as its possible value
     while (at < args.length && args[at].startsWith("-") && !wanted.includes(args[at])) {
       const takesNext = !args[at].includes("=") && at + 1 < args.length && !wanted.includes(args[at + 1])
-      at += takesNext && !args[at + 1].startsWith("-") ? 2 : 1
+      const next = at + (takesNext && !args[at + 1].startsWith("-") ? 2 : 1)
+      for (; at < next; at++) before.push(args[at])
     }
     if (at >= args.length || !wanted.includes(args[at])) return -1
     at++
@@ -3362,12 +3371,17 @@ function matchRan(pattern: CommandPattern, ran: RanCommand, places: () => PathPl
   const program = ran.program
   if (!pattern.programs.includes(program)) return NO_MATCH
   const args = ranArgs(ran)
-  const end = subcommandsEnd(program, args, pattern.subcommands)
+  const before: string[] = []
+  const end = subcommandsEnd(program, args, pattern.subcommands, before)
   if (end < 0) return NO_MATCH
   const key = patternKey(program, pattern.subcommands.length ? args[end - 1] : undefined)
-  const parsed = getopt(end === 0 ? args : args.slice(end), own(FLAG_VALUES, key) ?? {})
+  const spec = own(FLAG_VALUES, key) ?? {}
+  const parsed = getopt(end === 0 ? args : args.slice(end), spec)
+  // the program's options before its subcommand are its flags too (kubectl, npm: `kubectl -n prod delete`); their
+  // words that are no option of the subcommand's table are values of options it does not know, not operands
+  const options = before.length ? [...getopt(before, spec).options, ...parsed.options] : parsed.options
   const given = new Map<string, string[]>()
-  for (const [name, list] of parsed.options) {
+  for (const [name, list] of options) {
     const one = flagName(key, name)
     given.set(one, [...(given.get(one) ?? NO_WORDS), ...list])
   }

@@ -227,6 +227,7 @@ const READY: [rule: string, rows: Row[]][] = [
       ["npm publish -dd --tag next", "npm publish -dd --tag next"],
       ["npm publish --loglevel info", "npm publish --loglevel info"],
       ["npm publish --dry-run", null],
+      ["npm --dry-run publish", null], // npm reads its options before the command too
       ["npm run publish-docs", null],
       ["npm install", null],
       ["npm pack && echo 'npm publish later'", null],
@@ -449,6 +450,12 @@ const CUSTOM: [runs: string, command: string, fires: boolean][] = [
   ["git push --force !{-n,--porcelain}", "git push --force", true],
   ["git push --force !{-n,--porcelain}", "git push --force --dry-run", false],
   ["git push --force !{-n,--porcelain}", "git push -f --porcelain", false],
+  // a program's options before its subcommand are its flags (not git's global options)
+  ["kubectl delete --namespace=prod *", "kubectl -n prod delete pod x", true],
+  ["kubectl delete --namespace=prod *", "kubectl --namespace prod delete pod/x", true],
+  ["kubectl delete --namespace=prod *", "kubectl delete -n prod pod x", true],
+  ["kubectl delete --namespace=prod *", "kubectl -n dev delete pod x", false],
+  ["kubectl delete -A", "kubectl -A delete pods --all", true],
   // find's {}: a root, or a file under it, so a glob deeper than the root may be what it finds
   ["rm -r /etc/nginx/**", "find /etc -name '*.conf' -exec rm -r {} +", true],
   ["rm -r /etc/nginx/**", "find /etc/nginx/sites -exec rm -r {} +", true],
