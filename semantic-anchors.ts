@@ -3127,6 +3127,7 @@ const FLAG_NAMES: Record<string, Record<string, string>> = {
   "git clean": { f: "force", n: "dry-run", i: "interactive", q: "quiet", e: "exclude" },
   "git reset": { q: "quiet", p: "patch", N: "intent-to-add" },
   "git commit": { n: "no-verify", a: "all", m: "message", F: "file", q: "quiet", v: "verbose", s: "signoff" },
+  "git merge": { n: "no-stat", m: "message", F: "file", q: "quiet", v: "verbose", s: "strategy", X: "strategy-option" },
   "git checkout": { f: "force", q: "quiet", p: "patch" },
   // npm's shorthands (`npm help config`): -d/-q/-s set the log level, -f is --force; --dry-run has no short form
   "npm publish": { w: "workspace", d: "loglevel", q: "loglevel", s: "loglevel", f: "force", g: "global" },
@@ -3135,12 +3136,13 @@ const FLAG_NAMES: Record<string, Record<string, string>> = {
 
 /** Options that take the next word as their value, per program or `program subcommand` (so it is no operand). */
 const FLAG_VALUES: Record<string, OptionSpec> = {
-  "git push": { values: "o", long: ["repo", "receive-pack", "exec", "push-option"] },
+  "git push": { values: "o", long: ["repo", "receive-pack", "exec", "push-option", "recurse-submodules"] },
   "git clean": { values: "e", long: ["exclude"] },
   "git commit": {
     values: "mFCct",
     long: ["message", "file", "reuse-message", "reedit-message", "template", "author", "date", "fixup", "squash"],
   },
+  "git merge": { values: "mFsX", long: ["message", "file", "strategy", "strategy-option", "into-name"] },
   "npm publish": { values: "w", long: ["tag", "access", "otp", "registry", "workspace", "loglevel"] },
   "kubectl delete": {
     values: "nlfo",
@@ -3166,9 +3168,55 @@ function own<V>(table: Record<string, V>, key: string): V | undefined {
   return Object.prototype.hasOwnProperty.call(table, key) ? table[key] : undefined
 }
 
+/**
+ * git's long options per subcommand (`git push --git-completion-helper`, git 2.39). git takes any unique prefix of
+ * one, or of its `--no-` form, as that option: `--force-w` is --force-with-lease, `--har` --hard, `--no-verif`
+ * --no-verify; an ambiguous prefix (`--no-ver`: --no-verbose or --no-verify) is an error, so stays itself here.
+ */
+const GIT_LONG_OPTIONS: Record<string, string[]> = {
+  "git push": [
+    ..."verbose quiet repo all mirror delete tags dry-run porcelain force force-with-lease force-if-includes".split(
+      " ",
+    ),
+    ..."recurse-submodules thin receive-pack exec set-upstream progress prune no-verify follow-tags signed".split(" "),
+    ..."atomic push-option ipv4 ipv6 verify".split(" "),
+  ],
+  "git commit": [
+    ..."quiet verbose file author date message reedit-message reuse-message fixup squash reset-author".split(" "),
+    ..."trailer signoff template edit cleanup status gpg-sign all include interactive patch only no-verify".split(" "),
+    ..."dry-run short branch ahead-behind porcelain long null amend no-post-rewrite untracked-files".split(" "),
+    ..."pathspec-from-file pathspec-file-nul allow-empty allow-empty-message verify post-rewrite".split(" "),
+  ],
+  "git reset": [
+    ..."quiet no-refresh mixed soft hard merge keep recurse-submodules patch intent-to-add".split(" "),
+    ..."pathspec-from-file pathspec-file-nul refresh".split(" "),
+  ],
+  "git clean": "quiet dry-run force interactive exclude".split(" "),
+  "git merge": [
+    ..."stat summary log squash commit edit cleanup ff ff-only rerere-autoupdate verify-signatures strategy".split(" "),
+    ..."strategy-option message file into-name verbose quiet abort quit continue allow-unrelated-histories".split(" "),
+    ..."progress gpg-sign autostash overwrite-ignore signoff no-verify verify".split(" "),
+  ],
+}
+
+/** A long option as git reads it: the option a unique prefix stands for; the name itself otherwise. */
+function gitLongName(key: string, name: string): string {
+  const known = own(GIT_LONG_OPTIONS, key)
+  if (known === undefined || known.includes(name)) return name
+  let found: string | undefined
+  for (const option of known)
+    for (const form of [option, `no-${option}`])
+      if (form.startsWith(name)) {
+        if (found !== undefined && found !== form) return name // ambiguous: git refuses it
+        found = form
+      }
+  return found ?? name
+}
+
 /** The one name of a flag under a program (`f` -> `force` for `git push`); the name itself when it has no other. */
 function flagName(key: string, name: string): string {
-  return own(FLAG_NAMES, key)?.[name] ?? name
+  const names = own(FLAG_NAMES, key)
+  return (names && own(names, name)) ?? (name.length > 1 ? gitLongName(key, name) : name)
 }
 
 /** Every spelling of a flag under a program (`f` -> `--force`, `-f`), for code the reader cannot follow. */

@@ -82,6 +82,9 @@ const READY: [rule: string, rows: Row[]][] = [
       ["git -C . push origin +main", "git -C . push origin +main"],
       ["git -C repo -c push.default=current push --force", "git -C repo -c push.default=current push --force"],
       ["git push --force-with-lease", "git push --force-with-lease"],
+      ["git push --force-w origin main", "git push --force-w origin main"], // git takes a unique prefix of an option
+      ["git push --forc origin main", null], // ambiguous (--force-with-lease, --force-if-includes): git refuses it
+      ["git push --force --dry", null], // --dry is --dry-run
       ["git push --force-with-lease=main:abc123 origin main", "git push --force-with-lease=main:abc123 origin main"],
       ["/usr/bin/git push -f", "/usr/bin/git push -f"],
       ["cd app && git push -f origin", "git push -f origin"],
@@ -142,6 +145,7 @@ const READY: [rule: string, rows: Row[]][] = [
     [
       ["git reset --hard", "git reset --hard"],
       ["git reset --hard HEAD~1", "git reset --hard HEAD~1"],
+      ["git reset --har HEAD~1", "git reset --har HEAD~1"],
       ["git stash && git reset -q --hard origin/main", "git reset -q --hard origin/main"],
       ["git reset --soft HEAD~1", null],
       ["git reset HEAD file.ts", null],
@@ -155,6 +159,9 @@ const READY: [rule: string, rows: Row[]][] = [
       ["git clean -fdx", "git clean -fdx"],
       ["git clean -xdf build", "git clean -xdf build"],
       ["git clean --force -d", "git clean --force -d"],
+      ["git clean --forc -d", "git clean --forc -d"],
+      ["git clean -ffdx", "git clean -ffdx"],
+      ["git clean -f --dry", null],
       ["git clean -n", null],
       ["git clean -fdn", null],
       ["git clean -f --dry-run", null],
@@ -208,6 +215,8 @@ const READY: [rule: string, rows: Row[]][] = [
       ["git commit --no-verify -m wip", "git commit --no-verify -m wip"],
       ["git commit -nm wip", "git commit -nm wip"],
       ["git commit -a -n -m wip", "git commit -a -n -m wip"],
+      ["git commit --no-verif -m wip", "git commit --no-verif -m wip"],
+      ["git commit --no-ver -m wip", null], // ambiguous (--no-verbose, --no-verify): git refuses it
       ["git push --no-verify", "git push --no-verify"],
       ["git commit -m 'wip' --amend", null],
       ["git commit -m '--no-verify is not used here'", null],
