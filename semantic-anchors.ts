@@ -3114,6 +3114,9 @@ const SEEN_THROUGH = new Set(
   "sudo nice nohup time exec timeout stdbuf setsid ionice watch xargs env command".split(" "),
 )
 
+/** A subcommand word of a pattern: `push`, `rollout`, `dist-tag`; a flag, an operand glob or a path is none. */
+const SUBCOMMAND_WORD = /^[A-Za-z][\w.:-]*$/
+
 /** Programs the reader knows that take no subcommand: every word after them is an option or an operand. */
 const NO_SUBCOMMAND = new Set([...PROGRAM_READERS.keys()].filter((name) => name !== "git"))
 
@@ -3295,7 +3298,11 @@ function parseCommandPattern(text: string): CommandPattern | string {
   const pattern: CommandPattern = { text, programs, subcommands: [], flags: [], operands: [], named: [], keys: [] }
   let k = 1
   if (!programs.some((name) => NO_SUBCOMMAND.has(name)))
-    for (; k < words.length && /^[A-Za-z][\w.:-]*$/.test(words[k]); k++) pattern.subcommands.push([words[k]])
+    for (; k < words.length; k++) {
+      const subs = alternatives(words[k]) // `git {push,fetch}`: any of these subcommands
+      if (!subs.every((sub) => SUBCOMMAND_WORD.test(sub))) break
+      pattern.subcommands.push(subs)
+    }
   for (; k < words.length; k++) {
     const absent = words[k].startsWith("!")
     const bare = absent ? words[k].slice(1) : words[k]

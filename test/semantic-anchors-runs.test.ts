@@ -459,6 +459,11 @@ const CUSTOM: [runs: string, command: string, fires: boolean][] = [
   ["git push --force !{-n,--porcelain}", "git push --force", true],
   ["git push --force !{-n,--porcelain}", "git push --force --dry-run", false],
   ["git push --force !{-n,--porcelain}", "git push -f --porcelain", false],
+  // {...} of subcommands: any one of them, its flags read as that subcommand's
+  ["git {commit,merge} --no-verify", "git commit -n -m wip", true],
+  ["git {commit,merge} --no-verify", "git merge --no-verify feature", true],
+  ["git {commit,merge} --no-verify", "git merge -n feature", false],
+  ["git {commit,merge} --no-verify", "git push --no-verify", false],
   // a program's options before its subcommand are its flags (not git's global options)
   ["kubectl delete --namespace=prod *", "kubectl -n prod delete pod x", true],
   ["kubectl delete --namespace=prod *", "kubectl --namespace prod delete pod/x", true],
