@@ -83,6 +83,8 @@ const READY: [rule: string, rows: Row[]][] = [
       ["git -C repo -c push.default=current push --force", "git -C repo -c push.default=current push --force"],
       ["git push --force-with-lease", "git push --force-with-lease"],
       ["git push --force-w origin main", "git push --force-w origin main"], // git takes a unique prefix of an option
+      ["git push --mirror backup", "git push --mirror backup"], // force-updates every ref of the remote
+      ["git push --mirror -n backup", null],
       ["git push --forc origin main", null], // ambiguous (--force-with-lease, --force-if-includes): git refuses it
       ["git push --force --dry", null], // --dry is --dry-run
       ["git push --force-with-lease=main:abc123 origin main", "git push --force-with-lease=main:abc123 origin main"],
@@ -162,6 +164,8 @@ const READY: [rule: string, rows: Row[]][] = [
       ["git clean --forc -d", "git clean --forc -d"],
       ["git clean -ffdx", "git clean -ffdx"],
       ["git clean -f --dry", null],
+      ["printf 'c\\n' | git clean -id", "git clean -id"], // interactive: deletes once its menu is answered
+      ["git clean -in", null],
       ["git clean -n", null],
       ["git clean -fdn", null],
       ["git clean -f --dry-run", null],
@@ -216,6 +220,8 @@ const READY: [rule: string, rows: Row[]][] = [
       ["git commit -nm wip", "git commit -nm wip"],
       ["git commit -a -n -m wip", "git commit -a -n -m wip"],
       ["git commit --no-verif -m wip", "git commit --no-verif -m wip"],
+      ["git merge --no-verify feature", "git merge --no-verify feature"],
+      ["git merge -n feature", null], // git merge's -n is --no-stat
       ["git commit --no-ver -m wip", null], // ambiguous (--no-verbose, --no-verify): git refuses it
       ["git push --no-verify", "git push --no-verify"],
       ["git commit -m 'wip' --amend", null],
