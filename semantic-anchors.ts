@@ -3388,6 +3388,46 @@ function wordGlob(glob: string): RegExp {
 }
 
 /**
+ * npm's commands and aliases (npm 11, lib/utils/cmd-list.js). npm runs any unique prefix of one as it (`npm pub` is
+ * `npm publish`, `npm unp` `npm unpublish`), an alias as the command it names (`npm i` is `npm install`).
+ */
+const NPM_COMMANDS = [
+  ..."access adduser approve-scripts audit bugs cache ci completion config dedupe deny-scripts".split(" "),
+  ..."deprecate diff dist-tag docs doctor edit exec explain explore find-dupes fund get help".split(" "),
+  ..."help-search init install install-ci-test install-scripts install-test link ll login logout".split(" "),
+  ..."ls org outdated owner pack ping pkg prefix profile prune publish query rebuild repo".split(" "),
+  ..."restart root run sbom search set shrinkwrap stage star stars start stop team test token".split(" "),
+  ..."trust undeprecate uninstall unpublish unstar update version view whoami".split(" "),
+]
+const NPM_ALIASES = new Map(
+  [
+    ..."author:owner home:docs issues:bugs info:view show:view find:search add:install".split(" "),
+    ..."unlink:uninstall remove:uninstall rm:uninstall r:uninstall un:uninstall rb:rebuild list:ls".split(" "),
+    ..."ln:link create:init i:install it:install-test cit:install-ci-test u:update up:update".split(" "),
+    ..."c:config s:search se:search tst:test t:test ddp:dedupe v:view run-script:run".split(" "),
+    ..."clean-install:ci clean-install-test:install-ci-test x:exec why:explain la:ll".split(" "),
+    ..."verison:version ic:ci innit:init in:install ins:install inst:install insta:install".split(" "),
+    ..."instal:install isnt:install isnta:install isntal:install isntall:install install-clean:ci".split(" "),
+    ..."isntall-clean:ci hlep:help dist-tags:dist-tag upgrade:update udpate:update rum:run".split(" "),
+    ..."sit:install-ci-test urn:run ogr:org add-user:adduser".split(" "),
+  ].map((pair) => pair.split(":") as [string, string]),
+)
+
+/** A subcommand word as its program reads it: npm's abbreviations and aliases made the command; others as written. */
+function subcommandName(program: string, word: string): string {
+  if (program !== "npm" || NPM_COMMANDS.includes(word)) return word
+  const alias = NPM_ALIASES.get(word)
+  if (alias !== undefined) return alias
+  let found: string | undefined
+  for (const name of [...NPM_COMMANDS, ...NPM_ALIASES.keys()])
+    if (name.startsWith(word)) {
+      if (found !== undefined) return word // ambiguous: npm knows no such command
+      found = name
+    }
+  return found === undefined ? word : (NPM_ALIASES.get(found) ?? found)
+}
+
+/**
  * Where a command's subcommand stands after the program's own options, or -1 when its words are not there. Other
  * programs' options before it go to `before` (`kubectl -n prod delete`: `-n prod`); git's global options do not.
  */
@@ -3405,7 +3445,7 @@ function subcommandsEnd(
       const next = at + (takesNext && !args[at + 1].startsWith("-") ? 2 : 1)
       for (; at < next; at++) before.push(args[at])
     }
-    if (at >= args.length || !wanted.includes(args[at])) return -1
+    if (at >= args.length || !wanted.includes(subcommandName(program, args[at]))) return -1
     at++
   }
   return at
@@ -3429,7 +3469,7 @@ function matchRan(pattern: CommandPattern, ran: RanCommand, places: () => PathPl
   const before: string[] = []
   const end = subcommandsEnd(program, args, pattern.subcommands, before)
   if (end < 0) return NO_MATCH
-  const key = patternKey(program, pattern.subcommands.length ? args[end - 1] : undefined)
+  const key = patternKey(program, pattern.subcommands.length ? subcommandName(program, args[end - 1]) : undefined)
   const spec = own(FLAG_VALUES, key) ?? {}
   const parsed = getopt(end === 0 ? args : args.slice(end), spec)
   // the program's options before its subcommand are its flags too (kubectl, npm: `kubectl -n prod delete`); their
@@ -3568,10 +3608,10 @@ function ranIndex(read: CommandReading): RanIndex {
     else
       while (k < words.length && words[k][0] === "-") {
         const value = k + 1 < words.length && words[k + 1][0] !== "-" // its value, or the subcommand
-        if (value) index.keys.add(`${ran.program} ${words[k + 1]}`)
+        if (value) index.keys.add(`${ran.program} ${subcommandName(ran.program, words[k + 1])}`)
         k += value ? 2 : 1
       }
-    if (k < words.length) index.keys.add(`${ran.program} ${words[k]}`)
+    if (k < words.length) index.keys.add(`${ran.program} ${subcommandName(ran.program, words[k])}`)
   }
   read.index = index
   return index

@@ -242,6 +242,10 @@ const READY: [rule: string, rows: Row[]][] = [
       ["npm publish -dd --tag next", "npm publish -dd --tag next"],
       ["npm publish --loglevel info", "npm publish --loglevel info"],
       ["npm publish --dry-run", null],
+      ["npm pub --access public", "npm pub --access public"], // npm runs a unique prefix of a command as it
+      ["npm publi", "npm publi"],
+      ["npm pu --dry-run", null],
+      ["npm p", null], // ambiguous: npm knows no such command
       ["npm --dry-run publish", null], // npm reads its options before the command too
       ["npm run publish-docs", null],
       ["npm install", null],
