@@ -3480,6 +3480,7 @@ function matchRan(pattern: CommandPattern, ran: RanCommand, places: () => PathPl
     const one = flagName(key, name)
     given.set(one, [...(given.get(one) ?? NO_WORDS), ...list])
   }
+  if (program === "npm") npmFlagsOff(key, options, given)
   const present = (s: FlagSpelling) =>
     s.names.every((name) => given.has(flagName(key, name))) &&
     (s.value === undefined || given.get(flagName(key, s.names[0]))!.some((v) => wordGlob(s.value!).test(v)))
@@ -3535,6 +3536,16 @@ function globUnder(operand: PatternOperand, root: string, placesOf: () => PathPl
     const dir = literal.slice(0, literal.lastIndexOf("/") + 1)
     return dir.startsWith(abs === "/" ? "/" : `${abs}/`)
   })
+}
+
+/**
+ * npm (nopt) reads `--no-x` and `--x=false` as x turned off: such a flag counts as not given (`npm publish
+ * --dry-run=false` publishes). Given both ways (`--dry-run --no-dry-run`), it counts as off: the rule errs to fire.
+ */
+function npmFlagsOff(key: string, options: Iterable<[string, string[]]>, given: Map<string, string[]>): void {
+  for (const [name, list] of options)
+    if (name.startsWith("no-")) given.delete(flagName(key, name.slice(3)))
+    else if (list.length > 0 && list.every((value) => value === "false")) given.delete(flagName(key, name))
 }
 
 /** A pattern flag as it was written: `--force`, `-f`, `-f or --force-with-lease`. */

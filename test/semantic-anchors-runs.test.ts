@@ -246,6 +246,8 @@ const READY: [rule: string, rows: Row[]][] = [
       ["npm publi", "npm publi"],
       ["npm pu --dry-run", null],
       ["npm p", null], // ambiguous: npm knows no such command
+      ["npm publish --dry-run=false", "npm publish --dry-run=false"], // npm reads it as --dry-run off
+      ["npm publish --no-dry-run", "npm publish --no-dry-run"],
       ["npm --dry-run publish", null], // npm reads its options before the command too
       ["npm run publish-docs", null],
       ["npm install", null],
