@@ -524,7 +524,7 @@ version: 1
 #     description: Publishing a package is the user's decision.
 #     mode: block
 #     message: Ask the user to publish.
-#     trigger: { type: tool, runs: ["{npm,pnpm,yarn} publish !--dry-run"] }
+#     trigger: { type: tool, runs: ["{npm,pnpm,yarn} publish !--dry-run", "yarn npm publish"] }
 #     examples:
 #       fires: [{ tool: bash, args: { command: "npm publish --access public" } }]
 #       passes: [{ tool: bash, args: { command: "npm publish --dry-run" } }, { tool: bash, args: { command: "npm run publish-docs" } }]
@@ -533,7 +533,7 @@ version: 1
 #     description: Never delete cluster resources.
 #     mode: block
 #     message: Ask the user; kubectl delete --dry-run=client shows what would go.
-#     trigger: { type: tool, runs: ["kubectl delete !--dry-run"] }
+#     trigger: { type: tool, runs: ["kubectl delete !--dry-run", "kubectl delete --dry-run=none"] }
 #     examples:
 #       fires: [{ tool: bash, args: { command: "kubectl -n prod delete pod web-1" } }]
 #       passes: [{ tool: bash, args: { command: "kubectl get pods" } }, { tool: bash, args: { command: "kubectl delete pod web-1 --dry-run=client" } }]

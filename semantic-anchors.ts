@@ -3134,7 +3134,15 @@ const FLAG_NAMES: Record<string, Record<string, string>> = {
   "git checkout": { f: "force", q: "quiet", p: "patch" },
   // npm's shorthands (`npm help config`): -d/-q/-s set the log level, -f is --force; --dry-run has no short form
   "npm publish": { w: "workspace", d: "loglevel", q: "loglevel", s: "loglevel", f: "force", g: "global" },
-  "kubectl delete": { n: "namespace", l: "selector", f: "filename", A: "all-namespaces", R: "recursive", o: "output" },
+  "kubectl delete": {
+    n: "namespace",
+    l: "selector",
+    f: "filename",
+    k: "kustomize",
+    A: "all-namespaces",
+    R: "recursive",
+    o: "output",
+  },
 }
 
 /** Options that take the next word as their value, per program or `program subcommand` (so it is no operand). */
@@ -3148,9 +3156,10 @@ const FLAG_VALUES: Record<string, OptionSpec> = {
   "git merge": { values: "mFsX", long: ["message", "file", "strategy", "strategy-option", "into-name"] },
   "npm publish": { values: "w", long: ["tag", "access", "otp", "registry", "workspace", "loglevel"] },
   "kubectl delete": {
-    values: "nlfo",
+    values: "nlfko",
     long: [
       "namespace",
+      "kustomize",
       "selector",
       "filename",
       "output",

@@ -248,6 +248,8 @@ const READY: [rule: string, rows: Row[]][] = [
       ["npm p", null], // ambiguous: npm knows no such command
       ["npm publish --dry-run=false", "npm publish --dry-run=false"], // npm reads it as --dry-run off
       ["npm publish --no-dry-run", "npm publish --no-dry-run"],
+      ["yarn npm publish --access public", "yarn npm publish --access public"], // yarn 2+
+      ["yarn npm info react", null],
       ["npm --dry-run publish", null], // npm reads its options before the command too
       ["npm run publish-docs", null],
       ["npm install", null],
@@ -261,6 +263,8 @@ const READY: [rule: string, rows: Row[]][] = [
       ["kubectl -n prod delete deployment/web", "kubectl -n prod delete deployment/web"],
       ["kubectl --context staging delete -f k8s/", "kubectl --context staging delete -f k8s/"],
       ["kubectl delete pod web-1 --dry-run=client", null],
+      ["kubectl delete pod web-1 --dry-run=none", "kubectl delete pod web-1 --dry-run=none"], // none: it deletes
+      ["kubectl delete -k overlays/prod", "kubectl delete -k overlays/prod"],
       ["kubectl get pods", null],
       ["kubectl describe pod delete-me", null],
     ],
