@@ -3081,10 +3081,12 @@ function isReadOnlyCommand(command: string): boolean {
 // (readCommand's `ran`: chains, subshells, `$(...)`, `bash -c`/`eval`, after wrappers and `VAR=x`) is that program
 // with that subcommand, all those flags and an operand for each operand glob. A pattern is written as it is typed:
 //   - the first word is the program, by name (`git` matches `/usr/bin/git`); `{git,hub}` is any of them;
-//   - then its subcommand words (`push`, `delete`), found after the program's own options (`git -C dir -c k=v push`,
-//     `kubectl -n prod delete`); programs the reader knows to take no subcommand (rm, chmod, ...) have none;
-//   - flags are read as the program parses them: any order, `-rf` = `-r -f`, `--opt=value`; where FLAG_NAMES knows a
-//     program, a flag's spellings are one flag (`git push -f` = `--force`, `rm -r` = `-R` = `--recursive`);
+//   - then its subcommand words (`push`, `delete`; `{commit,merge}` any of them), found after the program's own
+//     options (`git -C dir -c k=v push`, `kubectl -n prod delete`), npm's read as npm does (`npm pub` is publish:
+//     NPM_COMMANDS); programs the reader knows to take no subcommand (rm, chmod, ...) have none;
+//   - flags are read as the program parses them: any order, `-rf` = `-r -f`, `--opt=value`, the options before the
+//     subcommand too (not git's); where FLAG_NAMES knows a program, a flag's spellings are one flag (`git push -f` =
+//     `--force`, `rm -r` = `-R` = `--recursive`); git's long options by unique prefix (GIT_LONG_OPTIONS);
 //     `!--dry-run` says the flag must be absent; `{-f,--force-with-lease}` is any of them;
 //   - operands are globs (`+*` a `+refspec`, `*` anything); one that starts with `/`, `~`, `$HOME`, `$PROJECT` or
 //     `$TMPDIR` is a path glob (`**` spans directories) matched against the operand resolved from the project
