@@ -3402,14 +3402,14 @@ function wordGlob(glob: string): RegExp {
  * npm's commands and aliases (npm 11, lib/utils/cmd-list.js). npm runs any unique prefix of one as it (`npm pub` is
  * `npm publish`, `npm unp` `npm unpublish`), an alias as the command it names (`npm i` is `npm install`).
  */
-const NPM_COMMANDS = [
+const NPM_COMMANDS = new Set([
   ..."access adduser approve-scripts audit bugs cache ci completion config dedupe deny-scripts".split(" "),
   ..."deprecate diff dist-tag docs doctor edit exec explain explore find-dupes fund get help".split(" "),
   ..."help-search init install install-ci-test install-scripts install-test link ll login logout".split(" "),
   ..."ls org outdated owner pack ping pkg prefix profile prune publish query rebuild repo".split(" "),
   ..."restart root run sbom search set shrinkwrap stage star stars start stop team test token".split(" "),
   ..."trust undeprecate uninstall unpublish unstar update version view whoami".split(" "),
-]
+])
 const NPM_ALIASES = new Map(
   [
     ..."author:owner home:docs issues:bugs info:view show:view find:search add:install".split(" "),
@@ -3426,7 +3426,7 @@ const NPM_ALIASES = new Map(
 
 /** A subcommand word as its program reads it: npm's abbreviations and aliases made the command; others as written. */
 function subcommandName(program: string, word: string): string {
-  if (program !== "npm" || NPM_COMMANDS.includes(word)) return word
+  if (program !== "npm" || NPM_COMMANDS.has(word)) return word
   const alias = NPM_ALIASES.get(word)
   if (alias !== undefined) return alias
   let found: string | undefined
