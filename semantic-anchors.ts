@@ -3086,7 +3086,7 @@ function isReadOnlyCommand(command: string): boolean {
 //     NPM_COMMANDS); programs the reader knows to take no subcommand (rm, chmod, ...) have none;
 //   - flags are read as the program parses them: any order, `-rf` = `-r -f`, `--opt=value`, the options before the
 //     subcommand too (not git's); where FLAG_NAMES knows a program, a flag's spellings are one flag (`git push -f` =
-//     `--force`, `rm -r` = `-R` = `--recursive`); git's long options by unique prefix (GIT_LONG_OPTIONS);
+//     `--force`, `rm -r` = `-R` = `--recursive`); rm's and git's long options by unique prefix (LONG_OPTIONS);
 //     `!--dry-run` says the flag must be absent; `{-f,--force-with-lease}` is any of them;
 //   - operands are globs (`+*` a `+refspec`, `*` anything); one that starts with `/`, `~`, `$HOME`, `$PROJECT` or
 //     `$TMPDIR` is a path glob (`**` spans directories) matched against the operand resolved from the project
@@ -3183,11 +3183,14 @@ function own<V>(table: Record<string, V>, key: string): V | undefined {
 }
 
 /**
- * git's long options per subcommand (`git push --git-completion-helper`, git 2.39). git takes any unique prefix of
- * one, or of its `--no-` form, as that option: `--force-w` is --force-with-lease, `--har` --hard, `--no-verif`
- * --no-verify; an ambiguous prefix (`--no-ver`: --no-verbose or --no-verify) is an error, so stays itself here.
+ * Long options of programs that take any unique prefix of one as it (getopt_long, git's parse-options): rm's
+ * (`rm --help`, GNU coreutils) and git's per subcommand (`git push --git-completion-helper`, git 2.39), for git with
+ * their `--no-` forms: `rm --recur` is --recursive, `git push --force-w` --force-with-lease, `git reset --har` --hard,
+ * `git commit --no-verif` --no-verify; an ambiguous prefix (`--no-ver`: --no-verbose or --no-verify) is an error, so
+ * stays itself here.
  */
-const GIT_LONG_OPTIONS: Record<string, string[]> = {
+const LONG_OPTIONS: Record<string, string[]> = {
+  rm: "force interactive one-file-system no-preserve-root preserve-root recursive dir verbose help version".split(" "),
   "git push": [
     ..."verbose quiet repo all mirror delete tags dry-run porcelain force force-with-lease force-if-includes".split(
       " ",
@@ -3213,13 +3216,14 @@ const GIT_LONG_OPTIONS: Record<string, string[]> = {
   ],
 }
 
-/** A long option as git reads it: the option a unique prefix stands for; the name itself otherwise. */
-function gitLongName(key: string, name: string): string {
-  const known = own(GIT_LONG_OPTIONS, key)
+/** A long option as its program reads it: the option a unique prefix stands for; the name itself otherwise. */
+function longName(key: string, name: string): string {
+  const known = own(LONG_OPTIONS, key)
   if (known === undefined || known.includes(name)) return name
+  const negatable = key.startsWith("git ") // git's parse-options takes --no-X for X
   let found: string | undefined
   for (const option of known)
-    for (const form of [option, `no-${option}`])
+    for (const form of negatable ? [option, `no-${option}`] : [option])
       if (form.startsWith(name)) {
         if (found !== undefined && found !== form) return name // ambiguous: git refuses it
         found = form
@@ -3230,7 +3234,7 @@ function gitLongName(key: string, name: string): string {
 /** The one name of a flag under a program (`f` -> `force` for `git push`); the name itself when it has no other. */
 function flagName(key: string, name: string): string {
   const names = own(FLAG_NAMES, key)
-  return (names && own(names, name)) ?? (name.length > 1 ? gitLongName(key, name) : name)
+  return (names && own(names, name)) ?? (name.length > 1 ? longName(key, name) : name)
 }
 
 /** Every spelling of a flag under a program (`f` -> `--force`, `-f`), for code the reader cannot follow. */

@@ -180,6 +180,7 @@ const READY: [rule: string, rows: Row[]][] = [
       ["rm -r -f ~", "rm -r -f ~"],
       ["rm --recursive --force ~/", "rm --recursive --force ~/"],
       ["rm -rf $HOME", "rm -rf $HOME"],
+      ["rm --recur --for /etc", "rm --recur --for /etc"], // rm takes a unique prefix of a long option
       ["rm -rf ~/.cache/pip", "rm -rf ~/.cache/pip"],
       ["rm -Rf ../other-project", "rm -Rf ../other-project"],
       ["rm -rf /srv/other", "rm -rf /srv/other"],
