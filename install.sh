@@ -467,7 +467,7 @@ version: 1
 #     trigger:
 #       type: tool               # tool | message | state
 #       # commands as you type them; any one matches, however the call spells, chains or wraps it
-#       runs: ["git push --force !--dry-run", "git push --force-with-lease !--dry-run", "git push +*"]
+#       runs: ["git push {--force,--force-with-lease,--mirror} !--dry-run", "git push +*"]
 #     examples:                  # what it must do, checked at every load and by ./install.sh --check
 #       fires:
 #         - { tool: bash, args: { command: "git push --force origin main" } }
@@ -494,7 +494,7 @@ version: 1
 #     description: Never delete untracked files with git clean.
 #     mode: block
 #     message: List them with git clean -n and ask the user.
-#     trigger: { type: tool, runs: ["git clean --force !--dry-run"] }   # -f, -fd, -xdf ...; -n only lists
+#     trigger: { type: tool, runs: ["git clean {--force,--interactive} !--dry-run"] }   # -f, -fd, -xdf, -i ...; -n only lists
 #     examples:
 #       fires: [{ tool: bash, args: { command: "git clean -fdx" } }]
 #       passes: [{ tool: bash, args: { command: "git clean -n" } }, { tool: bash, args: { command: "git clean -fdn" } }]
@@ -515,7 +515,7 @@ version: 1
 #     description: Never skip the git hooks.
 #     mode: block
 #     message: Fix what the hook reports instead.
-#     trigger: { type: tool, runs: ["git commit --no-verify", "git push --no-verify"] }
+#     trigger: { type: tool, runs: ["git {commit,push,merge} --no-verify"] }
 #     examples:
 #       fires: [{ tool: bash, args: { command: "git commit -nm 'wip'" } }]
 #       passes: [{ tool: bash, args: { command: "git commit -m 'skip --no-verify'" } }]
@@ -524,7 +524,7 @@ version: 1
 #     description: Publishing a package is the user's decision.
 #     mode: block
 #     message: Ask the user to publish.
-#     trigger: { type: tool, runs: ["{npm,pnpm,yarn} publish !--dry-run"] }
+#     trigger: { type: tool, runs: ["{npm,pnpm,yarn} publish !--dry-run", "yarn npm publish"] }
 #     examples:
 #       fires: [{ tool: bash, args: { command: "npm publish --access public" } }]
 #       passes: [{ tool: bash, args: { command: "npm publish --dry-run" } }, { tool: bash, args: { command: "npm run publish-docs" } }]
@@ -533,7 +533,7 @@ version: 1
 #     description: Never delete cluster resources.
 #     mode: block
 #     message: Ask the user; kubectl delete --dry-run=client shows what would go.
-#     trigger: { type: tool, runs: ["kubectl delete !--dry-run"] }
+#     trigger: { type: tool, runs: ["kubectl delete !--dry-run", "kubectl delete --dry-run=none"] }
 #     examples:
 #       fires: [{ tool: bash, args: { command: "kubectl -n prod delete pod web-1" } }]
 #       passes: [{ tool: bash, args: { command: "kubectl get pods" } }, { tool: bash, args: { command: "kubectl delete pod web-1 --dry-run=client" } }]

@@ -2622,7 +2622,14 @@ const readFind: ProgramReader = (args, _stdin, depth) => {
     else if (FIND_EXEC.has(arg)) {
       let end = k
       while (end < args.length && args[end] !== ";" && args[end] !== "+") end++
-      const inner = readSimple(args.slice(k, end), [], depth + 1)
+      const outerFound = ranFound
+      ranFound = roots // its `{}` is each file found under them: what command patterns match it as
+      let inner: Reading
+      try {
+        inner = readSimple(args.slice(k, end), [], depth + 1)
+      } finally {
+        ranFound = outerFound
+      }
       k = end + 1
       for (const target of inner.writes) {
         if (target.word.includes("{}")) reachesMatches = true
@@ -2934,6 +2941,7 @@ type RanCommand = {
   stdin: string[]
   via: string[]
   cwd: string[] // the `cd DIR` before it on the line, in order: where its relative paths resolve (path patterns)
+  found?: readonly string[] // run by `find ROOT... -exec`: its roots, what `{}` stands for (with what lies under them)
   opaque: boolean
   args?: string[] // the words after the program, made the first time a pattern's program is this one
   code?: string // opaqueText, made the first time a pattern asks
@@ -2945,11 +2953,14 @@ type RanCommand = {
 let ranSink: RanCommand[] = []
 const ranVia: string[] = [] // the programs (and shells' code) the command being read runs inside, outermost first
 const ranCd: string[] = [] // the directories `cd` went to earlier on the line being read (and the lines around it)
+let ranFound: readonly string[] = NO_WORDS // the roots of the `find` whose -exec command is being read
 
 function recordRan(words: string[], start: number, stdin: string[], opaque: boolean): void {
   const via = ranVia.length ? ranVia.slice() : NO_WORDS
   const cwd = ranCd.length ? ranCd.slice() : NO_WORDS
-  ranSink.push({ words, start, program: programName(words[start]), stdin, via, cwd, opaque })
+  const ran: RanCommand = { words, start, program: programName(words[start]), stdin, via, cwd, opaque }
+  if (ranFound.length) ran.found = ranFound
+  ranSink.push(ran)
 }
 
 /** A program word without its directory: `/usr/bin/git` -> `git`. */
@@ -2968,6 +2979,7 @@ function readCommand(command: string): CommandReading {
     // a line is read from the top: no wrapper or cd of an earlier reading (one cut short by a throw) carries over
     ranVia.length = 0
     ranCd.length = 0
+    ranFound = NO_WORDS
     lastReading = readCommandAt(command, 0)
     lastCommand = command
   }
@@ -3069,14 +3081,17 @@ function isReadOnlyCommand(command: string): boolean {
 // (readCommand's `ran`: chains, subshells, `$(...)`, `bash -c`/`eval`, after wrappers and `VAR=x`) is that program
 // with that subcommand, all those flags and an operand for each operand glob. A pattern is written as it is typed:
 //   - the first word is the program, by name (`git` matches `/usr/bin/git`); `{git,hub}` is any of them;
-//   - then its subcommand words (`push`, `delete`), found after the program's own options (`git -C dir -c k=v push`,
-//     `kubectl -n prod delete`); programs the reader knows to take no subcommand (rm, chmod, ...) have none;
-//   - flags are read as the program parses them: any order, `-rf` = `-r -f`, `--opt=value`; where FLAG_NAMES knows a
-//     program, a flag's spellings are one flag (`git push -f` = `--force`, `rm -r` = `-R` = `--recursive`);
+//   - then its subcommand words (`push`, `delete`; `{commit,merge}` any of them), found after the program's own
+//     options (`git -C dir -c k=v push`, `kubectl -n prod delete`), npm's read as npm does (`npm pub` is publish:
+//     NPM_COMMANDS); programs the reader knows to take no subcommand (rm, chmod, ...) have none;
+//   - flags are read as the program parses them: any order, `-rf` = `-r -f`, `--opt=value`, the options before the
+//     subcommand too (not git's); where FLAG_NAMES knows a program, a flag's spellings are one flag (`git push -f` =
+//     `--force`, `rm -r` = `-R` = `--recursive`); rm's and git's long options by unique prefix (LONG_OPTIONS);
 //     `!--dry-run` says the flag must be absent; `{-f,--force-with-lease}` is any of them;
 //   - operands are globs (`+*` a `+refspec`, `*` anything); one that starts with `/`, `~`, `$HOME`, `$PROJECT` or
 //     `$TMPDIR` is a path glob (`**` spans directories) matched against the operand resolved from the project
-//     directory (`../x` is outside it); `!glob` leaves out the operands it matches (`!/tmp/**`).
+//     directory (`../x` is outside it); `!glob` leaves out the operands it matches (`!/tmp/**`); find's `{}` (in
+//     `find ROOT... -exec CMD {} +`) stands for each root and what lies under it (foundOperands).
 // Text is never a command: an echo's arguments, a grep pattern, a commit message, a here-document fed to cat. Code
 // the reader cannot follow (`python3 -c`, `ssh host '...'`, an unknown program) fires when it names the pattern's
 // words (program, subcommand, a spelling of each flag): it may run them, and the contract says so.
@@ -3101,6 +3116,9 @@ const SEEN_THROUGH = new Set(
   "sudo nice nohup time exec timeout stdbuf setsid ionice watch xargs env command".split(" "),
 )
 
+/** A subcommand word of a pattern: `push`, `rollout`, `dist-tag`; a flag, an operand glob or a path is none. */
+const SUBCOMMAND_WORD = /^[A-Za-z][\w.:-]*$/
+
 /** Programs the reader knows that take no subcommand: every word after them is an option or an operand. */
 const NO_SUBCOMMAND = new Set([...PROGRAM_READERS.keys()].filter((name) => name !== "git"))
 
@@ -3114,24 +3132,36 @@ const FLAG_NAMES: Record<string, Record<string, string>> = {
   "git clean": { f: "force", n: "dry-run", i: "interactive", q: "quiet", e: "exclude" },
   "git reset": { q: "quiet", p: "patch", N: "intent-to-add" },
   "git commit": { n: "no-verify", a: "all", m: "message", F: "file", q: "quiet", v: "verbose", s: "signoff" },
+  "git merge": { n: "no-stat", m: "message", F: "file", q: "quiet", v: "verbose", s: "strategy", X: "strategy-option" },
   "git checkout": { f: "force", q: "quiet", p: "patch" },
-  "npm publish": { w: "workspace", d: "dry-run" },
-  "kubectl delete": { n: "namespace", l: "selector", f: "filename", A: "all-namespaces", R: "recursive", o: "output" },
+  // npm's shorthands (`npm help config`): -d/-q/-s set the log level, -f is --force; --dry-run has no short form
+  "npm publish": { w: "workspace", d: "loglevel", q: "loglevel", s: "loglevel", f: "force", g: "global" },
+  "kubectl delete": {
+    n: "namespace",
+    l: "selector",
+    f: "filename",
+    k: "kustomize",
+    A: "all-namespaces",
+    R: "recursive",
+    o: "output",
+  },
 }
 
 /** Options that take the next word as their value, per program or `program subcommand` (so it is no operand). */
 const FLAG_VALUES: Record<string, OptionSpec> = {
-  "git push": { values: "o", long: ["repo", "receive-pack", "exec", "push-option"] },
+  "git push": { values: "o", long: ["repo", "receive-pack", "exec", "push-option", "recurse-submodules"] },
   "git clean": { values: "e", long: ["exclude"] },
   "git commit": {
     values: "mFCct",
     long: ["message", "file", "reuse-message", "reedit-message", "template", "author", "date", "fixup", "squash"],
   },
-  "npm publish": { values: "w", long: ["tag", "access", "otp", "registry", "workspace"] },
+  "git merge": { values: "mFsX", long: ["message", "file", "strategy", "strategy-option", "into-name"] },
+  "npm publish": { values: "w", long: ["tag", "access", "otp", "registry", "workspace", "loglevel"] },
   "kubectl delete": {
-    values: "nlfo",
+    values: "nlfko",
     long: [
       "namespace",
+      "kustomize",
       "selector",
       "filename",
       "output",
@@ -3152,9 +3182,59 @@ function own<V>(table: Record<string, V>, key: string): V | undefined {
   return Object.prototype.hasOwnProperty.call(table, key) ? table[key] : undefined
 }
 
+/**
+ * Long options of programs that take any unique prefix of one as it (getopt_long, git's parse-options): rm's
+ * (`rm --help`, GNU coreutils) and git's per subcommand (`git push --git-completion-helper`, git 2.39), for git with
+ * their `--no-` forms: `rm --recur` is --recursive, `git push --force-w` --force-with-lease, `git reset --har` --hard,
+ * `git commit --no-verif` --no-verify; an ambiguous prefix (`--no-ver`: --no-verbose or --no-verify) is an error, so
+ * stays itself here.
+ */
+const LONG_OPTIONS: Record<string, string[]> = {
+  rm: "force interactive one-file-system no-preserve-root preserve-root recursive dir verbose help version".split(" "),
+  "git push": [
+    ..."verbose quiet repo all mirror delete tags dry-run porcelain force force-with-lease force-if-includes".split(
+      " ",
+    ),
+    ..."recurse-submodules thin receive-pack exec set-upstream progress prune no-verify follow-tags signed".split(" "),
+    ..."atomic push-option ipv4 ipv6 verify".split(" "),
+  ],
+  "git commit": [
+    ..."quiet verbose file author date message reedit-message reuse-message fixup squash reset-author".split(" "),
+    ..."trailer signoff template edit cleanup status gpg-sign all include interactive patch only no-verify".split(" "),
+    ..."dry-run short branch ahead-behind porcelain long null amend no-post-rewrite untracked-files".split(" "),
+    ..."pathspec-from-file pathspec-file-nul allow-empty allow-empty-message verify post-rewrite".split(" "),
+  ],
+  "git reset": [
+    ..."quiet no-refresh mixed soft hard merge keep recurse-submodules patch intent-to-add".split(" "),
+    ..."pathspec-from-file pathspec-file-nul refresh".split(" "),
+  ],
+  "git clean": "quiet dry-run force interactive exclude".split(" "),
+  "git merge": [
+    ..."stat summary log squash commit edit cleanup ff ff-only rerere-autoupdate verify-signatures strategy".split(" "),
+    ..."strategy-option message file into-name verbose quiet abort quit continue allow-unrelated-histories".split(" "),
+    ..."progress gpg-sign autostash overwrite-ignore signoff no-verify verify".split(" "),
+  ],
+}
+
+/** A long option as its program reads it: the option a unique prefix stands for; the name itself otherwise. */
+function longName(key: string, name: string): string {
+  const known = own(LONG_OPTIONS, key)
+  if (known === undefined || known.includes(name)) return name
+  const negatable = key.startsWith("git ") // git's parse-options takes --no-X for X
+  let found: string | undefined
+  for (const option of known)
+    for (const form of negatable ? [option, `no-${option}`] : [option])
+      if (form.startsWith(name)) {
+        if (found !== undefined && found !== form) return name // ambiguous: git refuses it
+        found = form
+      }
+  return found ?? name
+}
+
 /** The one name of a flag under a program (`f` -> `force` for `git push`); the name itself when it has no other. */
 function flagName(key: string, name: string): string {
-  return own(FLAG_NAMES, key)?.[name] ?? name
+  const names = own(FLAG_NAMES, key)
+  return (names && own(names, name)) ?? (name.length > 1 ? longName(key, name) : name)
 }
 
 /** Every spelling of a flag under a program (`f` -> `--force`, `-f`), for code the reader cannot follow. */
@@ -3189,6 +3269,11 @@ function namedWord(words: readonly string[], shortFlag = false): RegExp {
     )
     .join("|")
   return new RegExp(`${edge}(?:${source})${end}`)
+}
+
+/** Whether a pattern word (or one of its `{...}` alternatives) is a flag: `-f`, `--force`; not `-` (stdin). */
+function isFlagWord(word: string): boolean {
+  return word.startsWith("-") && word !== "-"
 }
 
 /** The flags one pattern word asks for (`-rf` -> r and f; `--force`; `{-f,--force-with-lease}` one of two). */
@@ -3228,17 +3313,23 @@ function parseCommandPattern(text: string): CommandPattern | string {
   const pattern: CommandPattern = { text, programs, subcommands: [], flags: [], operands: [], named: [], keys: [] }
   let k = 1
   if (!programs.some((name) => NO_SUBCOMMAND.has(name)))
-    for (; k < words.length && /^[A-Za-z][\w.:-]*$/.test(words[k]); k++) pattern.subcommands.push([words[k]])
+    for (; k < words.length; k++) {
+      const subs = alternatives(words[k]) // `git {push,fetch}`: any of these subcommands
+      if (!subs.every((sub) => SUBCOMMAND_WORD.test(sub))) break
+      pattern.subcommands.push(subs)
+    }
   for (; k < words.length; k++) {
     const absent = words[k].startsWith("!")
     const bare = absent ? words[k].slice(1) : words[k]
     if (bare === "" || bare === "--")
       return `has a lone ${JSON.stringify(words[k])}; write "!--flag" (the flag must be absent) or "!glob" (such operands are left out)`
-    if (bare.startsWith("-") && bare !== "-") pattern.flags.push(...patternFlags(bare, absent))
-    else {
-      const globs = alternatives(bare)
-      pattern.operands.push({ globs, path: globs.every((glob) => PATH_PATTERN.test(glob)), excluded: absent })
-    }
+    // `{-f,--force-with-lease}`: any of these flags; `{main,dev}`: any of these operands; a mix is neither
+    const globs = alternatives(bare)
+    const flags = globs.filter(isFlagWord).length
+    if (flags > 0 && flags < globs.length)
+      return `mixes flags and operands in ${JSON.stringify(bare)}; a {...} is either flags ("{-f,--force-with-lease}") or operands ("{main,dev}"): write one pattern for each`
+    if (flags > 0) pattern.flags.push(...patternFlags(bare, absent))
+    else pattern.operands.push({ globs, path: globs.every((glob) => PATH_PATTERN.test(glob)), excluded: absent })
   }
   for (const program of programs)
     if (pattern.subcommands.length === 0) pattern.keys.push(program)
@@ -3289,10 +3380,15 @@ function operandMatches(
 ): boolean {
   if (!operand.path) return operand.globs.some((glob) => wordGlob(glob).test(word))
   const places = placesOf()
-  let here = places.directory
-  for (const dir of cwd) here = resolvePath(here, expandPlaces(dir, places)) // `cd /etc && rm -rf *`
-  const abs = resolvePath(here, expandPlaces(word, places))
+  const abs = resolveOperand(word, places, cwd)
   return operand.globs.some((glob) => globToRegExp(normalizeGlob(expandPlaces(glob, places))).test(abs))
+}
+
+/** An operand as an absolute path: from the project directory, through the line's `cd`s (`cd /etc && rm -rf *`). */
+function resolveOperand(word: string, places: PathPlaces, cwd: readonly string[]): string {
+  let here = places.directory
+  for (const dir of cwd) here = resolvePath(here, expandPlaces(dir, places))
+  return resolvePath(here, expandPlaces(word, places))
 }
 
 /** A path glob with `//` and a trailing `/` taken out (`$PROJECT/**` with a project at `/`). */
@@ -3306,16 +3402,65 @@ function wordGlob(glob: string): RegExp {
   return globToRegExp(glob.replace(/\*+/g, "**"))
 }
 
-/** Where a command's subcommand stands after the program's own options, or -1 when its words are not there. */
-function subcommandsEnd(program: string, args: readonly string[], subcommands: readonly string[][]): number {
+/**
+ * npm's commands and aliases (npm 11, lib/utils/cmd-list.js). npm runs any unique prefix of one as it (`npm pub` is
+ * `npm publish`, `npm unp` `npm unpublish`), an alias as the command it names (`npm i` is `npm install`).
+ */
+const NPM_COMMANDS = new Set([
+  ..."access adduser approve-scripts audit bugs cache ci completion config dedupe deny-scripts".split(" "),
+  ..."deprecate diff dist-tag docs doctor edit exec explain explore find-dupes fund get help".split(" "),
+  ..."help-search init install install-ci-test install-scripts install-test link ll login logout".split(" "),
+  ..."ls org outdated owner pack ping pkg prefix profile prune publish query rebuild repo".split(" "),
+  ..."restart root run sbom search set shrinkwrap stage star stars start stop team test token".split(" "),
+  ..."trust undeprecate uninstall unpublish unstar update version view whoami".split(" "),
+])
+const NPM_ALIASES = new Map(
+  [
+    ..."author:owner home:docs issues:bugs info:view show:view find:search add:install".split(" "),
+    ..."unlink:uninstall remove:uninstall rm:uninstall r:uninstall un:uninstall rb:rebuild list:ls".split(" "),
+    ..."ln:link create:init i:install it:install-test cit:install-ci-test u:update up:update".split(" "),
+    ..."c:config s:search se:search tst:test t:test ddp:dedupe v:view run-script:run".split(" "),
+    ..."clean-install:ci clean-install-test:install-ci-test x:exec why:explain la:ll".split(" "),
+    ..."verison:version ic:ci innit:init in:install ins:install inst:install insta:install".split(" "),
+    ..."instal:install isnt:install isnta:install isntal:install isntall:install install-clean:ci".split(" "),
+    ..."isntall-clean:ci hlep:help dist-tags:dist-tag upgrade:update udpate:update rum:run".split(" "),
+    ..."sit:install-ci-test urn:run ogr:org add-user:adduser".split(" "),
+  ].map((pair) => pair.split(":") as [string, string]),
+)
+
+/** A subcommand word as its program reads it: npm's abbreviations and aliases made the command; others as written. */
+function subcommandName(program: string, word: string): string {
+  if (program !== "npm" || NPM_COMMANDS.has(word)) return word
+  const alias = NPM_ALIASES.get(word)
+  if (alias !== undefined) return alias
+  let found: string | undefined
+  for (const name of [...NPM_COMMANDS, ...NPM_ALIASES.keys()])
+    if (name.startsWith(word)) {
+      if (found !== undefined) return word // ambiguous: npm knows no such command
+      found = name
+    }
+  return found === undefined ? word : (NPM_ALIASES.get(found) ?? found)
+}
+
+/**
+ * Where a command's subcommand stands after the program's own options, or -1 when its words are not there. Other
+ * programs' options before it go to `before` (`kubectl -n prod delete`: `-n prod`); git's global options do not.
+ */
+function subcommandsEnd(
+  program: string,
+  args: readonly string[],
+  subcommands: readonly string[][],
+  before: string[],
+): number {
   let at = program === "git" ? gitSubcommandAt(args) : 0
   for (const wanted of subcommands) {
     // other programs' options before the subcommand: skipped, and the word after one as its possible value
     while (at < args.length && args[at].startsWith("-") && !wanted.includes(args[at])) {
       const takesNext = !args[at].includes("=") && at + 1 < args.length && !wanted.includes(args[at + 1])
-      at += takesNext && !args[at + 1].startsWith("-") ? 2 : 1
+      const next = at + (takesNext && !args[at + 1].startsWith("-") ? 2 : 1)
+      for (; at < next; at++) before.push(args[at])
     }
-    if (at >= args.length || !wanted.includes(args[at])) return -1
+    if (at >= args.length || !wanted.includes(subcommandName(program, args[at]))) return -1
     at++
   }
   return at
@@ -3336,15 +3481,21 @@ function matchRan(pattern: CommandPattern, ran: RanCommand, places: () => PathPl
   const program = ran.program
   if (!pattern.programs.includes(program)) return NO_MATCH
   const args = ranArgs(ran)
-  const end = subcommandsEnd(program, args, pattern.subcommands)
+  const before: string[] = []
+  const end = subcommandsEnd(program, args, pattern.subcommands, before)
   if (end < 0) return NO_MATCH
-  const key = patternKey(program, pattern.subcommands.length ? args[end - 1] : undefined)
-  const parsed = getopt(end === 0 ? args : args.slice(end), own(FLAG_VALUES, key) ?? {})
+  const key = patternKey(program, pattern.subcommands.length ? subcommandName(program, args[end - 1]) : undefined)
+  const spec = own(FLAG_VALUES, key) ?? {}
+  const parsed = getopt(end === 0 ? args : args.slice(end), spec)
+  // the program's options before its subcommand are its flags too (kubectl, npm: `kubectl -n prod delete`); their
+  // words that are no option of the subcommand's table are values of options it does not know, not operands
+  const options = before.length ? [...getopt(before, spec).options, ...parsed.options] : parsed.options
   const given = new Map<string, string[]>()
-  for (const [name, list] of parsed.options) {
+  for (const [name, list] of options) {
     const one = flagName(key, name)
     given.set(one, [...(given.get(one) ?? NO_WORDS), ...list])
   }
+  if (program === "npm") npmFlagsOff(key, options, given)
   const present = (s: FlagSpelling) =>
     s.names.every((name) => given.has(flagName(key, name))) &&
     (s.value === undefined || given.get(flagName(key, s.names[0]))!.some((v) => wordGlob(s.value!).test(v)))
@@ -3353,13 +3504,63 @@ function matchRan(pattern: CommandPattern, ran: RanCommand, places: () => PathPl
     if (holds === flag.absent)
       return { matched: false, near: flag.absent ? `with ${flagText(flag)}` : `without ${flagText(flag)}` }
   }
-  const kept = parsed.operands.filter(
-    (word) => !pattern.operands.some((o) => o.excluded && operandMatches(o, word, places, ran.cwd)),
+  const matches = (operand: PatternOperand, word: string) => operandMatches(operand, word, places, ran.cwd)
+  const excludes = (word: string) => pattern.operands.some((o) => o.excluded && matches(o, word))
+  // find's `{}` stands for a root and what lies under it: left out only when both are, matched when either is
+  const kept = foundOperands(parsed.operands, ran.found).filter(
+    ({ word, subtree }) => !(excludes(word) && (!subtree || excludes(`${word}/${UNDER_ROOT}`))),
   )
   for (const operand of pattern.operands)
-    if (!operand.excluded && !kept.some((word) => operandMatches(operand, word, places, ran.cwd)))
+    if (
+      !operand.excluded &&
+      !kept.some(
+        ({ word, subtree }) =>
+          matches(operand, word) ||
+          (subtree && (matches(operand, `${word}/${UNDER_ROOT}`) || globUnder(operand, word, places, ran.cwd))),
+      )
+    )
       return { matched: false, near: `no operand matches ${operand.globs.join(" or ")}` }
   return { matched: true }
+}
+
+/** A name standing for any file under a root that find searches (`{}`), for the path globs. */
+const UNDER_ROOT = "found-file"
+
+/**
+ * A command's operands, with `find ROOT... -exec CMD {}`'s `{}` made each root: `subtree` says the word stands for
+ * that root and any file under it (find's -name and other tests are not judged: any may be found).
+ */
+function foundOperands(
+  operands: readonly string[],
+  found: readonly string[] | undefined,
+): { word: string; subtree: boolean }[] {
+  return operands.flatMap<{ word: string; subtree: boolean }>((word) =>
+    found && word.includes("{}")
+      ? found.map((root) => ({ word: word.split("{}").join(root), subtree: true }))
+      : [{ word, subtree: false }],
+  )
+}
+
+/** Whether a path glob names a place under a root (`/etc/nginx/**` under `/etc`): files find may find there. */
+function globUnder(operand: PatternOperand, root: string, placesOf: () => PathPlaces, cwd: readonly string[]): boolean {
+  if (!operand.path) return false
+  const places = placesOf()
+  const abs = resolveOperand(root, places, cwd)
+  return operand.globs.some((glob) => {
+    const literal = normalizeGlob(expandPlaces(glob, places)).split(/[*?[{]/)[0]
+    const dir = literal.slice(0, literal.lastIndexOf("/") + 1)
+    return dir.startsWith(abs === "/" ? "/" : `${abs}/`)
+  })
+}
+
+/**
+ * npm (nopt) reads `--no-x` and `--x=false` as x turned off: such a flag counts as not given (`npm publish
+ * --dry-run=false` publishes). Given both ways (`--dry-run --no-dry-run`), it counts as off: the rule errs to fire.
+ */
+function npmFlagsOff(key: string, options: Iterable<[string, string[]]>, given: Map<string, string[]>): void {
+  for (const [name, list] of options)
+    if (name.startsWith("no-")) given.delete(flagName(key, name.slice(3)))
+    else if (list.length > 0 && list.every((value) => value === "false")) given.delete(flagName(key, name))
 }
 
 /** A pattern flag as it was written: `--force`, `-f`, `-f or --force-with-lease`. */
@@ -3433,10 +3634,10 @@ function ranIndex(read: CommandReading): RanIndex {
     else
       while (k < words.length && words[k][0] === "-") {
         const value = k + 1 < words.length && words[k + 1][0] !== "-" // its value, or the subcommand
-        if (value) index.keys.add(`${ran.program} ${words[k + 1]}`)
+        if (value) index.keys.add(`${ran.program} ${subcommandName(ran.program, words[k + 1])}`)
         k += value ? 2 : 1
       }
-    if (k < words.length) index.keys.add(`${ran.program} ${words[k]}`)
+    if (k < words.length) index.keys.add(`${ran.program} ${subcommandName(ran.program, words[k])}`)
   }
   read.index = index
   return index

@@ -82,6 +82,11 @@ const READY: [rule: string, rows: Row[]][] = [
       ["git -C . push origin +main", "git -C . push origin +main"],
       ["git -C repo -c push.default=current push --force", "git -C repo -c push.default=current push --force"],
       ["git push --force-with-lease", "git push --force-with-lease"],
+      ["git push --force-w origin main", "git push --force-w origin main"], // git takes a unique prefix of an option
+      ["git push --mirror backup", "git push --mirror backup"], // force-updates every ref of the remote
+      ["git push --mirror -n backup", null],
+      ["git push --forc origin main", null], // ambiguous (--force-with-lease, --force-if-includes): git refuses it
+      ["git push --force --dry", null], // --dry is --dry-run
       ["git push --force-with-lease=main:abc123 origin main", "git push --force-with-lease=main:abc123 origin main"],
       ["/usr/bin/git push -f", "/usr/bin/git push -f"],
       ["cd app && git push -f origin", "git push -f origin"],
@@ -142,6 +147,7 @@ const READY: [rule: string, rows: Row[]][] = [
     [
       ["git reset --hard", "git reset --hard"],
       ["git reset --hard HEAD~1", "git reset --hard HEAD~1"],
+      ["git reset --har HEAD~1", "git reset --har HEAD~1"],
       ["git stash && git reset -q --hard origin/main", "git reset -q --hard origin/main"],
       ["git reset --soft HEAD~1", null],
       ["git reset HEAD file.ts", null],
@@ -155,6 +161,11 @@ const READY: [rule: string, rows: Row[]][] = [
       ["git clean -fdx", "git clean -fdx"],
       ["git clean -xdf build", "git clean -xdf build"],
       ["git clean --force -d", "git clean --force -d"],
+      ["git clean --forc -d", "git clean --forc -d"],
+      ["git clean -ffdx", "git clean -ffdx"],
+      ["git clean -f --dry", null],
+      ["printf 'c\\n' | git clean -id", "git clean -id"], // interactive: deletes once its menu is answered
+      ["git clean -in", null],
       ["git clean -n", null],
       ["git clean -fdn", null],
       ["git clean -f --dry-run", null],
@@ -169,6 +180,7 @@ const READY: [rule: string, rows: Row[]][] = [
       ["rm -r -f ~", "rm -r -f ~"],
       ["rm --recursive --force ~/", "rm --recursive --force ~/"],
       ["rm -rf $HOME", "rm -rf $HOME"],
+      ["rm --recur --for /etc", "rm --recur --for /etc"], // rm takes a unique prefix of a long option
       ["rm -rf ~/.cache/pip", "rm -rf ~/.cache/pip"],
       ["rm -Rf ../other-project", "rm -Rf ../other-project"],
       ["rm -rf /srv/other", "rm -rf /srv/other"],
@@ -181,7 +193,17 @@ const READY: [rule: string, rows: Row[]][] = [
       ["cd build && rm -rf *", null],
       ["cd /tmp && rm -rf x", null],
       ["bash -c 'cd /opt' && rm -rf app", null], // the cd ended with bash's code
-      ["find /srv -name cache -exec rm -rf {} +", null], // {} is the found path: not known here (guard-integrity follows it)
+      // find's {} is each file found under its roots: the roots and what lies under them are judged
+      ["find /etc -exec rm -rf {} +", "rm -rf {}` (after find"],
+      ["find /etc -name '*.bak' -execdir rm -rf {} \\;", "rm -rf {}` (after find"],
+      ["find /srv -name cache -exec rm -rf {} +", "rm -rf {}` (after find"],
+      ["find build /var/cache -exec sudo rm -r {} \\;", "rm -r {}` (after find, after sudo"],
+      ["cd / && find . -name x -exec rm -rf {} +", "rm -rf {}` (after find"],
+      ["find /etc | xargs rm -rf", OPAQUE], // xargs's operands come from its input: not followed (the opaque policy)
+      ["find ./build -exec rm -rf {} +", null],
+      ["find . -name '*.o' -exec rm -rf {} +", null],
+      ["find /tmp/x -exec rm -rf {} +", null],
+      ["find /srv/app/dist -type d -exec rm -rf {} +", null],
       ["rm -rf dist node_modules", null],
       ["rm -rf ./build/", null],
       ["rm -rf /srv/app/dist", null],
@@ -198,6 +220,10 @@ const READY: [rule: string, rows: Row[]][] = [
       ["git commit --no-verify -m wip", "git commit --no-verify -m wip"],
       ["git commit -nm wip", "git commit -nm wip"],
       ["git commit -a -n -m wip", "git commit -a -n -m wip"],
+      ["git commit --no-verif -m wip", "git commit --no-verif -m wip"],
+      ["git merge --no-verify feature", "git merge --no-verify feature"],
+      ["git merge -n feature", null], // git merge's -n is --no-stat
+      ["git commit --no-ver -m wip", null], // ambiguous (--no-verbose, --no-verify): git refuses it
       ["git push --no-verify", "git push --no-verify"],
       ["git commit -m 'wip' --amend", null],
       ["git commit -m '--no-verify is not used here'", null],
@@ -213,7 +239,19 @@ const READY: [rule: string, rows: Row[]][] = [
       ],
       ["pnpm publish -r", "pnpm publish -r"],
       ["cd packages/a && yarn publish", "yarn publish"],
+      ["npm publish -d", "npm publish -d"], // npm's -d is --loglevel info, not --dry-run (which has no short form)
+      ["npm publish -dd --tag next", "npm publish -dd --tag next"],
+      ["npm publish --loglevel info", "npm publish --loglevel info"],
       ["npm publish --dry-run", null],
+      ["npm pub --access public", "npm pub --access public"], // npm runs a unique prefix of a command as it
+      ["npm publi", "npm publi"],
+      ["npm pu --dry-run", null],
+      ["npm p", null], // ambiguous: npm knows no such command
+      ["npm publish --dry-run=false", "npm publish --dry-run=false"], // npm reads it as --dry-run off
+      ["npm publish --no-dry-run", "npm publish --no-dry-run"],
+      ["yarn npm publish --access public", "yarn npm publish --access public"], // yarn 2+
+      ["yarn npm info react", null],
+      ["npm --dry-run publish", null], // npm reads its options before the command too
       ["npm run publish-docs", null],
       ["npm install", null],
       ["npm pack && echo 'npm publish later'", null],
@@ -226,6 +264,8 @@ const READY: [rule: string, rows: Row[]][] = [
       ["kubectl -n prod delete deployment/web", "kubectl -n prod delete deployment/web"],
       ["kubectl --context staging delete -f k8s/", "kubectl --context staging delete -f k8s/"],
       ["kubectl delete pod web-1 --dry-run=client", null],
+      ["kubectl delete pod web-1 --dry-run=none", "kubectl delete pod web-1 --dry-run=none"], // none: it deletes
+      ["kubectl delete -k overlays/prod", "kubectl delete -k overlays/prod"],
       ["kubectl get pods", null],
       ["kubectl describe pod delete-me", null],
     ],
@@ -289,6 +329,11 @@ describe("a pattern that cannot be read: an error with file, key path and fix; o
       `["cd app && git push -f"]`,
       "runs[0]",
       'is not one command ("cd app && git push -f"); write each command as its own pattern in the list: any one matches',
+    ],
+    [
+      `["git push {-f,main}"]`,
+      "runs[0]",
+      'mixes flags and operands in "{-f,main}"; a {...} is either flags ("{-f,--force-with-lease}") or operands ("{main,dev}"): write one pattern for each',
     ],
     [`["git push $(x)"]`, "runs[0]", 'has a $(...) or backquotes; write the command itself, e.g. "git push --force"'],
     [
@@ -418,6 +463,44 @@ describe("composition: args, unlessSeen, modes, roles, examples, /anchor test", 
     expect(await lines("ls")).toContain(
       "runs: none of the commands it runs (`ls`) is `git push --force` or `git push +*`",
     )
+  })
+})
+
+// Patterns of one's own: [the rule's runs, a command, whether the rule fires on it], through server() and the hooks.
+const CUSTOM: [runs: string, command: string, fires: boolean][] = [
+  // {...} of flags: any one of them, in any of its spellings
+  ["git push {-f,--force-with-lease}", "git push -f", true],
+  ["git push {-f,--force-with-lease}", "git push --force-with-lease origin", true],
+  ["git push {-f,--force-with-lease}", "git push origin main --force", true],
+  ["git push {-f,--force-with-lease}", "git push origin main", false],
+  ["git push --force !{-n,--porcelain}", "git push --force", true],
+  ["git push --force !{-n,--porcelain}", "git push --force --dry-run", false],
+  ["git push --force !{-n,--porcelain}", "git push -f --porcelain", false],
+  // {...} of subcommands: any one of them, its flags read as that subcommand's
+  ["git {commit,merge} --no-verify", "git commit -n -m wip", true],
+  ["git {commit,merge} --no-verify", "git merge --no-verify feature", true],
+  ["git {commit,merge} --no-verify", "git merge -n feature", false],
+  ["git {commit,merge} --no-verify", "git push --no-verify", false],
+  // a program's options before its subcommand are its flags (not git's global options)
+  ["kubectl delete --namespace=prod *", "kubectl -n prod delete pod x", true],
+  ["kubectl delete --namespace=prod *", "kubectl --namespace prod delete pod/x", true],
+  ["kubectl delete --namespace=prod *", "kubectl delete -n prod pod x", true],
+  ["kubectl delete --namespace=prod *", "kubectl -n dev delete pod x", false],
+  ["kubectl delete -A", "kubectl -A delete pods --all", true],
+  // find's {}: a root, or a file under it, so a glob deeper than the root may be what it finds
+  ["rm -r /etc/nginx/**", "find /etc -name '*.conf' -exec rm -r {} +", true],
+  ["rm -r /etc/nginx/**", "find /etc/nginx/sites -exec rm -r {} +", true],
+  ["rm -r /etc/nginx/**", "find /var /etc/ssl -exec rm -r {} +", false],
+]
+
+describe("patterns of one's own, through server() and tool.execute.before", () => {
+  test.each(CUSTOM)("%p on %p fires: %p", async (runs, command, fires) => {
+    const h = await start({
+      project: `version: 1\ncontracts:\n  - id: custom\n    description: A rule.\n    mode: block\n    trigger: { type: tool, runs: [${JSON.stringify(runs)}] }\n`,
+    })
+    expect(await h.status("s0")).toContain("problems: none")
+    const message = (await h.tool("s1", "bash", { command })) ?? ""
+    expect(message.includes("(rule custom:")).toBe(fires)
   })
 })
 
