@@ -16,13 +16,15 @@
  *
  * Progress is not a loop: when the results changed between repetitions (a poll of a job that advances, a growing
  * log), the cycle runs on until a backstop at max(3r*k, 3r+1) calls (the 10th identical poll by default), so
- * nothing repeats forever. A call whose result was not seen (yet) counts as the result "none". A cycle seen
- * advancing just before its window (2 changed results among the calls before it that repeat it, back to the
- * backstop's reach) is a job pausing, not stalled: it too runs on to the backstop (see progressedBefore).
+ * nothing repeats forever. A call whose result was not seen (yet) counts as the result "none".
+ *
  * Volatile parts of a result are not progress: dates, clock times with seconds, durations with their unit (3.2s,
  * 120ms, 5 minutes) and numbers under timing keys (duration_seconds, execution_count, createdAt) are masked before
- * a result is digested, so a poll answered "running" with a fresh timestamp each time is caught at its 4th; a
- * count, a percentage, a new log line or another status word still changes the result (see VOLATILE).
+ * a result or an error is digested, so a poll answered "running" with a fresh timestamp each time is caught at its
+ * 4th; a count, a percentage, a new log line or another status word still changes the result (see VOLATILE). What
+ * the model reads is not changed. A cycle seen advancing just before its window (PROGRESS_CHANGES = 2 or more
+ * changed results among the calls before it that continue the cycle, back to the backstop's reach) is a job
+ * pausing, not stalled: it too runs on to the backstop (see progressedBefore).
  *
  * Steps as sets: the calls of one step (the parallel calls of one assistant message: opencode announces each tool
  * part with its messageID before it runs; without that, calls that reach the hook one after the other with no
@@ -42,10 +44,13 @@
  * 3 calls between) and it runs. A fixed partner (a b a b) is a cycle, left to the cycle rule and its backstop.
  *
  * Bounds: a session keeps its last max(24r, 3r+1) - 1 calls (71 by default: the backstop of an 8-call cycle or
- * of 3r steps of 8 calls), only digests. Per call the cycle check compares signatures for k = 1..8 and stops at
- * the first mismatch (one comparison per k in the usual case), the step check reads back only for a step of 2 or
- * more calls, step by step while they hold the same calls (at most 3r steps), and the streak reads at most
- * r + 1 + r * STREAK_MAX_GAP + 8 calls back.
+ * of 3r steps of 8 calls), only digests and a few numbers. Per call the cycle check compares signatures for
+ * k = 1..8 and stops at the first mismatch (one comparison per k in the usual case), and reads back at most the
+ * backstop window for a cycle seen advancing, only when the window's results repeat; the step check reads back
+ * only for a step of 2 or more calls, step by step while they hold the same calls (at most 3r steps); the streak
+ * reads at most r + 1 + r * STREAK_MAX_GAP + 8 calls back; the wait expected of a call looks at most
+ * 2 * MAX_CYCLE calls back. Per result, the masks make one pass each over at most MASK_MAX_CHARS (16 KB)
+ * characters; a longer result is compared whole.
  *
  * Failure streaks: when one tool other than bash failed on the last 3 calls of the session with the same error,
  * whatever its arguments (an edit retried with ever different oldStrings, each "not found"), its next call is
@@ -61,10 +66,10 @@
  * poll's output often changes while it waits), so the time slept is checked before each wait runs. Its calls run
  * while the time its waits slept, in a row, stays within a budget (30 minutes) and their number within a lap cap
  * (60); then the wait that would go past it is blocked (and every later wait of the cycle), and the agent is told
- * to report to the user what it is waiting for. Only the sleep a command asks for, or for a call that asks for
- * none the time it itself ran, counts, never the time the model takes to answer. A fast poll with the same answer
- * is still a loop at its 4th. The count starts over when a call outside the cycle runs, at a new turn and at a
- * compaction.
+ * to report to the user what it is waiting for. What counts is the sleep a command asks for, or, for a call that
+ * asks for none, the time it itself ran; never the time the model takes to answer. A fast poll with the same
+ * answer is still a loop at its 4th. The count starts over when a call outside the cycle runs, at a new turn and
+ * at a compaction.
  *
  * A bounded stop: at the 5th block in one turn (between two idle states of the session) the session's run is
  * aborted through opencode's SDK, so a model that ignores every message cannot keep paying for requests. Each block
@@ -108,7 +113,8 @@
  *                                          failure streak when its tool is exempt
  *   OPENCODE_LOOP_GUARD_IGNORE_KEYS=tool:key,...
  *                                          argument keys left out of a tool's signature, each a tool-name glob (as
- *                                          EXEMPT's), a colon and a top-level key: mcp_search_lookup:request_id
+ *                                          EXEMPT's), a colon and a top-level key (what follows the last colon):
+ *                                          mcp_search_lookup:request_id,mcp_*:nonce; none by default
  *
  * Layout: pure core (signature, results, waits, cycle check, steps as sets, per-call streak, wait rule, failure
  * streak, messages, the stream watcher, settings), then session state (sessions, streamed parts), then the opencode
