@@ -872,6 +872,23 @@ describe("docs/contracts.md and the README's semantic-anchors section are true",
     expect(schemaErrors(Bun.YAML.parse(yaml), schemaJson)).toEqual([])
   })
 
+  // A block that starts with `contracts:` is one a user copies into a file as it is (the command rules, the
+  // examples): it must load with no problem, its examples holding, and match the schema.
+  const contractBlocks = (text: string) =>
+    [...text.matchAll(/```yaml\n(contracts:\n[\s\S]*?)```/g)].map((match) => `version: 1\n${match[1]}`)
+  test.each([
+    ...contractBlocks(readmeSection).map((yaml, i) => [`README: contracts block ${i + 1}`, yaml]),
+    ...contractBlocks(section).map((yaml, i) => [`docs/contracts.md: contracts block ${i + 1}`, yaml]),
+  ])("%s loads without a single problem and matches the JSON Schema", async (_, yaml) => {
+    const h = await start({ global: yaml })
+    expect(await h.status(S)).toContain("problems: none")
+    expect(schemaErrors(Bun.YAML.parse(yaml), schemaJson)).toEqual([])
+  })
+
+  test("the README shows at least one command rule a user can copy", () => {
+    expect(contractBlocks(readmeSection).some((yaml) => yaml.includes("runs:"))).toBe(true)
+  })
+
   test("the schema rejects what the validator calls a type or key error (a sample of the corpus)", () => {
     for (const name of [
       "02-top-level-list",
