@@ -41,7 +41,8 @@
  * reading programs is read-only, anything else counts as a change; a failed call changes nothing). `websearch x`
  * every other call while the reads between change is caught at its 4th; an agent that re-reads one file while it
  * explores new ones ([a], [a,b], [a,b,c], [a,b,c,d]) does more work every round, its re-reads drift apart (1, 2,
- * 3 calls between) and it runs. A fixed partner (a b a b) is a cycle, left to the cycle rule and its backstop.
+ * 3 calls between) and it runs. A fixed partner (a b a b) is a cycle, left to the cycle rule and its backstop; a
+ * call that waits (see below) is left to the wait rule.
  *
  * Bounds: a session keeps its last max(24r, 3r+1) - 1 calls (71 by default: the backstop of an 8-call cycle or
  * of 3r steps of 8 calls), only digests and a few numbers. Per call the cycle check compares signatures for
@@ -1010,7 +1011,9 @@ type CallStreak = { reason: "streak"; tool: string; occurrences: number; calls: 
  * other calls of the earlier occurrence's step and of the steps up to the later one's), every earlier occurrence
  * returned the same result, no call in the streak changed the project (changesProject, a failed one does not),
  * and the calls around it vary (at least two different ones: a fixed partner makes it a cycle, the cycle rule's).
- * Null otherwise, and for an exempt tool. Reads at most streakWindow + MAX_CYCLE calls back.
+ * Null otherwise, for an exempt tool, and for a call that waits (a `sleep 30 && gh run view` or a slow `process
+ * wait` between reads of logs is the wait rule's, held to its budget: its answer repeating is what waiting looks
+ * like). Reads at most streakWindow + MAX_CYCLE calls back.
  */
 function findCallStreak(
   history: readonly Call[],
@@ -1018,7 +1021,7 @@ function findCallStreak(
   repetitions: number,
   isExempt: (tool: string) => boolean = () => false,
 ): CallStreak | null {
-  if (isExempt(current.tool)) return null
+  if (current.wait > 0 || isExempt(current.tool)) return null
   const limit = Math.max(0, history.length - (streakWindow(repetitions) + MAX_CYCLE))
   if (!occursTimes(history, current.signature, limit, repetitions)) return null // most calls: one quick scan
   let occurrences = 1

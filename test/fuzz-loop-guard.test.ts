@@ -16,7 +16,7 @@
 //      2..8 calls, in any order, as each of the r - 1 steps before it, with the same results (3r - 1 steps whatever
 //      the results); or when the call is the (r+1)-th of a per-call streak (at most one call of other work between
 //      occurrences, counted by steps, the same result, no successful changing call, at least two different other
-//      calls). "Same call" = same tool and deep-equal arguments (bash's description left out, and in some streams
+//      calls; never a call that waits). "Same call" = same tool and deep-equal arguments (bash's description left out, and in some streams
 //      the keys OPENCODE_LOOP_GUARD_IGNORE_KEYS names), object key order ignored, types strict. A cycle one of whose
 //      calls is a wait (bash sleeping 5 s or more first; recognized by its calls alone, whatever the results,
 //      from its 2nd lap: a wait that repeats one of the last 8 calls, the calls in between one lap, counting the
@@ -372,7 +372,7 @@ class ReferenceRule {
     if (k === 0 && wait > 0 && this.waits.budget > 0 && !this.continuedWaitRuns(sessionID, history, key, wait))
       return "X"
     if (this.sameStep(history, key, step, wait)) return (modelHits.step++, "X")
-    if (this.callStreak(history, key, step)) return (modelHits.callStreak++, "X")
+    if (wait === 0 && this.callStreak(history, key, step)) return (modelHits.callStreak++, "X") // a wait: its budget
     if (this.streak(history, tool)) return "X"
     history.push({ key, tool, result: "none", wait, step, changes })
     const timed = this.timing.get(sessionID)

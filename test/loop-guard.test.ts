@@ -1440,6 +1440,9 @@ describe("per-call streaks: one call repeated among other calls", () => {
       ".................X",
     ],
     ["an exempt tool repeats freely", "A=a 1=1 A=a 2=2 A=a 3=3 A", ".......", { OPENCODE_LOOP_GUARD_EXEMPT: "read" }],
+    // a wait is the wait rule's (its budget), not a streak: a CI poll that sleeps first, between reads of logs
+    ["a sleep-first poll every other call between reads", "Y=r 1=1 Y=r 2=2 Y=r 3=3 Y=r 4=4 Y=r", "........."],
+    ["a sleep every other call between reads", "Z=z 1=1 Z=z 2=2 Z=z 3=3 Z=z", "......."],
   ]
   test.each(table)("%s", async (_name, steps, expected, env) => {
     const { trace } = await start(env ?? {})
@@ -1875,6 +1878,7 @@ describe("a call that waits counts as a wait (measured with the adapter's clock)
     K: ["process", { action: "poll", session: "job1" }], // answers at once
     Z: ["bash", { command: "sleep 60", description: "Wait a minute" }],
     A: ["read", { filePath: "src/a.ts" }],
+    B: ["read", { filePath: "src/b.ts" }],
   }
 
   /** Starts the plugin with a clock the test moves (options.clock, as server(input, options) receives it). */
@@ -1966,6 +1970,13 @@ describe("a call that waits counts as a wait (measured with the adapter's clock)
       {},
       "...X",
     ],
+    [
+      "a slow wait every other call between reads is a wait, not a per-call streak",
+      "W~30=r A=a W~30=r B=b W~30=r A=a W~30=r B=b W~30=r",
+      {},
+      ".........",
+    ],
+    ["... and a fast one is a streak at its 4th", "W=r A=a W=r B=b W=r A=a W=r", {}, "......X"],
     [
       "no wait budget (0): a slow cycle is a loop like any other",
       laps("W~30=r K=s", 3),
