@@ -62,8 +62,9 @@
  * A wait is not a loop: a cycle one of whose calls waits (a bash command that sleeps 5 s or more before anything
  * else: `sleep 60`, `sleep 30 && gh run view 1`, see sleepSeconds; or a call that itself ran 5 s or more from
  * tool.execute.before to its result, and so did its previous run: a `process wait` with a timeout, `gh run watch`;
- * see measuredWait, and, before it runs again, expectedWait: it is taken to wait as long as the last time) is
- * timed instead of blocked, from its 2nd lap (a wait that repeats one of the last calls), whatever its results (a
+ * see measuredWait, and, before it runs again, expectedWait: it is taken to wait as long as the last time; not in
+ * a cycle that edits files: edit -> a 10 s test run -> edit is work retried, see isWaiting) is timed instead of
+ * blocked, from its 2nd lap (a wait that repeats one of the last calls), whatever its results (a
  * poll's output often changes while it waits), so the time slept is checked before each wait runs. Its calls run
  * while the time its waits slept, in a row, stays within a budget (30 minutes) and their number within a lap cap
  * (60); then the wait that would go past it is blocked (and every later wait of the cycle), and the agent is told
@@ -1120,7 +1121,8 @@ function findWaitingCycle(
 
 /**
  * The length k of the turn a wait closes when it repeats a call of the last MAX_CYCLE (the nearest one with its
- * signature: the calls in between are one lap of the pattern), 0 when it is no wait or repeats none. A waiting
+ * signature: the calls in between are one lap of the pattern), 0 when it is no wait, repeats none, or the turn is
+ * no waiting one (isWaiting). A waiting
  * cycle is thus timed from its 2nd lap, before the cycle rule's window (its 3rd lap), so the time slept is checked
  * before each wait runs: with `sleep 20m` + poll the 2nd sleep, which would pass the 30-minute budget, is blocked.
  */
@@ -1128,7 +1130,8 @@ function repeatedWait(history: readonly Call[], current: Call, isExempt: (tool: 
   if (current.wait <= 0) return 0
   for (let k = 1; k <= MAX_CYCLE && k <= history.length; k++) {
     if (history[history.length - k].signature !== current.signature) continue
-    return lastTurn(history, current, k).every((call) => isExempt(call.tool)) ? 0 : k
+    const turn = lastTurn(history, current, k)
+    return !isWaiting(turn) || turn.every((call) => isExempt(call.tool)) ? 0 : k
   }
   return 0
 }
@@ -1156,10 +1159,19 @@ function secondLap(history: readonly Call[], current: Call, k: number, from: num
   return timed
 }
 
-/** Whether a cycle waits on purpose: one of the calls of its turn is a wait. */
+/**
+ * Whether a cycle waits on purpose: one of the calls of its turn is a wait. A call that is a wait only by the time
+ * it ran (measuredWait: it asked for no sleep) does not make a cycle that edits files (EDIT_TOOLS) a waiting one:
+ * edit -> test -> edit -> test with a test run of 10 s is work retried, the loop the cycle rule is for, not a job
+ * waited on (and its block must not speak of waiting). A sleep the command asks for is a wait beside an edit too.
+ */
 function isWaiting(turn: readonly Call[]): boolean {
-  return turn.some((call) => call.wait > 0)
+  const edits = turn.some((call) => EDIT_TOOLS.has(call.tool))
+  return turn.some((call) => call.wait > 0 && (call.asked > 0 || !edits))
 }
+
+/** opencode's tools that edit files (see isWaiting). */
+const EDIT_TOOLS = new Set(["edit", "write", "patch", "multiedit", "apply_patch"])
 
 /**
  * The waiting cycle the session times now. The same cycle (the same calls, in any phase) goes on being timed; a

@@ -1879,6 +1879,9 @@ describe("a call that waits counts as a wait (measured with the adapter's clock)
     Z: ["bash", { command: "sleep 60", description: "Wait a minute" }],
     A: ["read", { filePath: "src/a.ts" }],
     B: ["read", { filePath: "src/b.ts" }],
+    F: ["edit", { filePath: "src/a.ts", oldString: "x", newString: "y" }],
+    G: ["edit", { filePath: "src/a.ts", oldString: "y", newString: "x" }],
+    T: ["bash", { command: "npm test" }],
   }
 
   /** Starts the plugin with a clock the test moves (options.clock, as server(input, options) receives it). */
@@ -1977,6 +1980,22 @@ describe("a call that waits counts as a wait (measured with the adapter's clock)
       ".........",
     ],
     ["... and a fast one is a streak at its 4th", "W=r A=a W=r B=b W=r A=a W=r", {}, "......X"],
+    // a cycle that edits files is work being retried, not a job being waited on: its slow test run is no wait
+    ["edit -> test, the same results, tests of 10 s: the cycle's 6th", laps("F=ok T~10=fail", 4), {}, ".....X.."],
+    [
+      "edit -> test -> revert -> test, tests of 8 s: the cycle's 12th",
+      laps("F=ok T~8=fail G=ok T~8=fail", 3),
+      {},
+      "...........X",
+    ],
+    [
+      "edit -> test, results changing, tests of 5 min: the backstop (18th), never a wait past its budget",
+      Array.from({ length: 9 }, (_, i) => `F=ok T~300=f${i}`).join(" "),
+      {},
+      ".................X",
+    ],
+    ["a sleep the command asks for is a wait even beside an edit", laps("F=ok Z=z", 5), {}, ".........."],
+    ["a slow test run alone, nothing changed between, is a wait", laps("T~60=fail", 8), {}, "........"],
     [
       "no wait budget (0): a slow cycle is a loop like any other",
       laps("W~30=r K=s", 3),
