@@ -111,8 +111,9 @@
  *                                          loops in the streamed text and reasoning: block (abort the run), warn
  *                                          (toast and log only) or off; unset, it follows OPENCODE_LOOP_GUARD
  *   OPENCODE_LOOP_GUARD_EXEMPT=globs       comma-separated tool-name globs (* and ?), e.g. todowrite,mcp_*_poll;
- *                                          a cycle is let through only when every call in it is an exempt tool, a
- *                                          failure streak when its tool is exempt
+ *                                          a cycle or a step is let through only when every call in it is an
+ *                                          exempt tool, a failure streak or a per-call streak when its tool is
+ *                                          exempt
  *   OPENCODE_LOOP_GUARD_IGNORE_KEYS=tool:key,...
  *                                          argument keys left out of a tool's signature, each a tool-name glob (as
  *                                          EXEMPT's), a colon and a top-level key (what follows the last colon):
