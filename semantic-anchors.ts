@@ -3585,10 +3585,48 @@ function ranWhere(ran: RanCommand): string {
   return ` (${ran.via.map((v) => (v.endsWith(" code") || v.endsWith("'s code") ? `in ${v}` : `after ${v}`)).join(", ")})`
 }
 
-/** The text of code the reader cannot follow: its words and here-documents, as the words code would name. */
+/**
+ * Options whose value is a message a program sends or stores, never code it runs: a pull request's title and body,
+ * release notes, an HTTP request's data. Such programs are not followed (gh runs code elsewhere: `gh codespace ssh`),
+ * but a command rule's words only in such a value are text, as in a commit message: `gh pr create --body 'stop the
+ * npm publish'` runs no npm. Their options: gh's pr, issue, release, gist and api; curl's request data.
+ */
+const MESSAGE_OPTIONS: ReadonlyMap<string, ReadonlySet<string>> = new Map([
+  [
+    "gh",
+    new Set(
+      "-t --title -b --body -n --notes -m --message --subject -d --desc --description -f --raw-field -F --field".split(
+        " ",
+      ),
+    ),
+  ],
+  ["curl", new Set("-d --data --data-raw --data-ascii --data-binary --data-urlencode --json -F --form".split(" "))],
+])
+
+/**
+ * The text of code the reader cannot follow: its words and here-documents, as the words code would name; the values
+ * of a program's MESSAGE_OPTIONS left out (`--body TEXT`, `--body=TEXT`).
+ */
 function opaqueText(ran: RanCommand): string {
-  const words = ran.words.slice(ran.start).join(" ")
-  return ran.stdin.length ? `${words}\n${ran.stdin.join("\n")}` : words
+  const messages = MESSAGE_OPTIONS.get(ran.program)
+  const words = messages ? withoutMessages(ran.words.slice(ran.start), messages) : ran.words.slice(ran.start)
+  const text = words.join(" ")
+  return ran.stdin.length ? `${text}\n${ran.stdin.join("\n")}` : text
+}
+
+/** A command's words without the values of its message options (the option itself kept, as what it says). */
+function withoutMessages(words: readonly string[], messages: ReadonlySet<string>): string[] {
+  const kept: string[] = []
+  for (let k = 0; k < words.length; k++) {
+    const equals = words[k].indexOf("=")
+    if (words[k].startsWith("--") && equals > 0 && messages.has(words[k].slice(0, equals))) {
+      kept.push(words[k].slice(0, equals))
+      continue
+    }
+    kept.push(words[k])
+    if (messages.has(words[k])) k++ // its value: the next word
+  }
+  return kept
 }
 
 /** The first simple command of a reading that a pattern matches, and what to say of it; undefined when none. */
