@@ -3359,16 +3359,20 @@ type PathPlaces = { directory: string; project: string; home: string; tmpdir: st
 
 function expandPlaces(word: string, places: PathPlaces): string {
   if (word === "~" || word.startsWith("~/")) return places.home + word.slice(1)
-  return word.replace(/\$(?:\{(HOME|PROJECT|TMPDIR|PWD)\}|(HOME|PROJECT|TMPDIR|PWD)\b)/g, (_, a, b) => {
-    const name = a ?? b
-    return name === "HOME"
-      ? places.home
-      : name === "TMPDIR"
-        ? places.tmpdir
-        : name === "PWD"
-          ? places.directory
-          : places.project
-  })
+  // `${HOME:?}`, `${TMPDIR:-/tmp}` (a default, or an error, for an unset variable) are read as the variable's value
+  return word.replace(
+    /\$(?:\{(HOME|PROJECT|TMPDIR|PWD)(?::?[-?=][^}]*)?\}|(HOME|PROJECT|TMPDIR|PWD)\b)/g,
+    (_, a, b) => {
+      const name = a ?? b
+      return name === "HOME"
+        ? places.home
+        : name === "TMPDIR"
+          ? places.tmpdir
+          : name === "PWD"
+            ? places.directory
+            : places.project
+    },
+  )
 }
 
 /** Whether an operand of the command matches one operand glob of the pattern. */

@@ -187,6 +187,8 @@ const READY: [rule: string, rows: Row[]][] = [
       ["rm -r -f ~", "rm -r -f ~"],
       ["rm --recursive --force ~/", "rm --recursive --force ~/"],
       ["rm -rf $HOME", "rm -rf $HOME"],
+      ['rm -rf "${HOME:?}/projects"', "rm -rf ${HOME:?}/projects"], // shellcheck's guard against an empty variable
+      ['rm -rf "${HOME-/root}"', "rm -rf ${HOME-/root}"],
       ["rm --recur --for /etc", "rm --recur --for /etc"], // rm takes a unique prefix of a long option
       ["rm -rf ~/.cache/pip", "rm -rf ~/.cache/pip"],
       ["rm -Rf ../other-project", "rm -Rf ../other-project"],
@@ -217,6 +219,8 @@ const READY: [rule: string, rows: Row[]][] = [
       ["rm -rf /tmp/build", null],
       ["rm -rf $TMPDIR/cache", null],
       ['rm -rf "$TMPDIR"', null],
+      ['rm -rf "${TMPDIR:-/tmp}/build"', null],
+      ['rm -rf "${PWD:?}/dist"', null],
       ["rm ~/notes.txt", null], // not a tree: the rule names rm -r
       ["echo rm -rf /", null],
     ],
