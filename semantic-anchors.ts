@@ -3511,9 +3511,8 @@ function matchRan(pattern: CommandPattern, ran: RanCommand, places: () => PathPl
   const matches = (operand: PatternOperand, word: string) => operandMatches(operand, word, places, ran.cwd)
   const excludes = (word: string) => pattern.operands.some((o) => o.excluded && matches(o, word))
   // find's `{}` stands for a root and what lies under it: left out only when both are, matched when either is
-  const kept = foundOperands(parsed.operands, ran.found).filter(
-    ({ word, subtree }) => !(excludes(word) && (!subtree || excludes(`${word}/${UNDER_ROOT}`))),
-  )
+  const all = foundOperands(parsed.operands, ran.found)
+  const kept = all.filter(({ word, subtree }) => !(excludes(word) && (!subtree || excludes(`${word}/${UNDER_ROOT}`))))
   for (const operand of pattern.operands)
     if (
       !operand.excluded &&
@@ -3523,8 +3522,32 @@ function matchRan(pattern: CommandPattern, ran: RanCommand, places: () => PathPl
           (subtree && (matches(operand, `${word}/${UNDER_ROOT}`) || globUnder(operand, word, places, ran.cwd))),
       )
     )
-      return { matched: false, near: `no operand matches ${operand.globs.join(" or ")}` }
+      return {
+        matched: false,
+        near: operandMissText(pattern, operand, kept.length ? [] : all, matches),
+      }
   return { matched: true }
+}
+
+/**
+ * Why no operand matched, for the explanations: when `!glob`s left every operand out (`leftOut`: all of them, else
+ * none), which glob left out which (`/tmp/x is left out by !/tmp/**`, though `/tmp/x` matches `/**`); else that none
+ * matches.
+ */
+function operandMissText(
+  pattern: CommandPattern,
+  operand: PatternOperand,
+  leftOut: readonly { word: string }[],
+  matches: (operand: PatternOperand, word: string) => boolean,
+): string {
+  if (leftOut.length === 0) return `no operand matches ${operand.globs.join(" or ")}`
+  return leftOut
+    .map(({ word }, k) => {
+      const by = pattern.operands.find((o) => o.excluded && matches(o, word))
+      const glob = by === undefined ? "" : ` by !${by.globs.length > 1 ? `{${by.globs.join(",")}}` : by.globs[0]}`
+      return `${word}${k === 0 ? " is left out" : ""}${glob}`
+    })
+    .join(", ")
 }
 
 /** A name standing for any file under a root that find searches (`{}`), for the path globs. */

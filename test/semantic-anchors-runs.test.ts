@@ -480,6 +480,24 @@ describe("composition: args, unlessSeen, modes, roles, examples, /anchor test", 
       "runs: none of the commands it runs (`ls`) is `git push --force` or `git push +*`",
     )
   })
+  test("/anchor test says which operands a !glob left out, not that none matched", async () => {
+    const h = await start({
+      project: file(
+        `  - id: no-rm-outside\n    description: No rm -r outside.\n    mode: block\n    trigger: { type: tool, runs: ["rm -r /** !/var/tmp/** !/opt/cache"] }\n`,
+      ),
+    })
+    const why = async (call: string) =>
+      (await h.command("s1", `test bash ${call}`))
+        .split("\n")
+        .find((line) => line.includes("runs: runs `rm"))
+        ?.trim()
+    expect(await why("rm -rf /var/tmp/x")).toBe(
+      "runs: runs `rm -rf /var/tmp/x`, but /var/tmp/x is left out by !/var/tmp/**: not `rm -r /** !/var/tmp/** !/opt/cache`",
+    )
+    expect(await why("rm -rf /var/tmp/x /opt/cache")).toBe(
+      "runs: runs `rm -rf /var/tmp/x /opt/cache`, but /var/tmp/x is left out by !/var/tmp/**, /opt/cache by !/opt/cache: not `rm -r /** !/var/tmp/** !/opt/cache`",
+    )
+  })
 })
 
 // Patterns of one's own: [the rule's runs, a command, whether the rule fires on it], through server() and the hooks.
