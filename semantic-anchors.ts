@@ -3303,6 +3303,10 @@ function parseCommandPattern(text: string): CommandPattern | string {
     return `is not one command (${JSON.stringify(text)}); write each command as its own pattern in the list: any one matches`
   const words = one.words
   if (words.length > MAX_PATTERN_WORDS) return `has more than ${MAX_PATTERN_WORDS} words; shorten it`
+  // `{--force` is no list of alternatives but a literal word no command has: the rule would never fire
+  const unbalanced = words.find((word) => word.split("{").length !== word.split("}").length)
+  if (unbalanced !== undefined)
+    return `has unbalanced braces in ${JSON.stringify(unbalanced)}; write {a,b} with both braces: "{-f,--force-with-lease}" is any of them`
   const first = words[0]
   if (/^[-!]/.test(first) || /^[A-Za-z_][A-Za-z0-9_]*=/.test(first) || /[*?[]/.test(first))
     return `names no program: its first word ${JSON.stringify(first)} must be the program, as in "git push --force" or "rm -rf /"`

@@ -351,6 +351,16 @@ describe("a pattern that cannot be read: an error with file, key path and fix; o
       "runs[0]",
       'mixes flags and operands in "{-f,main}"; a {...} is either flags ("{-f,--force-with-lease}") or operands ("{main,dev}"): write one pattern for each',
     ],
+    [
+      `["git push {--force,--mirror"]`,
+      "runs[0]",
+      'has unbalanced braces in "{--force,--mirror"; write {a,b} with both braces: "{-f,--force-with-lease}" is any of them',
+    ],
+    [
+      `["{git,hub push --force"]`,
+      "runs[0]",
+      'has unbalanced braces in "{git,hub"; write {a,b} with both braces: "{-f,--force-with-lease}" is any of them',
+    ],
     [`["git push $(x)"]`, "runs[0]", 'has a $(...) or backquotes; write the command itself, e.g. "git push --force"'],
     [
       `["sudo rm -rf /"]`,
