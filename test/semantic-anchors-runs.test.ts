@@ -375,7 +375,7 @@ describe("a pattern that cannot be read: an error with file, key path and fix; o
     [
       `[]`,
       "runs",
-      'must be a list of commands as you would type them, e.g. ["git push --force", "git push +*"] (got a list)',
+      'must be a non-empty list of commands as you would type them, e.g. ["git push --force", "git push +*"] (got a list)',
     ],
     [`[3]`, "runs[0]", 'must be a command as you would type it, e.g. "git push --force" (got 3)'],
   ]
