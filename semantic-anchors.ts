@@ -2687,7 +2687,7 @@ const readFind: ProgramReader = (args, _stdin, depth) => {
 // git, awk, perl ------------------------------------------------------------------------------------------------------
 
 /** git: the read-only subcommands read their operands; `rm`, `mv` and `clean` write theirs; any other changes. */
-const readGit: ProgramReader = (args) => {
+const readGit: ProgramReader = (args, _stdin, depth) => {
   const globals = gitGlobals(args)
   if (isReadOnlyGit(args, globals)) return reading({ reads: args.filter((arg) => !arg.startsWith("-")) })
   const { at, global } = globals
@@ -2718,7 +2718,49 @@ const readGit: ProgramReader = (args) => {
     ...output.map((word) => ({ word, throughLinks: true })),
     ...(removes ? operands : []).map((word) => ({ word, throughLinks: false })),
   ]
-  return reading({ writes, reads: removes ? global : [...global, ...operands], changing: true })
+  const runs = gitRuns(sub, rest)
+  const own = reading({ writes, reads: removes ? global : [...global, ...operands], changing: true, nested: runs.code })
+  if (runs.command.length === 0) return own
+  // `git bisect run CMD ARG...`: git runs that command as a wrapper runs its own (`sudo CMD ARG...`)
+  const inner = readSimple(runs.command, [], depth + 1)
+  return {
+    ...inner,
+    writes: [...own.writes, ...inner.writes],
+    reads: [...own.reads, ...inner.reads],
+    nested: [...own.nested, ...inner.nested],
+    changing: true,
+  }
+}
+
+/** git's options whose value is shell code it runs: `git rebase -x CMD`, `git filter-branch --tree-filter CMD`. */
+const GIT_CODE_OPTIONS = /^--(?:exec|(?:env|tree|index|parent|msg|commit|tag-name)-filter)$/
+
+/**
+ * What a git subcommand runs besides itself. `code`: shell code, read like a command line (as `eval`'s): `git rebase
+ * -x CMD`/`--exec=CMD` (after each commit), the filters of `git filter-branch`, `git submodule foreach CMD` (one word,
+ * in each submodule). `command`: a command given as its words, run as they are: `git bisect run CMD ARG...`, `git
+ * submodule foreach CMD ARG...`. Where it runs (a submodule) is not followed: its paths resolve as the line's.
+ */
+function gitRuns(sub: string, rest: readonly string[]): { code: string[]; command: string[] } {
+  const none = { code: NO_WORDS, command: NO_WORDS }
+  if (sub === "bisect") return rest[0] === "run" ? { code: NO_WORDS, command: rest.slice(1) } : none
+  if (sub === "submodule") {
+    let k = rest.indexOf("foreach")
+    if (k < 0) return none
+    for (k++; k < rest.length && rest[k].startsWith("-"); k++); // --recursive
+    if (k === rest.length - 1) return { code: [rest[k]], command: NO_WORDS }
+    return { code: NO_WORDS, command: rest.slice(k) }
+  }
+  if (sub !== "rebase" && sub !== "filter-branch") return none
+  const code: string[] = []
+  for (let k = 0; k < rest.length; k++) {
+    const equals = rest[k].indexOf("=")
+    if (rest[k].startsWith("--") && equals > 0 && GIT_CODE_OPTIONS.test(rest[k].slice(0, equals)))
+      code.push(rest[k].slice(equals + 1))
+    else if (GIT_CODE_OPTIONS.test(rest[k]) || (sub === "rebase" && /^-[a-zA-Z]*x$/.test(rest[k])))
+      code.push(rest[++k] ?? "")
+  }
+  return { code: code.filter((line) => line !== ""), command: NO_WORDS }
 }
 
 /** An awk program that writes or runs something: `system(...)`, `print > file`, `print | cmd`, `cmd | getline`. */
