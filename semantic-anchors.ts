@@ -3136,7 +3136,8 @@ function isReadOnlyCommand(command: string): boolean {
 //     `find ROOT... -exec CMD {} +`) stands for each root and what lies under it (foundOperands).
 // Text is never a command: an echo's arguments, a grep pattern, a commit message, a here-document fed to cat. Code
 // the reader cannot follow (`python3 -c`, `ssh host '...'`, an unknown program) fires when it names the pattern's
-// words (program, subcommand, a spelling of each flag): it may run them, and the contract says so.
+// words (program, subcommand, a spelling of each flag): it may run them, and the contract says so. A message it
+// sends (gh's --body, curl's --data: MESSAGE_OPTIONS) is text, left out of what it names.
 
 /** One flag of a pattern: any of its spellings (`{-f,--force-with-lease}`); a spelling's names all present (`-rf`). */
 type FlagSpelling = { names: string[]; value?: string }
