@@ -1013,7 +1013,7 @@ function compileRuns(value: unknown, keyPath: string, r: Reporter): CommandPatte
   if (!Array.isArray(list) || list.length === 0) {
     r.error(
       keyPath,
-      `must be a list of commands as you would type them, e.g. ["git push --force", "git push +*"] (got ${describe(value)})`,
+      `must be a non-empty list of commands as you would type them, e.g. ["git push --force", "git push +*"] (got ${describe(value)})`,
     )
     return undefined
   }
@@ -2687,7 +2687,7 @@ const readFind: ProgramReader = (args, _stdin, depth) => {
 // git, awk, perl ------------------------------------------------------------------------------------------------------
 
 /** git: the read-only subcommands read their operands; `rm`, `mv` and `clean` write theirs; any other changes. */
-const readGit: ProgramReader = (args) => {
+const readGit: ProgramReader = (args, _stdin, depth) => {
   const globals = gitGlobals(args)
   if (isReadOnlyGit(args, globals)) return reading({ reads: args.filter((arg) => !arg.startsWith("-")) })
   const { at, global } = globals
@@ -2718,7 +2718,49 @@ const readGit: ProgramReader = (args) => {
     ...output.map((word) => ({ word, throughLinks: true })),
     ...(removes ? operands : []).map((word) => ({ word, throughLinks: false })),
   ]
-  return reading({ writes, reads: removes ? global : [...global, ...operands], changing: true })
+  const runs = gitRuns(sub, rest)
+  const own = reading({ writes, reads: removes ? global : [...global, ...operands], changing: true, nested: runs.code })
+  if (runs.command.length === 0) return own
+  // `git bisect run CMD ARG...`: git runs that command as a wrapper runs its own (`sudo CMD ARG...`)
+  const inner = readSimple(runs.command, [], depth + 1)
+  return {
+    ...inner,
+    writes: [...own.writes, ...inner.writes],
+    reads: [...own.reads, ...inner.reads],
+    nested: [...own.nested, ...inner.nested],
+    changing: true,
+  }
+}
+
+/** git's options whose value is shell code it runs: `git rebase -x CMD`, `git filter-branch --tree-filter CMD`. */
+const GIT_CODE_OPTIONS = /^--(?:exec|(?:env|tree|index|parent|msg|commit|tag-name)-filter)$/
+
+/**
+ * What a git subcommand runs besides itself. `code`: shell code, read like a command line (as `eval`'s): `git rebase
+ * -x CMD`/`--exec=CMD` (after each commit), the filters of `git filter-branch`, `git submodule foreach CMD` (one word,
+ * in each submodule). `command`: a command given as its words, run as they are: `git bisect run CMD ARG...`, `git
+ * submodule foreach CMD ARG...`. Where it runs (a submodule) is not followed: its paths resolve as the line's.
+ */
+function gitRuns(sub: string, rest: readonly string[]): { code: string[]; command: string[] } {
+  const none = { code: NO_WORDS, command: NO_WORDS }
+  if (sub === "bisect") return rest[0] === "run" ? { code: NO_WORDS, command: rest.slice(1) } : none
+  if (sub === "submodule") {
+    let k = rest.indexOf("foreach")
+    if (k < 0) return none
+    for (k++; k < rest.length && rest[k].startsWith("-"); k++); // --recursive
+    if (k === rest.length - 1) return { code: [rest[k]], command: NO_WORDS }
+    return { code: NO_WORDS, command: rest.slice(k) }
+  }
+  if (sub !== "rebase" && sub !== "filter-branch") return none
+  const code: string[] = []
+  for (let k = 0; k < rest.length; k++) {
+    const equals = rest[k].indexOf("=")
+    if (rest[k].startsWith("--") && equals > 0 && GIT_CODE_OPTIONS.test(rest[k].slice(0, equals)))
+      code.push(rest[k].slice(equals + 1))
+    else if (GIT_CODE_OPTIONS.test(rest[k]) || (sub === "rebase" && /^-[a-zA-Z]*x$/.test(rest[k])))
+      code.push(rest[++k] ?? "")
+  }
+  return { code: code.filter((line) => line !== ""), command: NO_WORDS }
 }
 
 /** An awk program that writes or runs something: `system(...)`, `print > file`, `print | cmd`, `cmd | getline`. */
@@ -3094,7 +3136,8 @@ function isReadOnlyCommand(command: string): boolean {
 //     `find ROOT... -exec CMD {} +`) stands for each root and what lies under it (foundOperands).
 // Text is never a command: an echo's arguments, a grep pattern, a commit message, a here-document fed to cat. Code
 // the reader cannot follow (`python3 -c`, `ssh host '...'`, an unknown program) fires when it names the pattern's
-// words (program, subcommand, a spelling of each flag): it may run them, and the contract says so.
+// words (program, subcommand, a spelling of each flag): it may run them, and the contract says so. A message it
+// sends (gh's --body, curl's --data: MESSAGE_OPTIONS) is text, left out of what it names.
 
 /** One flag of a pattern: any of its spellings (`{-f,--force-with-lease}`); a spelling's names all present (`-rf`). */
 type FlagSpelling = { names: string[]; value?: string }
@@ -3303,6 +3346,10 @@ function parseCommandPattern(text: string): CommandPattern | string {
     return `is not one command (${JSON.stringify(text)}); write each command as its own pattern in the list: any one matches`
   const words = one.words
   if (words.length > MAX_PATTERN_WORDS) return `has more than ${MAX_PATTERN_WORDS} words; shorten it`
+  // `{--force` is no list of alternatives but a literal word no command has: the rule would never fire
+  const unbalanced = words.find((word) => word.split("{").length !== word.split("}").length)
+  if (unbalanced !== undefined)
+    return `has unbalanced braces in ${JSON.stringify(unbalanced)}; write {a,b} with both braces: "{-f,--force-with-lease}" is any of them`
   const first = words[0]
   if (/^[-!]/.test(first) || /^[A-Za-z_][A-Za-z0-9_]*=/.test(first) || /[*?[]/.test(first))
     return `names no program: its first word ${JSON.stringify(first)} must be the program, as in "git push --force" or "rm -rf /"`
@@ -3359,16 +3406,20 @@ type PathPlaces = { directory: string; project: string; home: string; tmpdir: st
 
 function expandPlaces(word: string, places: PathPlaces): string {
   if (word === "~" || word.startsWith("~/")) return places.home + word.slice(1)
-  return word.replace(/\$(?:\{(HOME|PROJECT|TMPDIR|PWD)\}|(HOME|PROJECT|TMPDIR|PWD)\b)/g, (_, a, b) => {
-    const name = a ?? b
-    return name === "HOME"
-      ? places.home
-      : name === "TMPDIR"
-        ? places.tmpdir
-        : name === "PWD"
-          ? places.directory
-          : places.project
-  })
+  // `${HOME:?}`, `${TMPDIR:-/tmp}` (a default, or an error, for an unset variable) are read as the variable's value
+  return word.replace(
+    /\$(?:\{(HOME|PROJECT|TMPDIR|PWD)(?::?[-?=][^}]*)?\}|(HOME|PROJECT|TMPDIR|PWD)\b)/g,
+    (_, a, b) => {
+      const name = a ?? b
+      return name === "HOME"
+        ? places.home
+        : name === "TMPDIR"
+          ? places.tmpdir
+          : name === "PWD"
+            ? places.directory
+            : places.project
+    },
+  )
 }
 
 /** Whether an operand of the command matches one operand glob of the pattern. */
@@ -3507,9 +3558,8 @@ function matchRan(pattern: CommandPattern, ran: RanCommand, places: () => PathPl
   const matches = (operand: PatternOperand, word: string) => operandMatches(operand, word, places, ran.cwd)
   const excludes = (word: string) => pattern.operands.some((o) => o.excluded && matches(o, word))
   // find's `{}` stands for a root and what lies under it: left out only when both are, matched when either is
-  const kept = foundOperands(parsed.operands, ran.found).filter(
-    ({ word, subtree }) => !(excludes(word) && (!subtree || excludes(`${word}/${UNDER_ROOT}`))),
-  )
+  const all = foundOperands(parsed.operands, ran.found)
+  const kept = all.filter(({ word, subtree }) => !(excludes(word) && (!subtree || excludes(`${word}/${UNDER_ROOT}`))))
   for (const operand of pattern.operands)
     if (
       !operand.excluded &&
@@ -3519,8 +3569,32 @@ function matchRan(pattern: CommandPattern, ran: RanCommand, places: () => PathPl
           (subtree && (matches(operand, `${word}/${UNDER_ROOT}`) || globUnder(operand, word, places, ran.cwd))),
       )
     )
-      return { matched: false, near: `no operand matches ${operand.globs.join(" or ")}` }
+      return {
+        matched: false,
+        near: operandMissText(pattern, operand, kept.length ? [] : all, matches),
+      }
   return { matched: true }
+}
+
+/**
+ * Why no operand matched, for the explanations: when `!glob`s left every operand out (`leftOut`: all of them, else
+ * none), which glob left out which (`/tmp/x is left out by !/tmp/**`, though `/tmp/x` matches `/**`); else that none
+ * matches.
+ */
+function operandMissText(
+  pattern: CommandPattern,
+  operand: PatternOperand,
+  leftOut: readonly { word: string }[],
+  matches: (operand: PatternOperand, word: string) => boolean,
+): string {
+  if (leftOut.length === 0) return `no operand matches ${operand.globs.join(" or ")}`
+  return leftOut
+    .map(({ word }, k) => {
+      const by = pattern.operands.find((o) => o.excluded && matches(o, word))
+      const glob = by === undefined ? "" : ` by !${by.globs.length > 1 ? `{${by.globs.join(",")}}` : by.globs[0]}`
+      return `${word}${k === 0 ? " is left out" : ""}${glob}`
+    })
+    .join(", ")
 }
 
 /** A name standing for any file under a root that find searches (`{}`), for the path globs. */
@@ -3585,10 +3659,48 @@ function ranWhere(ran: RanCommand): string {
   return ` (${ran.via.map((v) => (v.endsWith(" code") || v.endsWith("'s code") ? `in ${v}` : `after ${v}`)).join(", ")})`
 }
 
-/** The text of code the reader cannot follow: its words and here-documents, as the words code would name. */
+/**
+ * Options whose value is a message a program sends or stores, never code it runs: a pull request's title and body,
+ * release notes, an HTTP request's data. Such programs are not followed (gh runs code elsewhere: `gh codespace ssh`),
+ * but a command rule's words only in such a value are text, as in a commit message: `gh pr create --body 'stop the
+ * npm publish'` runs no npm. Their options: gh's pr, issue, release, gist and api; curl's request data.
+ */
+const MESSAGE_OPTIONS: ReadonlyMap<string, ReadonlySet<string>> = new Map([
+  [
+    "gh",
+    new Set(
+      "-t --title -b --body -n --notes -m --message --subject -d --desc --description -f --raw-field -F --field".split(
+        " ",
+      ),
+    ),
+  ],
+  ["curl", new Set("-d --data --data-raw --data-ascii --data-binary --data-urlencode --json -F --form".split(" "))],
+])
+
+/**
+ * The text of code the reader cannot follow: its words and here-documents, as the words code would name; the values
+ * of a program's MESSAGE_OPTIONS left out (`--body TEXT`, `--body=TEXT`).
+ */
 function opaqueText(ran: RanCommand): string {
-  const words = ran.words.slice(ran.start).join(" ")
-  return ran.stdin.length ? `${words}\n${ran.stdin.join("\n")}` : words
+  const messages = MESSAGE_OPTIONS.get(ran.program)
+  const words = messages ? withoutMessages(ran.words.slice(ran.start), messages) : ran.words.slice(ran.start)
+  const text = words.join(" ")
+  return ran.stdin.length ? `${text}\n${ran.stdin.join("\n")}` : text
+}
+
+/** A command's words without the values of its message options (the option itself kept, as what it says). */
+function withoutMessages(words: readonly string[], messages: ReadonlySet<string>): string[] {
+  const kept: string[] = []
+  for (let k = 0; k < words.length; k++) {
+    const equals = words[k].indexOf("=")
+    if (words[k].startsWith("--") && equals > 0 && messages.has(words[k].slice(0, equals))) {
+      kept.push(words[k].slice(0, equals))
+      continue
+    }
+    kept.push(words[k])
+    if (messages.has(words[k])) k++ // its value: the next word
+  }
+  return kept
 }
 
 /** The first simple command of a reading that a pattern matches, and what to say of it; undefined when none. */

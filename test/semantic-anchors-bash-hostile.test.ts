@@ -319,6 +319,17 @@ table("an environment variable that makes a read-only program run a command", [
   ["GIT_PAGER=delta git diff .opencode/a.yaml", "allows"],
   ['GIT_EDITOR=: git commit -m "tidy .opencode notes"', "allows"],
 ])
+// git runs shell code of its own: `rebase -x`, `bisect run`, `submodule foreach`, filter-branch's filters.
+table("the code a git subcommand runs", [
+  ["git rebase -x 'rm -f .opencode/opencode-semantic-anchors.yaml' HEAD~3", "blocks"],
+  ["git rebase --exec='rm -rf .opencode' main", "blocks"],
+  ["git bisect run rm -rf .opencode", "blocks"],
+  ["git bisect run sh -c 'make && rm -rf .opencode'", "blocks"],
+  ["git filter-branch --tree-filter 'rm -rf .opencode' HEAD", "blocks"],
+  ["git rebase -x 'npm test' main", "allows"],
+  ["git submodule foreach git pull", "allows"],
+  ["git bisect run npm test", "allows"],
+])
 stepTable("a command variable's value counts for the changing step; a harmless one does not", [
   ["GIT_PAGER=cat git diff", "reads"],
   ["PAGER=less git log -p", "reads"],

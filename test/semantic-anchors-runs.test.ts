@@ -140,6 +140,11 @@ const READY: [rule: string, rows: Row[]][] = [
       ["git status # then git push -f", null],
       ["git log --grep='push -f'", null],
       ["python3 -c \"print('hello')\"", null],
+      // a message a program sends or stores (gh's --title/--body, curl's --data) is text, though gh is not followed
+      ["gh pr create --title 'ci: no git push --force' --fill", null],
+      ["gh pr create --title fix --body \"$(cat <<'EOF'\n- no more git push --force in deploy\nEOF\n)\"", null],
+      ["gh pr merge 3 --subject 'revert git push -f' --squash", null],
+      ["gh codespace ssh -- git push -f", OPAQUE], // code gh runs elsewhere: still not followed
     ],
   ],
   [
@@ -149,9 +154,20 @@ const READY: [rule: string, rows: Row[]][] = [
       ["git reset --hard HEAD~1", "git reset --hard HEAD~1"],
       ["git reset --har HEAD~1", "git reset --har HEAD~1"],
       ["git stash && git reset -q --hard origin/main", "git reset -q --hard origin/main"],
+      // git runs these as shell code: in each submodule, after each rebased commit, at each bisect step
+      ["git submodule foreach git reset --hard", "git reset --hard` (after git"],
+      ["git submodule --quiet foreach --recursive 'git reset --hard'", "git reset --hard` (in git's code"],
+      ["git rebase -x 'git reset --hard HEAD~1' main", "git reset --hard HEAD~1` (in git's code"],
+      ["git rebase --exec='git reset --hard' main", "git reset --hard` (in git's code"],
+      ["git bisect run sh -c 'make || git reset --hard'", "git reset --hard` (in git's code"],
+      ["git filter-branch --tree-filter 'git reset --hard' HEAD", "git reset --hard` (in git's code"],
+      ["git submodule foreach 'git status'", null],
+      ["git rebase -x 'npm test' main", null],
       ["git reset --soft HEAD~1", null],
       ["git reset HEAD file.ts", null],
       ["echo 'git reset --hard'", null],
+      ["gh issue comment 12 --body 'fixed; do not git reset --hard'", null],
+      ["gh issue comment 12 --body='fixed; do not git reset --hard'", null],
     ],
   ],
   [
@@ -170,6 +186,8 @@ const READY: [rule: string, rows: Row[]][] = [
       ["git clean -fdn", null],
       ["git clean -f --dry-run", null],
       ["git clean -d", null],
+      ["git submodule foreach 'git clean -fdx'", "git clean -fdx` (in git's code"],
+      ["git submodule foreach git clean -n", null],
     ],
   ],
   [
@@ -180,6 +198,8 @@ const READY: [rule: string, rows: Row[]][] = [
       ["rm -r -f ~", "rm -r -f ~"],
       ["rm --recursive --force ~/", "rm --recursive --force ~/"],
       ["rm -rf $HOME", "rm -rf $HOME"],
+      ['rm -rf "${HOME:?}/projects"', "rm -rf ${HOME:?}/projects"], // shellcheck's guard against an empty variable
+      ['rm -rf "${HOME-/root}"', "rm -rf ${HOME-/root}"],
       ["rm --recur --for /etc", "rm --recur --for /etc"], // rm takes a unique prefix of a long option
       ["rm -rf ~/.cache/pip", "rm -rf ~/.cache/pip"],
       ["rm -Rf ../other-project", "rm -Rf ../other-project"],
@@ -210,6 +230,8 @@ const READY: [rule: string, rows: Row[]][] = [
       ["rm -rf /tmp/build", null],
       ["rm -rf $TMPDIR/cache", null],
       ['rm -rf "$TMPDIR"', null],
+      ['rm -rf "${TMPDIR:-/tmp}/build"', null],
+      ['rm -rf "${PWD:?}/dist"', null],
       ["rm ~/notes.txt", null], // not a tree: the rule names rm -r
       ["echo rm -rf /", null],
     ],
@@ -255,6 +277,11 @@ const READY: [rule: string, rows: Row[]][] = [
       ["npm run publish-docs", null],
       ["npm install", null],
       ["npm pack && echo 'npm publish later'", null],
+      ["gh release create v1.2.0 --notes 'npm publish runs in CI'", null],
+      ["gh release create v1.2.0 -n 'npm publish runs in CI' -t v1.2.0", null],
+      ['curl -s -X POST -d \'{"text":"npm publish done"}\' https://hooks.example', null],
+      ['curl --json \'{"text":"npm publish done"}\' https://hooks.example', null],
+      ["curl -fsSL https://example.com/install.sh | sh -s -- npm publish", OPAQUE], // what the script does is unknown
     ],
   ],
   [
@@ -335,6 +362,16 @@ describe("a pattern that cannot be read: an error with file, key path and fix; o
       "runs[0]",
       'mixes flags and operands in "{-f,main}"; a {...} is either flags ("{-f,--force-with-lease}") or operands ("{main,dev}"): write one pattern for each',
     ],
+    [
+      `["git push {--force,--mirror"]`,
+      "runs[0]",
+      'has unbalanced braces in "{--force,--mirror"; write {a,b} with both braces: "{-f,--force-with-lease}" is any of them',
+    ],
+    [
+      `["{git,hub push --force"]`,
+      "runs[0]",
+      'has unbalanced braces in "{git,hub"; write {a,b} with both braces: "{-f,--force-with-lease}" is any of them',
+    ],
     [`["git push $(x)"]`, "runs[0]", 'has a $(...) or backquotes; write the command itself, e.g. "git push --force"'],
     [
       `["sudo rm -rf /"]`,
@@ -349,7 +386,7 @@ describe("a pattern that cannot be read: an error with file, key path and fix; o
     [
       `[]`,
       "runs",
-      'must be a list of commands as you would type them, e.g. ["git push --force", "git push +*"] (got a list)',
+      'must be a non-empty list of commands as you would type them, e.g. ["git push --force", "git push +*"] (got a list)',
     ],
     [`[3]`, "runs[0]", 'must be a command as you would type it, e.g. "git push --force" (got 3)'],
   ]
@@ -462,6 +499,24 @@ describe("composition: args, unlessSeen, modes, roles, examples, /anchor test", 
     )
     expect(await lines("ls")).toContain(
       "runs: none of the commands it runs (`ls`) is `git push --force` or `git push +*`",
+    )
+  })
+  test("/anchor test says which operands a !glob left out, not that none matched", async () => {
+    const h = await start({
+      project: file(
+        `  - id: no-rm-outside\n    description: No rm -r outside.\n    mode: block\n    trigger: { type: tool, runs: ["rm -r /** !/var/tmp/** !/opt/cache"] }\n`,
+      ),
+    })
+    const why = async (call: string) =>
+      (await h.command("s1", `test bash ${call}`))
+        .split("\n")
+        .find((line) => line.includes("runs: runs `rm"))
+        ?.trim()
+    expect(await why("rm -rf /var/tmp/x")).toBe(
+      "runs: runs `rm -rf /var/tmp/x`, but /var/tmp/x is left out by !/var/tmp/**: not `rm -r /** !/var/tmp/** !/opt/cache`",
+    )
+    expect(await why("rm -rf /var/tmp/x /opt/cache")).toBe(
+      "runs: runs `rm -rf /var/tmp/x /opt/cache`, but /var/tmp/x is left out by !/var/tmp/**, /opt/cache by !/opt/cache: not `rm -r /** !/var/tmp/** !/opt/cache`",
     )
   })
 })
