@@ -467,7 +467,7 @@ version: 1
 #     trigger:
 #       type: tool               # tool | message | state
 #       # commands as you type them; any one matches, however the call spells, chains or wraps it
-#       runs: ["git push {--force,--force-with-lease,--mirror} !--dry-run", "git push +*"]
+#       runs: ["git push {--force,--force-with-lease,--mirror} !--dry-run", "git push +* !--dry-run"]
 #     examples:                  # what it must do, checked at every load and by ./install.sh --check
 #       fires:
 #         - { tool: bash, args: { command: "git push --force origin main" } }
@@ -524,7 +524,7 @@ version: 1
 #     description: Publishing a package is the user's decision.
 #     mode: block
 #     message: Ask the user to publish.
-#     trigger: { type: tool, runs: ["{npm,pnpm,yarn} publish !--dry-run", "yarn npm publish"] }
+#     trigger: { type: tool, runs: ["{npm,pnpm,yarn,bun} publish !--dry-run", "yarn npm publish !--dry-run"] }
 #     examples:
 #       fires: [{ tool: bash, args: { command: "npm publish --access public" } }]
 #       passes: [{ tool: bash, args: { command: "npm publish --dry-run" } }, { tool: bash, args: { command: "npm run publish-docs" } }]
@@ -533,7 +533,7 @@ version: 1
 #     description: Never delete cluster resources.
 #     mode: block
 #     message: Ask the user; kubectl delete --dry-run=client shows what would go.
-#     trigger: { type: tool, runs: ["kubectl delete !--dry-run", "kubectl delete --dry-run=none"] }
+#     trigger: { type: tool, runs: ["kubectl delete !--dry-run !--help", "kubectl delete --dry-run=none !--help"] }
 #     examples:
 #       fires: [{ tool: bash, args: { command: "kubectl -n prod delete pod web-1" } }]
 #       passes: [{ tool: bash, args: { command: "kubectl get pods" } }, { tool: bash, args: { command: "kubectl delete pod web-1 --dry-run=client" } }]

@@ -1013,7 +1013,7 @@ function compileRuns(value: unknown, keyPath: string, r: Reporter): CommandPatte
   if (!Array.isArray(list) || list.length === 0) {
     r.error(
       keyPath,
-      `must be a non-empty list of commands as you would type them, e.g. ["git push --force", "git push +*"] (got ${describe(value)})`,
+      `must be a non-empty list of commands as you would type them, e.g. ["git push --force", "git push +*"] (got ${Array.isArray(value) ? "an empty list" : describe(value)})`,
     )
     return undefined
   }

@@ -253,7 +253,7 @@ const PROBES: Record<string, string[]> = {
   "no-git-clean": ["git clean"],
   "no-rm-outside-project": ["rm -r"],
   "no-skip-hooks": ["git commit", "git push"],
-  "no-publish": ["{npm,pnpm,yarn} publish"],
+  "no-publish": ["{npm,pnpm,yarn,bun} publish"],
   "no-kubectl-delete": ["kubectl delete"],
 }
 

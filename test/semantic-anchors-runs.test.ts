@@ -79,6 +79,8 @@ const READY: [rule: string, rows: Row[]][] = [
       ["git push -f", "git push -f"],
       ["git push -uf origin feature", "git push -uf origin feature"],
       ["git push origin +main", "git push origin +main"],
+      ["git push --dry-run origin +main", null],
+      ["git push -n origin +main", null],
       ["git -C . push origin +main", "git -C . push origin +main"],
       ["git -C repo -c push.default=current push --force", "git -C repo -c push.default=current push --force"],
       ["git push --force-with-lease", "git push --force-with-lease"],
@@ -273,6 +275,9 @@ const READY: [rule: string, rows: Row[]][] = [
       ["npm publish --no-dry-run", "npm publish --no-dry-run"],
       ["yarn npm publish --access public", "yarn npm publish --access public"], // yarn 2+
       ["yarn npm info react", null],
+      ["yarn npm publish --dry-run", null],
+      ["bun publish --access public", "bun publish --access public"],
+      ["bun publish --dry-run", null],
       ["npm --dry-run publish", null], // npm reads its options before the command too
       ["npm run publish-docs", null],
       ["npm install", null],
@@ -295,6 +300,7 @@ const READY: [rule: string, rows: Row[]][] = [
       ["kubectl delete -k overlays/prod", "kubectl delete -k overlays/prod"],
       ["kubectl get pods", null],
       ["kubectl describe pod delete-me", null],
+      ["kubectl delete --help", null],
     ],
   ],
 ]
@@ -386,7 +392,7 @@ describe("a pattern that cannot be read: an error with file, key path and fix; o
     [
       `[]`,
       "runs",
-      'must be a non-empty list of commands as you would type them, e.g. ["git push --force", "git push +*"] (got a list)',
+      'must be a non-empty list of commands as you would type them, e.g. ["git push --force", "git push +*"] (got an empty list)',
     ],
     [`[3]`, "runs[0]", 'must be a command as you would type it, e.g. "git push --force" (got 3)'],
   ]
