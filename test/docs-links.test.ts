@@ -15,17 +15,22 @@ const DOCS = [
   "CHANGELOG.md",
 ].filter((f) => existsSync(join(repo, f)))
 
-/** The lines of a Markdown text outside fenced code blocks, with inline code spans blanked. */
-function proseLines(text: string): string[] {
+/** The lines of a Markdown text outside fenced code blocks (a fence closes with the character that opened it). */
+function linesOutsideFences(text: string): string[] {
   const lines: string[] = []
   let fence: string | null = null
   for (const line of text.split("\n")) {
     const open = /^\s*(`{3,}|~{3,})/.exec(line)
     if (fence === null && open) fence = open[1]![0]!
     else if (fence !== null && open && open[1]![0] === fence) fence = null
-    else if (fence === null) lines.push(line.replace(/`+[^`]*`+/g, "``"))
+    else if (fence === null) lines.push(line)
   }
   return lines
+}
+
+/** The lines of a Markdown text outside fenced code blocks, with inline code spans blanked. */
+function proseLines(text: string): string[] {
+  return linesOutsideFences(text).map((line) => line.replace(/`+[^`]*`+/g, "``"))
 }
 
 /** GitHub's anchor slug of a heading's text. */
@@ -45,16 +50,10 @@ function anchors(text: string): Set<string> {
   const found = new Set<string>()
   const count = new Map<string, number>()
   const all: string[] = []
-  let fence: string | null = null
-  for (const line of text.split("\n")) {
-    const open = /^\s*(`{3,}|~{3,})/.exec(line)
-    if (fence === null && open) fence = open[1]![0]!
-    else if (fence !== null && open && open[1]![0] === fence) fence = null
-    else if (fence === null) {
-      const heading = /^#{1,6}\s+(.+?)\s*#*\s*$/.exec(line)
-      if (heading) all.push(slug(heading[1]!))
-      for (const m of line.matchAll(/<a\s+(?:id|name)="([^"]+)"/g)) found.add(m[1]!)
-    }
+  for (const line of linesOutsideFences(text)) {
+    const heading = /^#{1,6}\s+(.+?)\s*#*\s*$/.exec(line)
+    if (heading) all.push(slug(heading[1]!))
+    for (const m of line.matchAll(/<a\s+(?:id|name)="([^"]+)"/g)) found.add(m[1]!)
   }
   for (const base of all) {
     const n = count.get(base) ?? 0
