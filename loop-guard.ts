@@ -2361,40 +2361,21 @@ export function streamEvent(event: { type?: unknown; properties?: any } | undefi
   return { type: "start", sessionID, partID: part.id, kind: part.type }
 }
 
-/** A tool part opencode announced before it runs (pending or running), with its session, or null. */
-function announcedCall(
+/**
+ * A tool part's update from a `message.part.updated` event, or null: its session, call, assistant message, status
+ * (`pending` and `running` announce a call before it runs; `completed` and `error` end it) and, for `error`, the
+ * error text (tool.execute.after fires for successes only, so a failure's error comes from here).
+ */
+function toolPartUpdate(
   event: { type?: unknown; properties?: any } | undefined,
-): { sessionID: string; part: { callID?: unknown; messageID?: unknown } } | null {
+): { sessionID: string; callID: unknown; messageID: unknown; status: unknown; error: unknown } | null {
   if (event?.type !== "message.part.updated") return null
   const part = event.properties?.part
-  const status = part?.state?.status
-  if (part?.type !== "tool" || (status !== "pending" && status !== "running")) return null
+  if (part?.type !== "tool") return null
   const sessionID = event.properties?.sessionID ?? part.sessionID
-  return typeof sessionID === "string" ? { sessionID, part } : null
-}
-
-/** A tool call that ended, successfully or not, from a `message.part.updated` event (for its duration), or null. */
-function endedCall(
-  event: { type?: unknown; properties?: any } | undefined,
-): { sessionID: string; callID: string } | null {
-  if (event?.type !== "message.part.updated") return null
-  const part = event.properties?.part
-  const status = part?.state?.status
-  if (part?.type !== "tool" || (status !== "completed" && status !== "error") || typeof part.callID !== "string")
-    return null
-  const sessionID = event.properties?.sessionID ?? part.sessionID
-  return typeof sessionID === "string" ? { sessionID, callID: part.callID } : null
-}
-
-/** A failed tool call from a `message.part.updated` event (tool.execute.after fires for successes only), or null. */
-function failedCall(
-  event: { type?: unknown; properties?: any } | undefined,
-): { sessionID: string; callID: string; error: unknown } | null {
-  if (event?.type !== "message.part.updated") return null
-  const part = event.properties?.part
-  if (part?.type !== "tool" || part.state?.status !== "error" || typeof part.callID !== "string") return null
-  const sessionID = event.properties?.sessionID ?? part.sessionID
-  return typeof sessionID === "string" ? { sessionID, callID: part.callID, error: part.state.error ?? "" } : null
+  if (typeof sessionID !== "string") return null
+  const status = part.state?.status
+  return { sessionID, callID: part.callID, messageID: part.messageID, status, error: part.state?.error ?? "" }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -2675,20 +2656,27 @@ const server: Plugin = async (input, options) => {
         state.waiting = null // the wait budget starts over with the history
       }
     }
-    const announced = announcedCall(event)
-    if (announced) noteStep(sessions.get(announced.sessionID), announced.part)
-    const ended = endedCall(event)
-    const state = ended ? sessions.peek(ended.sessionID) : undefined
-    const endedOne = ended && findCall(state, ended.callID)
-    if (state && endedOne) timed(state, endedOne)
-    const failed = failedCall(event)
-    const failedState = failed ? sessions.peek(failed.sessionID) : undefined
-    if (failedState) failedState.stepOpen = false
-    const call = failed && findCall(failedState, failed.callID)
-    if (call) {
-      call.result = errorDigest(failed.error)
+    const update = toolPartUpdate(event)
+    if (update) onToolPart(update)
+  }
+
+  /**
+   * A tool part's update: an announced call's step (its assistant message), and a call's end, which times it; a
+   * failure's error joins the history as its result and, like a result, ends the step.
+   */
+  function onToolPart(update: NonNullable<ReturnType<typeof toolPartUpdate>>): void {
+    const { sessionID, callID, status, error } = update
+    if (status === "pending" || status === "running") return noteStep(sessions.get(sessionID), update)
+    if ((status !== "completed" && status !== "error") || typeof callID !== "string") return
+    const state = sessions.peek(sessionID)
+    if (state && status === "error") state.stepOpen = false
+    const call = findCall(state, callID)
+    if (!state || !call) return
+    timed(state, call)
+    if (status === "error") {
+      call.result = errorDigest(error)
       call.failed = true
-      call.refused = isRefusal(failed.error)
+      call.refused = isRefusal(error)
     }
   }
 
