@@ -3353,7 +3353,7 @@ function parseCommandPattern(text: string): CommandPattern | string {
   const first = words[0]
   if (/^[-!]/.test(first) || /^[A-Za-z_][A-Za-z0-9_]*=/.test(first) || /[*?[]/.test(first))
     return `names no program: its first word ${JSON.stringify(first)} must be the program, as in "git push --force" or "rm -rf /"`
-  const programs = alternatives(first).map((name) => name.replace(/^.*\//, ""))
+  const programs = alternatives(first).map(programName)
   const wrapper = programs.find((name) => SEEN_THROUGH.has(name))
   if (wrapper)
     return `starts with ${wrapper}, which is seen through: write the command it runs ("rm -rf /" also matches "${wrapper} rm -rf /")`
