@@ -1,0 +1,121 @@
+import { Bun, CONFIG_FILE_NAME } from "./constants"
+import { normalizePath, resolvePath } from "./names"
+import { defaultConfig } from "./model"
+import type { Config, Paths } from "./model"
+import { Reporter, join } from "./problems"
+import type { Problem } from "./problems"
+import { checkExamples, exampleEnv } from "./examples"
+import type { EngineEnv } from "./examples"
+import { applyFile } from "./validator"
+import type { FileLayer } from "./validator"
+import { duplicateKeys } from "./yaml-keys"
+
+/** Parses YAML text (JSON is YAML too) and applies it; a parse error skips the file. */
+function applyText(config: Config, text: string, file: string, layer: FileLayer, env: EngineEnv): string {
+  let raw: unknown
+  try {
+    raw = Bun.YAML.parse(text)
+  } catch (error) {
+    const reason = String((error as Error).message ?? error).replace(/^YAML Parse error:\s*/, "")
+    config.problems.push({
+      severity: "error",
+      file,
+      keyPath: "",
+      text: `cannot parse YAML (${reason}); the file is ignored and the other files stay in force`,
+    })
+    return "ignored"
+  }
+  const status = applyFile(config, raw, file, layer, env)
+  if (status !== "ignored") {
+    for (const dup of duplicateKeys(text)) {
+      config.problems.push({
+        severity: "warning",
+        file,
+        keyPath: dup.keyPath,
+        text: `key "${dup.key}" is written twice in one mapping (lines ${dup.firstLine} and ${dup.line}); YAML keeps only the last one, so line ${dup.firstLine} has no effect. Delete one of them`,
+      })
+    }
+  }
+  return status
+}
+
+/** Collects the distinct `unlessSeen` patterns so each seen text is tested once per pattern, not once per call. */
+function finishConfig(config: Config): Config {
+  const patterns = new Map<string, RegExp>()
+  for (const contract of config.contracts.values()) {
+    if (contract.trigger.type === "tool" && contract.trigger.unlessSeen) {
+      const regex = contract.trigger.unlessSeen
+      patterns.set(`${regex.source}/${regex.flags}`, regex)
+    }
+  }
+  config.seenPatterns = [...patterns.values()]
+  return config
+}
+
+export type FileRead = { path: string; label: string; layer: FileLayer; text?: string; error?: string }
+
+/**
+ * The built-ins' examples judged (a test keeps them passing; a problem here would name the built-in). They are the
+ * same contracts at every load and judged with no file-system access, so the answer depends only on the paths: it is
+ * worked out once per Paths object (the plugin keeps one for its life), not at every load and reload.
+ */
+const builtinExamplesJudged = new WeakMap<Paths, readonly Problem[]>()
+function builtinExampleProblems(config: Config, env: EngineEnv): readonly Problem[] {
+  let problems = builtinExamplesJudged.get(env.paths)
+  if (!problems) {
+    const found: Problem[] = []
+    const builtins = new Reporter("built-ins", found)
+    for (const contract of config.contracts.values())
+      if (contract.examples) checkExamples(contract, join(contract.id, "examples"), "it stays in force", env, builtins)
+    builtinExamplesJudged.set(env.paths, (problems = found))
+  }
+  return problems
+}
+
+/**
+ * Builds the configuration from file contents already read (no I/O here, so it is fast and testable). `paths` is
+ * where the examples are judged (a relative path in an example is inside this project); default: a project at `/`.
+ */
+export function buildConfig(reads: FileRead[], paths: Paths = resolvePaths({}, {})): Config {
+  const config = defaultConfig()
+  const env = exampleEnv(paths)
+  config.problems.push(...builtinExampleProblems(config, env))
+  for (const read of reads) {
+    if (read.text !== undefined) {
+      config.files.push({ label: read.label, status: applyText(config, read.text, read.label, read.layer, env) })
+    } else if (read.error === "ENOENT") {
+      config.files.push({ label: read.label, status: "not found" })
+    } else {
+      config.problems.push({
+        severity: "error",
+        file: read.label,
+        keyPath: "",
+        text: `cannot read the file (${read.error}); it is ignored and the other files stay in force`,
+      })
+      config.files.push({ label: read.label, status: "unreadable" })
+    }
+  }
+  return finishConfig(config)
+}
+
+/** Resolves every path from the plugin input and the environment at server() time (never process.cwd()). */
+export function resolvePaths(
+  input: { directory?: string; worktree?: string },
+  env: Record<string, string | undefined>,
+): Paths {
+  const home = env.HOME || "/"
+  const directory = normalizePath(input.directory || input.worktree || home)
+  const worktree = normalizePath(input.worktree || directory)
+  const globalDir = normalizePath(`${env.XDG_CONFIG_HOME || `${home}/.config`}/opencode`)
+  const fromEnv = env.OPENCODE_SEMANTIC_ANCHORS_CONFIG
+  return {
+    directory,
+    worktree,
+    home,
+    tmpdir: normalizePath(env.TMPDIR || "/tmp"),
+    globalDir,
+    globalFile: fromEnv ? resolvePath(directory, fromEnv, home) : `${globalDir}/${CONFIG_FILE_NAME}`,
+    globalFromEnv: Boolean(fromEnv),
+    projectFile: `${directory}/.opencode/${CONFIG_FILE_NAME}`,
+  }
+}

@@ -1,0 +1,631 @@
+import { REGEX_INPUT_CAP, capText } from "./text"
+import { MAX_PREFIXES, NO_WORDS, scanCommand } from "./bash-scan"
+import {
+  OPAQUE,
+  afterOptions,
+  copies,
+  getopt,
+  has,
+  links,
+  modeThenFiles,
+  prints,
+  reading,
+  readsFiles,
+  searches,
+  values,
+  writesFiles,
+  writesOutput,
+} from "./bash-words"
+import type { ProgramReader, Reading } from "./bash-words"
+import {
+  ANY_PATH,
+  FIND_EXEC,
+  FIND_NAME_TESTS,
+  FIND_VALUE_WORDS,
+  FIND_WRITES_FILE,
+  findNameTest,
+  sedScriptEffects,
+} from "./bash-scripts"
+import type { FindTest } from "./bash-scripts"
+import { gitCleanArgs, gitGlobals, isReadOnlyGit } from "./git-words"
+import type { RanIndex } from "../semantic-anchors/command-patterns"
+
+/** `sudo`, `nice`, `timeout 5`, `xargs -n1`: the words after their options are a command of their own. */
+export function runs(valueLetters: string, skipOperands = 0): ProgramReader {
+  return (args, stdin, depth) => {
+    const rest = afterOptions(args, valueLetters).slice(skipOperands)
+    if (rest.length === 0) return reading()
+    // Their own words (`env -C DIR`) are read: a guard name there counts when the command changes something.
+    const own = args.slice(0, args.length - rest.length)
+    const inner = readSimple(rest, stdin, depth + 1)
+    return { ...inner, reads: [...own, ...inner.reads] }
+  }
+}
+
+/**
+ * `xargs [OPTION]... COMMAND [ARG]...`: COMMAND runs on the words xargs reads from its input (`-a FILE` or a pipe),
+ * which this reader does not follow: when COMMAND changes something (or is shell code) it is opaque, so a guard name anywhere in the
+ * command line (`echo .opencode/x.yaml | xargs rm`) blocks as it did before the reader; a read-only one stays so.
+ */
+const readXargs: ProgramReader = (args, stdin, depth) => {
+  const inner = runs("nILPsdEa")(args, stdin, depth)
+  return inner.changing || inner.nested.length ? { ...inner, opaque: true, changing: true } : inner
+}
+
+/** `bash -c CODE`, `sh <<EOF`, `eval CODE`: shell code, read like a command line; a script file is opaque. */
+const shell: ProgramReader = (args, stdin) => {
+  const parsed = getopt(args, { values: "oO" })
+  // `sh -c CODE NAME ARG...`: NAME and the ARGs are $0, $1, ...: the files CODE works on, read like operands
+  if (has(parsed, "c")) return reading({ nested: parsed.operands.slice(0, 1), reads: parsed.operands.slice(1) })
+  if (parsed.operands.length) return OPAQUE() // runs a script file
+  // its code comes from its own here-document, or from a pipe (`cat <<EOF | sh`: that document is read as well)
+  return stdin.length ? reading({ nested: stdin }) : { ...OPAQUE(), codeFromPipe: true }
+}
+
+// sed ---------------------------------------------------------------------------------------------------------------
+
+/**
+ * `sed [-n] [-e SCRIPT | -f FILE]... [-i[SUFFIX]] [FILE...]` (GNU sed's manual): the first operand is the script
+ * when no -e/-f gives one; the other operands are the input files, written in place with -i / --in-place. A script
+ * is read command by command: `w FILE`, `W FILE` and the `s///w FILE` flag write FILE; `e COMMAND` runs COMMAND
+ * (read like any command line), `e` alone and the `s///e` flag run text the script makes (opaque); `r FILE`/`R FILE`
+ * read. A script it cannot follow, or one from a file (-f), is opaque.
+ */
+const readSed: ProgramReader = (args) => {
+  const parsed = getopt(args, {
+    values: "efl",
+    optional: "i",
+    long: ["expression", "file", "line-length"],
+  })
+  const scripts = values(parsed, "e", "expression")
+  const scriptFiles = values(parsed, "f", "file")
+  const operands = parsed.operands
+  // Without -e or -f, the first operand is the script and the rest are files.
+  const scriptFirst = scripts.length === 0 && scriptFiles.length === 0
+  if (scriptFirst) scripts.push(operands[0] ?? "")
+  const inPlace = has(parsed, "i", "in-place")
+  const throughLinks = has(parsed, "follow-symlinks")
+  const result = reading({ writes: [], reads: [], nested: [], changing: inPlace, opaque: scriptFiles.length > 0 })
+  for (let k = scriptFirst ? 1 : 0; k < operands.length; k++)
+    if (inPlace) result.writes.push({ word: operands[k], throughLinks })
+    else result.reads.push(operands[k])
+  for (const file of scriptFiles) result.reads.push(file)
+  for (const script of scripts) {
+    const effects = sedScriptEffects(script)
+    if (effects === null || effects.runs) result.opaque = true
+    if (effects === null) continue
+    for (const file of effects.writes) result.writes.push({ word: file, throughLinks: true })
+    for (const file of effects.reads) result.reads.push(file)
+    for (const line of effects.commands) result.nested.push(line)
+  }
+  if (result.opaque || result.writes.length || result.nested.length) result.changing = true
+  return result
+}
+
+/**
+ * `find ROOT... EXPRESSION` (GNU find's manual): `-delete`, and `-exec`/`-ok` with a command that writes its `{}`,
+ * reach the paths under each ROOT for which the expression can be true. The expression is parsed (`!`, `-a`, `-o`,
+ * `,`, parentheses) and judged by its name tests (-name, -iname, -path, -wholename, -regex and their -i forms):
+ * every other test, every action and a negated test are taken as true for any path, so the judgement can only
+ * err towards "reached". `-fprint FILE` writes FILE; the command of `-exec` is read like any other.
+ */
+const readFind: ProgramReader = (args, _stdin, depth) => {
+  let k = 0
+  while (k < args.length && /^-([HLP]|O\d*|D)$/.test(args[k])) k += args[k] === "-D" ? 2 : 1
+  const roots: string[] = []
+  while (k < args.length && !/^[-(!,)]/.test(args[k])) roots.push(args[k++])
+  if (roots.length === 0) roots.push(".")
+  const result = reading({ writes: [], reads: [...roots], nested: [] })
+  let reachesMatches = false
+  const primary = (): FindTest => {
+    const arg = args[k++]
+    if (FIND_NAME_TESTS.has(arg)) return findNameTest(arg, args[k++] ?? "") ?? ANY_PATH
+    if (arg === "-delete") reachesMatches = true
+    else if (FIND_EXEC.has(arg)) {
+      let end = k
+      while (end < args.length && args[end] !== ";" && args[end] !== "+") end++
+      const outerFound = ranFound
+      ranFound = roots // its `{}` is each file found under them: what command patterns match it as
+      let inner: Reading
+      try {
+        inner = readSimple(args.slice(k, end), [], depth + 1)
+      } finally {
+        ranFound = outerFound
+      }
+      k = end + 1
+      for (const target of inner.writes) {
+        if (target.word.includes("{}")) reachesMatches = true
+        else result.writes.push(target)
+      }
+      result.reads.push(...inner.reads.filter((word) => !word.includes("{}")))
+      result.nested.push(...inner.nested)
+      if (inner.opaque || inner.nested.length) reachesMatches = true // it may do anything with {}
+      result.changing ||= inner.changing
+      result.opaque ||= inner.opaque
+    } else if (FIND_WRITES_FILE.has(arg)) {
+      result.writes.push({ word: args[k++] ?? "", throughLinks: true })
+      if (arg === "-fprintf") k++
+    } else if (FIND_VALUE_WORDS.has(arg)) k++
+    return ANY_PATH
+  }
+  const unary = (): FindTest => {
+    if (args[k] === "!" || args[k] === "-not") {
+      k++
+      unary()
+      return ANY_PATH // a negated name test can match what the test does not
+    }
+    if (args[k] === "(") {
+      k++
+      const inner = or()
+      if (args[k] === ")") k++
+      return inner
+    }
+    return primary()
+  }
+  const and = (): FindTest => {
+    const tests = [unary()]
+    while (k < args.length && !/^(-o|-or|,|\))$/.test(args[k])) {
+      if (args[k] === "-a" || args[k] === "-and") k++
+      else tests.push(unary())
+    }
+    return (path) => tests.every((test) => test(path))
+  }
+  const or = (): FindTest => {
+    const branches = [and()]
+    while (k < args.length && /^(-o|-or|,)$/.test(args[k])) {
+      k++
+      branches.push(and())
+    }
+    return (path) => branches.some((test) => test(path))
+  }
+  const expression = k < args.length ? or() : ANY_PATH
+  while (k < args.length) or() // a stray `)`: read the rest too, for its actions
+  result.lists = roots.map((root) => ({ word: root, throughLinks: false, filter: expression }))
+  if (reachesMatches) result.writes.push(...result.lists)
+  if (result.writes.length) result.changing = true
+  return result
+}
+
+// git, awk, perl ------------------------------------------------------------------------------------------------------
+
+/** git: the read-only subcommands read their operands; `rm`, `mv` and `clean` write theirs; any other changes. */
+const readGit: ProgramReader = (args, _stdin, depth) => {
+  const globals = gitGlobals(args)
+  if (isReadOnlyGit(args, globals)) return reading({ reads: args.filter((arg) => !arg.startsWith("-")) })
+  const { at, global } = globals
+  const sub = args[at]
+  const rest = args.slice(at + 1)
+  if (sub === "clean") {
+    const cleaned = gitCleanArgs(rest)
+    const writes = (cleaned ?? []).map((word) => ({ word, throughLinks: false }))
+    return reading({ writes, reads: global, changing: !!cleaned })
+  }
+  // A commit or tag message (-m TEXT, -am TEXT, --message=TEXT) is text; the other operands are paths or names, and
+  // so is the value of any other --option=VALUE (`--directory=DIR`); `--output=FILE` (diff, log, archive) is written.
+  const operands: string[] = []
+  const output: string[] = []
+  for (let j = 0; j < rest.length; j++) {
+    const value = /^--([^=]+)=([\s\S]*)$/.exec(rest[j])
+    if (rest[j] === "--") {
+      operands.push(...rest.slice(j + 1))
+      break
+    }
+    if (/^-[a-zA-Z]*m$/.test(rest[j]) || rest[j] === "--message") j++
+    else if (value?.[1] === "output") output.push(value[2])
+    else if (value && value[1] !== "message") operands.push(value[2])
+    else if (!rest[j].startsWith("-")) operands.push(rest[j])
+  }
+  const removes = sub === "rm" || sub === "mv"
+  const writes = [
+    ...output.map((word) => ({ word, throughLinks: true })),
+    ...(removes ? operands : []).map((word) => ({ word, throughLinks: false })),
+  ]
+  const runs = gitRuns(sub, rest)
+  const own = reading({ writes, reads: removes ? global : [...global, ...operands], changing: true, nested: runs.code })
+  if (runs.command.length === 0) return own
+  // `git bisect run CMD ARG...`: git runs that command as a wrapper runs its own (`sudo CMD ARG...`)
+  const inner = readSimple(runs.command, [], depth + 1)
+  return {
+    ...inner,
+    writes: [...own.writes, ...inner.writes],
+    reads: [...own.reads, ...inner.reads],
+    nested: [...own.nested, ...inner.nested],
+    changing: true,
+  }
+}
+
+/** git's options whose value is shell code it runs: `git rebase -x CMD`, `git filter-branch --tree-filter CMD`. */
+const GIT_CODE_OPTIONS = /^--(?:exec|(?:env|tree|index|parent|msg|commit|tag-name)-filter)$/
+
+/**
+ * What a git subcommand runs besides itself. `code`: shell code, read like a command line (as `eval`'s): `git rebase
+ * -x CMD`/`--exec=CMD` (after each commit), the filters of `git filter-branch`, `git submodule foreach CMD` (one word,
+ * in each submodule). `command`: a command given as its words, run as they are: `git bisect run CMD ARG...`, `git
+ * submodule foreach CMD ARG...`. Where it runs (a submodule) is not followed: its paths resolve as the line's.
+ */
+function gitRuns(sub: string, rest: readonly string[]): { code: string[]; command: string[] } {
+  const none = { code: NO_WORDS, command: NO_WORDS }
+  if (sub === "bisect") return rest[0] === "run" ? { code: NO_WORDS, command: rest.slice(1) } : none
+  if (sub === "submodule") {
+    let k = rest.indexOf("foreach")
+    if (k < 0) return none
+    for (k++; k < rest.length && rest[k].startsWith("-"); k++); // --recursive
+    if (k === rest.length - 1) return { code: [rest[k]], command: NO_WORDS }
+    return { code: NO_WORDS, command: rest.slice(k) }
+  }
+  if (sub !== "rebase" && sub !== "filter-branch") return none
+  const code: string[] = []
+  for (let k = 0; k < rest.length; k++) {
+    const equals = rest[k].indexOf("=")
+    if (rest[k].startsWith("--") && equals > 0 && GIT_CODE_OPTIONS.test(rest[k].slice(0, equals)))
+      code.push(rest[k].slice(equals + 1))
+    else if (GIT_CODE_OPTIONS.test(rest[k]) || (sub === "rebase" && /^-[a-zA-Z]*x$/.test(rest[k])))
+      code.push(rest[++k] ?? "")
+  }
+  return { code: code.filter((line) => line !== ""), command: NO_WORDS }
+}
+
+/** An awk program that writes or runs something: `system(...)`, `print > file`, `print | cmd`, `cmd | getline`. */
+const AWK_EFFECTS = /\bsystem\s*\(|\bprintf?\b[^;{}]*[>|]|\|\s*getline/
+/** A perl filter (-n/-p) that does more than print: these words write files, run commands or run code it reads. */
+const PERL_EFFECTS =
+  /\b(?:system|exec|unlink|rename|open|sysopen|mkdir|rmdir|symlink|link|chmod|chown|truncate|utime|qx|eval|require)\b|`/
+
+/**
+ * `awk [-F FS] [-v VAR=VALUE] [-f FILE | PROGRAM] [FILE | VAR=VALUE]...`: the program is a script, the operands are
+ * read. An awk program can write files and run commands, so guard names in it count (opaque); it is a changing step
+ * only when it writes or runs something (AWK_EFFECTS), or when it comes from a file.
+ */
+const readAwk: ProgramReader = (args) => {
+  const parsed = getopt(args, { values: "Ffve", long: ["file", "assign", "field-separator", "source"] })
+  const files = values(parsed, "f", "file")
+  const scripts = values(parsed, "e", "source")
+  const operands = [...parsed.operands]
+  if (files.length === 0 && scripts.length === 0) scripts.push(operands.shift() ?? "")
+  return reading({
+    reads: [...files, ...operands.filter((word) => !/^[A-Za-z_][A-Za-z0-9_]*=/.test(word))],
+    changing: files.length > 0 || scripts.some((script) => AWK_EFFECTS.test(script)),
+    opaque: true,
+  })
+}
+
+/**
+ * `perl [-n|-p] [-i[EXT]] [-e CODE]... [PROGRAM] [FILE...]`: with -i the files are written in place. A perl program
+ * can do anything (opaque); `perl -ne`/`-pe` without -i is a filter that only prints, unless its code names a
+ * function that writes or runs (PERL_EFFECTS).
+ */
+const readPerl: ProgramReader = (args) => {
+  const parsed = getopt(args, { values: "eEIMm", optional: "iFxCdD", numeric: "l0" })
+  const code = values(parsed, "e", "E")
+  const operands = [...parsed.operands]
+  const programFile = code.length === 0 ? operands.shift() : undefined
+  const inPlace = has(parsed, "i")
+  const filter = has(parsed, "n", "p") && programFile === undefined && !has(parsed, "M", "m") // a module can do anything
+  return reading({
+    writes: inPlace ? operands.map((word) => ({ word, throughLinks: false })) : [],
+    reads: [...(inPlace ? [] : operands), ...(programFile ? [programFile] : [])],
+    changing: inPlace || !filter || code.some((text) => PERL_EFFECTS.test(text)),
+    opaque: true,
+  })
+}
+
+/** `dd if=FILE of=FILE`: of= is written. */
+const readDd: ProgramReader = (args) =>
+  reading({
+    writes: args.filter((arg) => arg.startsWith("of=")).map((arg) => ({ word: arg.slice(3), throughLinks: true })),
+    reads: args.filter((arg) => arg.startsWith("if=")).map((arg) => arg.slice(3)),
+    changing: true,
+  })
+
+/** One reader for each name in a blank-separated list. */
+function each(names: string, reader: ProgramReader): Record<string, ProgramReader> {
+  return Object.fromEntries(names.split(/\s+/).map((name) => [name, reader]))
+}
+
+/**
+ * The table: each program and what it does with its arguments. A program not listed is opaque (a changing step; a
+ * guard name anywhere in the command blocks). docs/contracts.md summarises it ("How bash commands are read", "What
+ * counts as a changing step").
+ */
+const PROGRAMS: Record<string, ProgramReader> = {
+  // print or look up: the words are text
+  ...each("echo printf true false : test [ [[ date sleep wait pwd which whereis type whoami id uname hostname", prints),
+  ...each("printenv basename dirname seq expr tr", prints),
+  // only read: every operand a file read
+  ...each("cat head tail wc ls less more diff cmp comm du df realpath readlink nl cut column jq file stat", readsFiles),
+  ...each("sha1sum sha256sum md5sum cksum od hexdump xxd strings bat tac rev fold paste cd pushd popd ps", readsFiles),
+  ...each("grep egrep fgrep", searches({ values: "efmABCdD", long: ["regexp", "file", "max-count", "context"] })),
+  ...each("rg ag ack", searches({ values: "efgtTmABCjMEr", long: ["regexp", "file", "glob", "type", "replace"] })),
+  sort: writesOutput({ values: "kotST", long: ["output", "key", "field-separator"] }, (p) => [
+    values(p, "o", "output"),
+    p.operands,
+  ]),
+  uniq: writesOutput({ values: "fsw" }, (p) => [p.operands.slice(1, 2), p.operands.slice(0, 1)]),
+  tree: writesOutput({ values: "LPIoH" }, (p) => [values(p, "o"), p.operands]),
+  // scripts and patterns: text; only the file operands are read or written
+  sed: readSed,
+  ...each("awk gawk mawk nawk", readAwk),
+  perl: readPerl,
+  find: readFind,
+  git: readGit,
+  // change: the operands are written (created, changed, moved or deleted)
+  ...each("rm rmdir unlink", writesFiles()),
+  mkdir: writesFiles({ values: "m" }),
+  touch: writesFiles({ values: "dtr" }),
+  truncate: writesFiles({ values: "sr" }, true),
+  shred: writesFiles({ values: "ns" }, true),
+  tee: writesFiles({}, true),
+  ...each("chmod chown chgrp", modeThenFiles),
+  mv: copies({ values: "tS", long: ["target-directory", "suffix"] }, false, true),
+  cp: copies({ values: "tS", long: ["target-directory", "suffix"] }, true),
+  install: copies({ values: "tSmog", long: ["target-directory", "suffix", "mode", "owner", "group"] }, true),
+  rsync: copies({ values: "efBT", long: ["rsh", "filter", "exclude", "include"] }, false),
+  ln: links,
+  dd: readDd,
+  // run another command: read that one
+  sudo: runs("ugCDhprtTU"),
+  nice: runs("n"),
+  ...each("nohup time exec", runs("a")),
+  timeout: runs("sk", 1),
+  stdbuf: runs("ioe"),
+  setsid: runs(""),
+  ionice: runs("cnp"),
+  // `watch [-n SECONDS] COMMAND...` hands its words to `sh -c` as one line; with -x/--exec it runs them as they are
+  watch: (args, _stdin, depth) => {
+    const rest = afterOptions(args, "nq")
+    const own = args.slice(0, args.length - rest.length)
+    if (rest.length === 0) return reading()
+    if (!own.some((arg) => arg === "--exec" || /^-[a-zA-Z]*x/.test(arg)))
+      return reading({ nested: [rest.join(" ")], reads: own })
+    const inner = readSimple(rest, [], depth + 1)
+    return { ...inner, reads: [...own, ...inner.reads] }
+  },
+  xargs: readXargs,
+  env: (args, stdin, depth) =>
+    args.some((arg) => arg === "-S" || arg.startsWith("--split-string")) ? OPAQUE() : runs("uC")(args, stdin, depth),
+  command: (args, stdin, depth) => (args.some((arg) => /^-[vV]$/.test(arg)) ? reading() : runs("")(args, stdin, depth)),
+  ...each("bash sh zsh dash ksh", shell),
+  eval: (args) => reading({ nested: [args.join(" ")] }),
+}
+
+/** PROGRAMS as a Map: looked up once per simple command of every bash call. */
+export const PROGRAM_READERS = new Map(Object.entries(PROGRAMS))
+
+/** Shell words that open or close a compound command; the command after them is read. */
+const SHELL_KEYWORDS = new Set(["!", "{", "}", "if", "then", "else", "elif", "fi", "do", "done", "while", "until"])
+/** Shell words whose following words are a list of values (`for f in ...`, `case $x in ...`): they are read. */
+const LIST_KEYWORDS = new Set(["for", "case", "select", "in", "esac"])
+/**
+ * Variables whose value is a command that a program runs without a terminal, and the programs that run it:
+ * `GIT_EXTERNAL_DIFF='rm -rf x' git diff` runs `rm -rf x`. Such a value is read as a command line when the command's
+ * program is one of these (`GIT_EDITOR=true git commit` stays what git commit is; `EDITOR=vim ls` is ls). Pagers
+ * (GIT_PAGER, PAGER) are not here: they run only when the output is a terminal, and opencode's bash tool has none.
+ */
+const COMMAND_VARIABLES: ReadonlyMap<string, ReadonlySet<string>> = (() => {
+  const git = new Set(["git"])
+  const editing = new Set(["git", "crontab", "visudo", "sudoedit", "vipw", "vigr", "edquota", "fc"])
+  const ssh = new Set(["git", "ssh", "scp", "sftp", "rsync"])
+  return new Map([
+    ...["GIT_EXTERNAL_DIFF", "GIT_SSH", "GIT_SSH_COMMAND", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "GIT_ASKPASS"].map(
+      (name) => [name, git] as const,
+    ),
+    ...["EDITOR", "VISUAL"].map((name) => [name, editing] as const),
+    ["SSH_ASKPASS", ssh] as const,
+  ])
+})()
+/** git config given in the environment (as `git -c`): git is then no read-only command, and the values are read. */
+const GIT_CONFIG_VARIABLE = /^GIT_CONFIG_(?:PARAMETERS|COUNT|KEY_\d+|VALUE_\d+)$/
+/** Variables that make a program load code from a file (a library, a start-up script): what runs is not known. */
+const CODE_VARIABLES = new Set(["LD_PRELOAD", "LD_AUDIT", "BASH_ENV", "NODE_OPTIONS", "PERL5OPT"])
+
+/**
+ * What one simple command does: its program looked up in PROGRAMS after variable assignments and shell keywords.
+ * `depth` counts the commands it runs through (`sudo nice timeout 5 ...`): past MAX_PREFIXES it is opaque.
+ */
+function readSimple(words: string[], stdin: string[], depth = 0): Reading {
+  if (depth > MAX_PREFIXES) {
+    recordRan(words, 0, stdin, true)
+    return OPAQUE()
+  }
+  // A variable's value (`d=.opencode; rm -rf $d`) and a loop's words (`for f in .opencode/*`) may be paths the
+  // command goes on to use: they are read, so a guard name there counts when the command changes something.
+  let values = NO_WORDS
+  let names = NO_WORDS // the variables assigned, in order with their values
+  let i = 0
+  for (; i < words.length; i++) {
+    const assignment = words[i].includes("=") ? /^([A-Za-z_][A-Za-z0-9_]*)=/.exec(words[i]) : null
+    if (assignment) {
+      if (values === NO_WORDS) [values, names] = [[], []]
+      values.push(words[i].slice(assignment[0].length))
+      names.push(assignment[1])
+    } else if (!SHELL_KEYWORDS.has(words[i])) break
+  }
+  if (i === words.length || LIST_KEYWORDS.has(words[i])) return reading({ reads: [...values, ...words.slice(i)] })
+  const word = words[i]
+  const program = word[0] === "/" ? word.replace(/^\/(?:usr\/(?:local\/)?)?s?bin\//, "") : word // /usr/bin/sed is sed; ./bin/test is not test
+  const reader = PROGRAM_READERS.get(program)
+  ranVia.push(program) // the commands its reader finds it running are run "after" it
+  const loadsCode = values.length > 0 && names.some((name) => CODE_VARIABLES.has(name))
+  const one = reader && !loadsCode ? reader(words.slice(i + 1), stdin, depth) : OPAQUE()
+  ranVia.pop()
+  // Recorded after its reader, so a wrapper's inner command comes first; code that only prints (an awk or perl
+  // filter) is followed enough: it runs nothing.
+  recordRan(words, i, stdin, one.opaque && one.changing)
+  if (values.length === 0) return one
+  const commands = values.filter((_, k) => COMMAND_VARIABLES.get(names[k])?.has(program))
+  const setsGitConfig = program === "git" && names.some((name) => GIT_CONFIG_VARIABLE.test(name))
+  return {
+    ...one,
+    reads: [...values, ...one.reads],
+    nested: commands.length ? [...one.nested, ...commands] : one.nested,
+    changing: one.changing || setsGitConfig,
+  }
+}
+
+/** A whole command line read: every simple command's reading (nested code included) and the redirect targets;
+ * `ran`: every simple command it would run, for the command patterns (`runs:`). */
+export type CommandReading = {
+  readings: Reading[]
+  redirects: string[]
+  changing: boolean
+  opaque: boolean
+  ran: RanCommand[]
+  index?: RanIndex // `ran` by program, made the first time a command rule asks (ranIndex)
+}
+
+/**
+ * One simple command a call would run: `words[start]` is its program (as written: `/usr/bin/git`), the words after it
+ * its arguments; `stdin` its here-documents; `via` the wrappers and code it runs inside, outermost first
+ * (`sudo`, `bash -c`); `opaque`: it runs code the reader does not follow (an unknown program, `python3 -c`, `ssh`).
+ */
+export type RanCommand = {
+  words: string[]
+  start: number
+  program: string // the program's name without its path: `git` for `/usr/bin/git`
+  stdin: string[]
+  via: string[]
+  cwd: string[] // the `cd DIR` before it on the line, in order: where its relative paths resolve (path patterns)
+  found?: readonly string[] // run by `find ROOT... -exec`: its roots, what `{}` stands for (with what lies under them)
+  opaque: boolean
+  args?: string[] // the words after the program, made the first time a pattern's program is this one
+  code?: string // opaqueText, made the first time a pattern asks
+}
+
+// Where readSimple records the commands it finds, at any depth of wrappers (`sudo timeout 5 git ...`): set by
+// readCommandAt for the line it reads. Threading a list through every ProgramReader would touch each of them for a
+// concern only the command patterns have; the reading is synchronous, so one list at a time is in use.
+let ranSink: RanCommand[] = []
+const ranVia: string[] = [] // the programs (and shells' code) the command being read runs inside, outermost first
+const ranCd: string[] = [] // the directories `cd` went to earlier on the line being read (and the lines around it)
+let ranFound: readonly string[] = NO_WORDS // the roots of the `find` whose -exec command is being read
+
+function recordRan(words: string[], start: number, stdin: string[], opaque: boolean): void {
+  const via = ranVia.length ? ranVia.slice() : NO_WORDS
+  const cwd = ranCd.length ? ranCd.slice() : NO_WORDS
+  const ran: RanCommand = { words, start, program: programName(words[start]), stdin, via, cwd, opaque }
+  if (ranFound.length) ran.found = ranFound
+  ranSink.push(ran)
+}
+
+/** A program word without its directory: `/usr/bin/git` -> `git`. */
+export function programName(word: string): string {
+  const slash = word.lastIndexOf("/")
+  return slash < 0 ? word : word.slice(slash + 1)
+}
+
+// One entry: guard-integrity and the changing-step check (per state contract, and again when the call is counted)
+// read the same command of one call.
+let lastCommand: string | undefined
+let lastReading: CommandReading | undefined
+
+export function readCommand(command: string): CommandReading {
+  if (lastReading === undefined || lastCommand !== command) {
+    // a line is read from the top: no wrapper or cd of an earlier reading (one cut short by a throw) carries over
+    ranVia.length = 0
+    ranCd.length = 0
+    ranFound = NO_WORDS
+    lastReading = readCommandAt(command, 0)
+    lastCommand = command
+  }
+  return lastReading
+}
+
+export function readCommandAt(command: string, depth: number): CommandReading {
+  const scan = scanCommand(command, depth)
+  if (scan === null) {
+    // a line it cannot follow (an unclosed quote, too deep): its whole text is opaque code
+    const ran = [
+      {
+        words: [command],
+        start: 0,
+        program: "",
+        stdin: NO_WORDS,
+        via: ranVia.length ? ranVia.slice() : NO_WORDS,
+        cwd: NO_WORDS,
+        opaque: true,
+      },
+    ]
+    return { readings: [], redirects: [], changing: true, opaque: true, ran }
+  }
+  const result: CommandReading = {
+    readings: [],
+    redirects: [],
+    changing: scan.substituted,
+    opaque: scan.substituted,
+    ran: [],
+  }
+  const outerSink = ranSink
+  const outerCd = ranCd.length // a `cd` inside this line (`bash -c 'cd x && ...'`) ends with it
+  ranSink = result.ran
+  try {
+    for (const simple of scan.commands) {
+      if (simple.redirects.length) {
+        for (const target of simple.redirects) result.redirects.push(target)
+        result.changing = true
+      }
+      if (simple.words.length === 0) continue
+      const ranBefore = result.ran.length
+      const one = readSimple(simple.words, simple.heredocs)
+      result.readings.push(one)
+      result.changing ||= one.changing
+      result.opaque ||= one.opaque
+      // the code a command runs (`bash -c CODE`) is run inside the program recorded last for it: the outermost
+      const runner = result.ran.length > ranBefore ? result.ran[result.ran.length - 1] : undefined
+      const inside = runner ? `${runner.program}'s code` : "code"
+      if (runner && (runner.program === "cd" || runner.program === "pushd")) changeDirectory(ranArgs(runner))
+      for (const code of one.nested) readNestedInto(result, code, depth, inside)
+      // a shell reading code from a pipe (`cat <<EOF | sh`): the line's here-documents may be that code, and so may
+      // any word of the line (`echo 'git push -f' | sh`): the whole line is the code it runs, for the patterns
+      if (one.codeFromPipe) {
+        if (runner) runner.code = capText(command, REGEX_INPUT_CAP)
+        for (const other of scan.commands)
+          for (const code of other.heredocs) readNestedInto(result, code, depth, inside)
+      }
+    }
+  } finally {
+    ranSink = outerSink
+    ranCd.length = outerCd
+  }
+  return result
+}
+
+/** `cd DIR` for the commands after it on the line: `cd` alone goes home; `cd -` (the last directory) is not followed. */
+function changeDirectory(args: readonly string[]): void {
+  const operands = args.filter((arg) => !arg.startsWith("-") || arg === "-")
+  if (operands[0] === "-") return
+  ranCd.push(operands[0] ?? "~")
+}
+
+/** Reads shell code a command runs (`bash -c CODE`) and adds what it does to the line's reading. */
+function readNestedInto(result: CommandReading, code: string, depth: number, inside: string): void {
+  ranVia.push(inside)
+  const inner = readCommandAt(code, depth + 1)
+  ranVia.pop()
+  for (const one of inner.readings) result.readings.push(one)
+  for (const target of inner.redirects) result.redirects.push(target)
+  for (const ran of inner.ran) result.ran.push(ran)
+  result.changing ||= inner.changing
+  result.opaque ||= inner.opaque
+}
+
+/**
+ * Whether a bash command only looks around (lists, reads, searches, asks git what is there) and so is not a changing
+ * step: nothing in it writes a file (no output redirection other than to /dev/null or a descriptor) and no program
+ * in it changes anything or runs code this reader does not follow. A false count asks the human once too often, a
+ * missed one lets a change through unconfirmed: anything unknown counts.
+ */
+export function isReadOnlyCommand(command: string): boolean {
+  const read = readCommand(command)
+  return !read.changing && read.readings.length > 0 // an empty command: the classifier cannot tell, so it counts
+}
+
+/** Own keys only: a program named "constructor" must not find Object's. */
+export function own<V>(table: Record<string, V>, key: string): V | undefined {
+  return Object.prototype.hasOwnProperty.call(table, key) ? table[key] : undefined
+}
+
+/** The words after a command's program, made once per command (every pattern on its program asks). */
+export function ranArgs(ran: RanCommand): string[] {
+  ran.args ??= ran.start + 1 === ran.words.length ? NO_WORDS : ran.words.slice(ran.start + 1)
+  return ran.args
+}

@@ -1,0 +1,91 @@
+import { NO_WORDS } from "./bash-scan"
+
+// The integrity guard's view of bash -------------------------------------------------------------------------------
+
+/** git subcommands that never write (besides `branch`, `diff`, `log` and `show`, checked with their options). */
+const READ_ONLY_GIT = new Set([
+  "status",
+  "blame",
+  "rev-parse",
+  "ls-files",
+  "describe",
+  "shortlog",
+  "grep",
+  "cat-file",
+  "ls-tree",
+])
+
+/** `git branch` options that list or filter; anything else (-d, -D, -m, -c, -u, --set-upstream-to, a name) changes. */
+const GIT_BRANCH_LISTING =
+  /^(-a|--all|-r|--remotes|-v+|--verbose|-l|--list|--show-current|--contains|--no-contains|--merged|--no-merged|--points-at|--sort(=.*)?|--format(=.*)?|--color(=.*)?|--no-color|--column(=.*)?|--no-column|-i|--ignore-case|--abbrev(=.*)?|--no-abbrev)$/
+
+/**
+ * git's global options, before the subcommand: where the subcommand stands, the words of the options (-C DIR,
+ * --git-dir=, --work-tree= name directories: read, so a guard name there counts), and whether one sets a config
+ * value (-c KEY=VALUE, --config-env), which may be a command git runs (core.fsmonitor on status, diff.external on
+ * diff, core.pager).
+ */
+export function gitGlobals(args: string[]): { at: number; global: string[]; setsConfig: boolean } {
+  const at = gitSubcommandAt(args)
+  let setsConfig = false
+  for (let k = 0; k < at; k++) if (args[k] === "-c" || args[k].startsWith("--config-env")) setsConfig = true
+  const global = at === 0 ? NO_WORDS : args.slice(0, at).map((arg) => arg.replace(/^--(git-dir|work-tree)=/, ""))
+  return { at, global, setsConfig }
+}
+
+/** Where git's subcommand stands: after its global options, `-C DIR` and `-c KEY=VALUE` taking the next word. */
+export function gitSubcommandAt(args: readonly string[]): number {
+  let at = 0
+  while (at < args.length && args[at].startsWith("-")) at += args[at] === "-C" || args[at] === "-c" ? 2 : 1
+  return at
+}
+
+export function isReadOnlyGit(args: string[], globals = gitGlobals(args)): boolean {
+  const { at, setsConfig } = globals
+  if (setsConfig) return false
+  const sub = args[at]
+  if (sub === undefined) return true
+  if (sub === "diff" || sub === "log" || sub === "show") {
+    // the commonest git calls of all: asked without slicing
+    for (let k = at + 1; k < args.length; k++) if (args[k].startsWith("--output")) return false
+    return true
+  }
+  const rest = args.slice(at + 1)
+  if (sub === "branch") return isBranchListing(rest)
+  if (sub === "remote")
+    return rest.every((arg) => arg === "-v" || arg === "--verbose") || /^(show|get-url)$/.test(rest[0])
+  if (sub === "stash") return /^(list|show)$/.test(rest[0] ?? "")
+  if (sub === "tag") return rest.length === 0 || rest.includes("-l") || rest.includes("--list")
+  if (sub === "config")
+    return rest.some((arg) => arg === "--get" || arg === "--list" || arg === "-l" || arg === "--get-all")
+  return READ_ONLY_GIT.has(sub)
+}
+
+/**
+ * `git branch` lists when every word is a listing option, or a value of one (`--contains HEAD`); with `-l`/`--list`
+ * the other words are patterns. A bare name creates a branch.
+ */
+function isBranchListing(args: string[]): boolean {
+  const listing = args.includes("-l") || args.includes("--list")
+  return args.every((arg, i) => {
+    if (GIT_BRANCH_LISTING.test(arg)) return true
+    if (arg.startsWith("-")) return false
+    return listing || BRANCH_VALUE_OPTIONS.has(args[i - 1] ?? "")
+  })
+}
+const BRANCH_VALUE_OPTIONS = new Set([
+  "--contains",
+  "--no-contains",
+  "--merged",
+  "--no-merged",
+  "--points-at",
+  "--sort",
+  "--format",
+])
+
+/** `git clean` deletes untracked files under its paths, the current directory when none is given; -n only lists. */
+export function gitCleanArgs(rest: string[]): string[] | undefined {
+  if (rest.some((w) => w === "--dry-run" || /^-[a-zA-Z]*n/.test(w))) return undefined
+  const args = rest.filter((w, i) => !w.startsWith("-") && rest[i - 1] !== "-e" && rest[i - 1] !== "--exclude")
+  return args.length ? args : ["."]
+}
