@@ -71,16 +71,17 @@ const OWN_TOOLS = new Set(["anchor_status", "anchor_bypass"])
 // ---- src/shared/recent-map.ts -------------------------------------------------------------------------------------
 
 /**
- * A bounded map that drops the least recently used entry: Map insertion order is the recency order, and a get moves
- * its entry to the end. The one eviction rule here, for root sessions and for child -> parent links (as loop-guard).
+ * The one eviction rule of both plugins: a Map in least-recently-used order (insertion order, refreshed on use),
+ * bounded; beyond its capacity the least recently used entry is dropped. loop-guard keeps its sessions, steps,
+ * watched parts and cuts in it; semantic-anchors its root sessions and child -> parent links.
  */
 class RecentMap<V> {
   private readonly map = new Map<string, V>()
+  /** The most recently used key: asking for it again needs no reordering. */
+  private newest: string | null = null
   constructor(readonly capacity: number) {}
 
-  private newest: string | undefined // the most recently used key: asking for it again needs no reordering
-
-  /** The value, marked most recently used. */
+  /** The value, marked most recently used; undefined when it is not kept. */
   get(key: string): V | undefined {
     const value = this.map.get(key)
     if (value !== undefined && key !== this.newest) {
@@ -91,6 +92,11 @@ class RecentMap<V> {
     return value
   }
 
+  /** The value without changing the order. */
+  peek(key: string): V | undefined {
+    return this.map.get(key)
+  }
+
   /** Stores the value as the most recently used, dropping the least recently used beyond the capacity. */
   set(key: string, value: V): void {
     this.map.delete(key)
@@ -99,13 +105,26 @@ class RecentMap<V> {
     if (this.map.size > this.capacity) this.map.delete(this.map.keys().next().value as string)
   }
 
+  has(key: string): boolean {
+    return this.map.has(key)
+  }
+
   delete(key: string): void {
     this.map.delete(key)
-    if (key === this.newest) this.newest = undefined
+    if (key === this.newest) this.newest = null
+  }
+
+  /** Deletes every entry whose value matches. */
+  deleteWhere(matches: (value: V) => boolean): void {
+    for (const [key, value] of [...this.map]) if (matches(value)) this.delete(key)
   }
 
   values(): IterableIterator<V> {
     return this.map.values()
+  }
+
+  get size(): number {
+    return this.map.size
   }
 }
 
@@ -2262,6 +2281,9 @@ function readSimple(words: string[], stdin: string[], depth = 0): Reading {
   }
 }
 
+/** A reading's commands by program, and its opaque ones: made once per reading (every command rule of a call asks). */
+type RanIndex = { byProgram: Map<string, RanCommand[]>; opaqueRan: RanCommand[]; keys: Set<string> }
+
 /** A whole command line read: every simple command's reading (nested code included) and the redirect targets;
  * `ran`: every simple command it would run, for the command patterns (`runs:`). */
 type CommandReading = {
@@ -2414,14 +2436,9 @@ function readNestedInto(result: CommandReading, code: string, depth: number, ins
  * in it changes anything or runs code this reader does not follow. A false count asks the human once too often, a
  * missed one lets a change through unconfirmed: anything unknown counts.
  */
-function isReadOnlyCommand(command: string): boolean {
+export function isReadOnlyCommand(command: string): boolean {
   const read = readCommand(command)
   return !read.changing && read.readings.length > 0 // an empty command: the classifier cannot tell, so it counts
-}
-
-/** Own keys only: a program named "constructor" must not find Object's. */
-function own<V>(table: Record<string, V>, key: string): V | undefined {
-  return Object.prototype.hasOwnProperty.call(table, key) ? table[key] : undefined
 }
 
 /** The words after a command's program, made once per command (every pattern on its program asks). */
@@ -2534,6 +2551,11 @@ const FLAG_VALUES: Record<string, OptionSpec> = {
 
 const MAX_PATTERN_WORDS = 32 // words of one pattern; a longer one is an error (no command rule needs more)
 const RAN_SHOWN = 120 // characters of a matched command shown in a verdict
+
+/** Own keys only: a program named "constructor" must not find Object's. */
+function own<V>(table: Record<string, V>, key: string): V | undefined {
+  return Object.prototype.hasOwnProperty.call(table, key) ? table[key] : undefined
+}
 
 /**
  * Long options of programs that take any unique prefix of one as it (getopt_long, git's parse-options): rm's
@@ -3028,9 +3050,6 @@ function runsMatch(
         return `runs code the reader cannot follow that names \`${pattern.text}\`: \`${ranText(ran)}\`${ranWhere(ran)}`
   return undefined
 }
-
-/** A reading's commands by program, and its opaque ones: made once per reading (every command rule of a call asks). */
-type RanIndex = { byProgram: Map<string, RanCommand[]>; opaqueRan: RanCommand[]; keys: Set<string> }
 
 function ranIndex(read: CommandReading): RanIndex {
   if (read.index) return read.index

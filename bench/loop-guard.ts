@@ -41,6 +41,11 @@ export const SHAPES: { name: string; tool: string; make: (salt: number) => unkno
     make: (s) => ({ filePath: `/home/dev/project/src/components/button-${s}.tsx`, offset: 120, limit: 80 }),
   },
   {
+    name: "~100 B (bash)",
+    tool: "bash",
+    make: (s) => ({ command: `cd /home/dev/project && npm test -- --grep "button ${s}" 2>&1 | tail -20`, description: "Run tests" }),
+  },
+  {
     name: "~10 KB (edit, 2 strings)",
     tool: "edit",
     make: (s) => ({ filePath: "/home/dev/project/src/app.ts", oldString: text(4800, s), newString: text(4800, s + 1) }),

@@ -23,6 +23,8 @@ import { now, printColumns, summarize } from "./lib.ts"
 import { startAnchors } from "./semantic-anchors.ts"
 import { emitError, loadTraces } from "./traces.ts"
 import { readyRuleIds, readyRulesYaml } from "../test/fixtures/semantic-anchors/ready-rules.ts"
+import { isReadOnlyCommand as loopGuardReadOnly } from "../loop-guard.ts"
+import { isReadOnlyCommand as anchorsReadOnly } from "../semantic-anchors.ts"
 
 type Call = { tool: string; args: unknown; obs?: string; err?: boolean }
 type Trajectory = { id: string; system: string; turns: Call[][] }
@@ -138,6 +140,7 @@ export async function replayAnchorTraces(dir: string): Promise<{
   figures: AnchorFigures[]
   guardBlocks: GuardBlock[]
   ready: Awaited<ReturnType<typeof replayReadyRules>>
+  readers: ReturnType<typeof compareReaders>
 }> {
   const all: AnchorFigures[] = []
   const guardBlocks: GuardBlock[] = []
@@ -204,7 +207,34 @@ export async function replayAnchorTraces(dir: string): Promise<{
   for (const b of guardBlocks)
     console.log(`  ${b.system} ${b.id} call ${b.call} ${b.tool}: ${b.what.replace(/\n/g, "\\n")}`)
   const ready = await replayReadyRules(dir)
-  return { figures: [...all, total], guardBlocks, ready }
+  const readers = compareReaders(dir)
+  return { figures: [...all, total], guardBlocks, ready, readers }
+}
+
+/**
+ * Whether loop-guard (a changing call ends a per-call streak) and semantic-anchors (a changing step is counted) give
+ * one answer to "does this bash command change anything" on every real command: both ship the reader of src/shared/.
+ */
+export function compareReaders(dir: string): { bashCalls: number; changing: number; disagreements: string[] } {
+  let bashCalls = 0
+  let changing = 0
+  const disagreements: string[] = []
+  for (const { trajectories } of loadTraces(dir))
+    for (const turn of (trajectories as Trajectory[]).flatMap((trajectory) => trajectory.turns))
+      for (const call of turn) {
+        const command = (call.args as { command?: unknown } | null)?.command
+        if (call.tool !== "bash" || typeof command !== "string") continue
+        bashCalls++
+        const readOnly = anchorsReadOnly(command)
+        if (!readOnly) changing++
+        if (loopGuardReadOnly(command) !== readOnly) disagreements.push(command)
+      }
+  console.log(
+    `\ndoes a bash command change anything: loop-guard and semantic-anchors disagree on ${disagreements.length} of ` +
+      `${bashCalls} real commands (target: 0); ${changing} change something, ${bashCalls - changing} only read`,
+  )
+  for (const command of disagreements.slice(0, 20)) console.log(`  ${command.replace(/\n/g, "\\n").slice(0, 160)}`)
+  return { bashCalls, changing, disagreements }
 }
 
 /** A call one of the ready rules fires on: which rules, and what the block says it runs. */

@@ -54,6 +54,9 @@ export const BUNDLES = [
     out: "loop-guard.ts",
     modules: [
       "src/loop-guard/signatures.ts",
+      "src/shared/recent-map.ts",
+      "src/shared/text.ts",
+      ...SHARED_READER,
       "src/loop-guard/results.ts",
       "src/loop-guard/cycle.ts",
       "src/loop-guard/waits.ts",

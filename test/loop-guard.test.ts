@@ -1491,7 +1491,7 @@ describe("per-call streaks: one call repeated among other calls", () => {
   })
 })
 
-describe("per-call streaks: which bash commands read only (a changing one ends a streak)", () => {
+describe("per-call streaks: which bash commands read only (a changing one ends a streak; the reader semantic-anchors uses)", () => {
   const table: [string, boolean][] = [
     ["cat src/a.ts", true],
     ["ls -la && git status", true],
@@ -1499,14 +1499,20 @@ describe("per-call streaks: which bash commands read only (a changing one ends a
     ["git log --oneline -5; git diff HEAD~1", true],
     ["find . -name '*.ts'", true],
     ["cd src && rg foo", true],
-    ["", true],
+    ["git branch", true],
+    ["git remote -v", true],
+    ["git", true], // prints its usage
+    ["grep -n 'a|b > c' f", true], // quoted: a pattern, not a pipe or a redirect
     ["npm test", false],
     ["rm -rf build", false],
     ["ls > files.txt", false],
     ["cat $(which node)", false],
     ["echo `date`", false],
     ["git commit -am x", false],
-    ["git", false],
+    ["", false], // an empty command: the reader cannot tell, so it counts as a change
+    ["git branch -D x", false],
+    ["git branch -d x", false],
+    ["git branch --delete x", false],
     ["find . -name '*.tmp' -delete", false],
     ["find . -exec rm {} ;", false],
     ["sed -i s/a/b/ f", false],

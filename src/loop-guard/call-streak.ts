@@ -1,3 +1,4 @@
+import { callChanges } from "./results"
 import type { Call } from "./results"
 import { MAX_CYCLE } from "./cycle"
 
@@ -57,7 +58,7 @@ export function findCallStreak(
       laterStep = call.step
       continue
     }
-    if (call.changes && !call.failed) return null
+    if (!call.failed && callChanges(call)) return null
     if (other === null) other = call.signature
     else if (call.signature !== other) varied = true
     if (call.step !== laterStep) gap += 1

@@ -1,3 +1,4 @@
+import { RecentMap } from "../shared/recent-map"
 import type { Hooks, Plugin, PluginInput } from "@opencode-ai/plugin"
 import { globMatcher, ignoredKeys, signature } from "./signatures"
 import { changesProject, errorDigest, isRefusal, newCall, resultDigest } from "./results"
@@ -25,7 +26,6 @@ import type { StreamCut, StreamLoop } from "./stream-watcher"
 import { readSettings, readStreamMode } from "./settings"
 import type { Mode } from "./settings"
 import {
-  Bounded,
   MAX_SESSIONS,
   MAX_STREAM_CUTS,
   MAX_STREAM_PARTS,
@@ -90,9 +90,9 @@ type Verdict = { block: string } | null
  * Fails open: an internal error is logged once per session and the stream goes on.
  */
 function streamGuard(mode: Mode, log: Log, toast: Toast, abort: (sessionID: string) => void) {
-  const parts = new Bounded<WatchedPart>(MAX_STREAM_PARTS)
-  const cuts = new Bounded<StreamCut>(MAX_STREAM_CUTS)
-  const failed = new Bounded<true>(MAX_SESSIONS)
+  const parts = new RecentMap<WatchedPart>(MAX_STREAM_PARTS)
+  const cuts = new RecentMap<StreamCut>(MAX_STREAM_CUTS)
+  const failed = new RecentMap<true>(MAX_SESSIONS)
 
   function onLoop(part: WatchedPart, partID: string, loop: StreamLoop): void {
     const stop = mode === "block"
@@ -377,7 +377,8 @@ export default { id: "loop-guard", server }
 
 // The names the tests use (opencode reads only the default export).
 export { canonicalize, LEAF_DIGEST_MIN, digest, fnv1a64, IGNORED_KEYS, signature } from "./signatures"
-export { maskVolatile, newCall, isReadOnlyCommand } from "./results"
+export { maskVolatile, newCall } from "./results"
+export { isReadOnlyCommand } from "../shared/bash-programs"
 export { sleepSeconds } from "./waits"
 export { historyCapacity } from "./cycle"
 export { duration } from "./texts"

@@ -1,5 +1,6 @@
 import { canonicalize, digest, isWellFormed } from "./signatures"
 import type { CallRecord } from "./signatures"
+import { isReadOnlyCommand } from "../shared/bash-programs"
 
 /** The result of a call that has not been seen (yet): a parallel call still running, or an event that never came. */
 export const NO_RESULT = "none"
@@ -138,8 +139,10 @@ export type Call = CallRecord & {
   note: string | null
   /** the step (one assistant message's calls, made at once) the call belongs to; see stepOf in the adapter */
   step: string
-  /** the call may change the project when it succeeds (changesProject): it ends a per-call streak */
+  /** the call may change the project when it succeeds (changesProject): it ends a per-call streak; read with callChanges */
   changes: boolean
+  /** its bash command while nobody has asked whether it changes anything (callChanges reads it once, then drops it) */
+  unread: string | null
 }
 
 export function newCall(
@@ -149,7 +152,7 @@ export function newCall(
   asked = wait,
   started = 0,
   step = callID,
-  changes = false,
+  changes: boolean | string = false,
 ): Call {
   const { signature, tool } = record // one object literal of a fixed shape: this runs on every call
   return {
@@ -165,7 +168,8 @@ export function newCall(
     started,
     note: null,
     step,
-    changes,
+    changes: changes === true,
+    unread: typeof changes === "string" ? changes : null,
   }
 }
 
@@ -187,64 +191,29 @@ const READ_ONLY_TOOLS = new Set([
   "bashoutput",
 ])
 
-/**
- * Programs a bash command may run and still count as read-only (it cannot end a per-call streak). Kept short on
- * purpose: a command it does not know counts as changing, which only makes a streak harder to reach.
- */
-const READ_ONLY_PROGRAMS = new Set([
-  "cat",
-  "cd",
-  "echo",
-  "file",
-  "grep",
-  "egrep",
-  "fgrep",
-  "head",
-  "ls",
-  "nl",
-  "pwd",
-  "rg",
-  "stat",
-  "tail",
-  "tree",
-  "wc",
-  "which",
-  "find",
-  "git",
-])
-/** The git subcommands that only read. */
-const READ_ONLY_GIT = new Set(["status", "log", "diff", "show", "branch", "blame", "grep", "ls-files", "rev-parse"])
-/** find's actions that write or run something. */
-const FIND_ACTIONS = /^-(?:delete|exec|execdir|ok|okdir|fprint|fprint0|fprintf|fls)$/
+/** A bash command up to this long is kept with its call, unread, until a rule asks; a longer one is read at once. */
+const MAX_COMMAND_KEPT = 1024
 
 /**
  * Whether a call may change the project: a tool that is not in READ_ONLY_TOOLS, or a bash command that is not
- * read-only (isReadOnlyCommand). Only this boolean is kept, never the command.
+ * read-only (isReadOnlyCommand: the bash reader semantic-anchors uses too). Reading a command costs more than the
+ * rest of the hook, and only a per-call streak ever asks, for a few calls: so a bash command of up to
+ * MAX_COMMAND_KEPT characters is returned as it is, to be read by callChanges when asked (kept in memory with its
+ * call, never logged); any other answer is the boolean.
  */
-export function changesProject(tool: string, args: unknown): boolean {
+export function changesProject(tool: string, args: unknown): boolean | string {
   if (READ_ONLY_TOOLS.has(tool)) return false
   if (tool !== "bash") return true
   const command = typeof args === "object" && args !== null ? (args as { command?: unknown }).command : undefined
-  return typeof command !== "string" || !isReadOnlyCommand(command)
+  if (typeof command !== "string") return true
+  return command.length <= MAX_COMMAND_KEPT ? command : !isReadOnlyCommand(command)
 }
 
-/**
- * A bash command line that only reads: no redirection, no command substitution, and every command of it (cut at
- * |, ||, &&, ; and line breaks) runs a program of READ_ONLY_PROGRAMS (git only with a READ_ONLY_GIT subcommand,
- * find without an action that writes or runs). `cat a.txt | grep x` reads; `ls > out`, `rm x`, `npm test`,
- * `sed -i ...` and anything unknown change.
- */
-export function isReadOnlyCommand(command: string): boolean {
-  if (command.length > MAX_COMMAND_READ * 4 || /[>`]|\$\(/.test(command)) return false
-  for (const part of command.split(/\|\|?|&&|;|\n/)) {
-    const words = part.split(/[ \t\r]+/).filter((word) => word !== "")
-    if (words.length === 0) continue
-    const program = words[0]
-    if (!READ_ONLY_PROGRAMS.has(program)) return false
-    if (program === "git" && !READ_ONLY_GIT.has(words[1] ?? "")) return false
-    if (program === "find" && words.some((word) => FIND_ACTIONS.test(word))) return false
+/** Whether the call may change the project when it succeeds: its bash command is read the first time this asks. */
+export function callChanges(call: Call): boolean {
+  if (call.unread !== null) {
+    call.changes = !isReadOnlyCommand(call.unread)
+    call.unread = null
   }
-  return true
+  return call.changes
 }
-/** A `sleep` or `cd` command is short; a longer one is some other command and ends the reading (and its cost). */
-export const MAX_COMMAND_READ = 256

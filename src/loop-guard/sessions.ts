@@ -1,3 +1,4 @@
+import { RecentMap } from "../shared/recent-map"
 import type { Call } from "./results"
 import { lastRun, measuredWait } from "./waits"
 import { addLap } from "./wait-rule"
@@ -27,7 +28,7 @@ export type SessionState = {
   /** the current step's name: "o:" and its number */
   step: string
   /** the assistant message of each call opencode announced (a tool part's messageID), by callID; made when needed */
-  messages: Bounded<string> | null
+  messages: RecentMap<string> | null
 }
 
 export function newSessionState(): SessionState {
@@ -65,67 +66,15 @@ export function stepOf(state: SessionState, callID: string): string {
 /** Remembers the assistant message of a tool part opencode announced (pending or running), for stepOf. */
 export function noteStep(state: SessionState, part: { callID?: unknown; messageID?: unknown }): void {
   if (typeof part.callID !== "string" || typeof part.messageID !== "string") return
-  state.messages ??= new Bounded<string>(MAX_STEP_MESSAGES)
+  state.messages ??= new RecentMap<string>(MAX_STEP_MESSAGES)
   state.messages.set(part.callID, `m:${part.messageID}`)
-}
-
-/**
- * The one eviction rule: a Map in LRU order (insertion order, refreshed on use), bounded; beyond its capacity the
- * least recently used entry is dropped. Sessions, watched parts, cuts and the stream's logged sessions all use it.
- */
-export class Bounded<V> {
-  private readonly map = new Map<string, V>()
-  /** The most recently used key: consecutive uses of one key skip the Map reordering. */
-  private newest: string | null = null
-  constructor(readonly capacity: number) {}
-
-  /** The value, marked most recently used; undefined when it is not kept. */
-  get(key: string): V | undefined {
-    const value = this.map.get(key)
-    if (value !== undefined && key !== this.newest) {
-      this.map.delete(key)
-      this.map.set(key, value)
-      this.newest = key
-    }
-    return value
-  }
-
-  /** The value without changing the LRU order. */
-  peek(key: string): V | undefined {
-    return this.map.get(key)
-  }
-
-  set(key: string, value: V): void {
-    this.map.delete(key)
-    this.map.set(key, value)
-    this.newest = key
-    if (this.map.size > this.capacity) this.map.delete(this.map.keys().next().value as string)
-  }
-
-  has(key: string): boolean {
-    return this.map.has(key)
-  }
-
-  delete(key: string): void {
-    this.map.delete(key)
-    if (key === this.newest) this.newest = null
-  }
-
-  /** Deletes every entry whose value matches. */
-  deleteWhere(matches: (value: V) => boolean): void {
-    for (const [key, value] of [...this.map]) if (matches(value)) this.delete(key)
-  }
-
-  get size(): number {
-    return this.map.size
-  }
 }
 
 /** Per-session states, bounded by MAX_SESSIONS (the least recently used dropped). */
 export class Sessions {
-  private readonly states: Bounded<SessionState>
+  private readonly states: RecentMap<SessionState>
   constructor(readonly capacity = MAX_SESSIONS) {
-    this.states = new Bounded<SessionState>(capacity)
+    this.states = new RecentMap<SessionState>(capacity)
   }
 
   /** The session's state, created when new, and marked most recently used. */

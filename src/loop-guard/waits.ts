@@ -1,4 +1,3 @@
-import { MAX_COMMAND_READ } from "./results"
 import type { Call } from "./results"
 import { MAX_CYCLE } from "./cycle"
 
@@ -118,3 +117,6 @@ function sleepOperand(operand: string): number | null {
   const match = /^(\d+(?:\.\d*)?|\.\d+)([smhd]?)$/.exec(operand)
   return match ? Number(match[1]) * SLEEP_UNITS[match[2]] : null
 }
+
+/** A `sleep` or `cd` command is short; a longer one is some other command and ends the reading (and its cost). */
+export const MAX_COMMAND_READ = 256

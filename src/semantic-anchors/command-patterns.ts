@@ -5,8 +5,8 @@ import { NO_WORDS, scanCommand } from "../shared/bash-scan"
 import { getopt } from "../shared/bash-words"
 import type { OptionSpec } from "../shared/bash-words"
 import { gitSubcommandAt } from "../shared/git-words"
-import { PROGRAM_READERS, own, programName, ranArgs, readCommand } from "../shared/bash-programs"
-import type { CommandReading, RanCommand } from "../shared/bash-programs"
+import { PROGRAM_READERS, programName, ranArgs, readCommand } from "../shared/bash-programs"
+import type { CommandReading, RanCommand, RanIndex } from "../shared/bash-programs"
 
 // Command patterns (`runs:`) ---------------------------------------------------------------------------------------
 //
@@ -110,6 +110,11 @@ const FLAG_VALUES: Record<string, OptionSpec> = {
 
 const MAX_PATTERN_WORDS = 32 // words of one pattern; a longer one is an error (no command rule needs more)
 const RAN_SHOWN = 120 // characters of a matched command shown in a verdict
+
+/** Own keys only: a program named "constructor" must not find Object's. */
+function own<V>(table: Record<string, V>, key: string): V | undefined {
+  return Object.prototype.hasOwnProperty.call(table, key) ? table[key] : undefined
+}
 
 /**
  * Long options of programs that take any unique prefix of one as it (getopt_long, git's parse-options): rm's
@@ -604,9 +609,6 @@ export function runsMatch(
         return `runs code the reader cannot follow that names \`${pattern.text}\`: \`${ranText(ran)}\`${ranWhere(ran)}`
   return undefined
 }
-
-/** A reading's commands by program, and its opaque ones: made once per reading (every command rule of a call asks). */
-export type RanIndex = { byProgram: Map<string, RanCommand[]>; opaqueRan: RanCommand[]; keys: Set<string> }
 
 function ranIndex(read: CommandReading): RanIndex {
   if (read.index) return read.index

@@ -28,7 +28,6 @@ import {
 } from "./bash-scripts"
 import type { FindTest } from "./bash-scripts"
 import { gitCleanArgs, gitGlobals, isReadOnlyGit } from "./git-words"
-import type { RanIndex } from "../semantic-anchors/command-patterns"
 
 /** `sudo`, `nice`, `timeout 5`, `xargs -n1`: the words after their options are a command of their own. */
 export function runs(valueLetters: string, skipOperands = 0): ProgramReader {
@@ -462,6 +461,9 @@ function readSimple(words: string[], stdin: string[], depth = 0): Reading {
   }
 }
 
+/** A reading's commands by program, and its opaque ones: made once per reading (every command rule of a call asks). */
+export type RanIndex = { byProgram: Map<string, RanCommand[]>; opaqueRan: RanCommand[]; keys: Set<string> }
+
 /** A whole command line read: every simple command's reading (nested code included) and the redirect targets;
  * `ran`: every simple command it would run, for the command patterns (`runs:`). */
 export type CommandReading = {
@@ -617,11 +619,6 @@ function readNestedInto(result: CommandReading, code: string, depth: number, ins
 export function isReadOnlyCommand(command: string): boolean {
   const read = readCommand(command)
   return !read.changing && read.readings.length > 0 // an empty command: the classifier cannot tell, so it counts
-}
-
-/** Own keys only: a program named "constructor" must not find Object's. */
-export function own<V>(table: Record<string, V>, key: string): V | undefined {
-  return Object.prototype.hasOwnProperty.call(table, key) ? table[key] : undefined
 }
 
 /** The words after a command's program, made once per command (every pattern on its program asks). */

@@ -1,14 +1,15 @@
 /**
- * A bounded map that drops the least recently used entry: Map insertion order is the recency order, and a get moves
- * its entry to the end. The one eviction rule here, for root sessions and for child -> parent links (as loop-guard).
+ * The one eviction rule of both plugins: a Map in least-recently-used order (insertion order, refreshed on use),
+ * bounded; beyond its capacity the least recently used entry is dropped. loop-guard keeps its sessions, steps,
+ * watched parts and cuts in it; semantic-anchors its root sessions and child -> parent links.
  */
 export class RecentMap<V> {
   private readonly map = new Map<string, V>()
+  /** The most recently used key: asking for it again needs no reordering. */
+  private newest: string | null = null
   constructor(readonly capacity: number) {}
 
-  private newest: string | undefined // the most recently used key: asking for it again needs no reordering
-
-  /** The value, marked most recently used. */
+  /** The value, marked most recently used; undefined when it is not kept. */
   get(key: string): V | undefined {
     const value = this.map.get(key)
     if (value !== undefined && key !== this.newest) {
@@ -19,6 +20,11 @@ export class RecentMap<V> {
     return value
   }
 
+  /** The value without changing the order. */
+  peek(key: string): V | undefined {
+    return this.map.get(key)
+  }
+
   /** Stores the value as the most recently used, dropping the least recently used beyond the capacity. */
   set(key: string, value: V): void {
     this.map.delete(key)
@@ -27,12 +33,25 @@ export class RecentMap<V> {
     if (this.map.size > this.capacity) this.map.delete(this.map.keys().next().value as string)
   }
 
+  has(key: string): boolean {
+    return this.map.has(key)
+  }
+
   delete(key: string): void {
     this.map.delete(key)
-    if (key === this.newest) this.newest = undefined
+    if (key === this.newest) this.newest = null
+  }
+
+  /** Deletes every entry whose value matches. */
+  deleteWhere(matches: (value: V) => boolean): void {
+    for (const [key, value] of [...this.map]) if (matches(value)) this.delete(key)
   }
 
   values(): IterableIterator<V> {
     return this.map.values()
+  }
+
+  get size(): number {
+    return this.map.size
   }
 }
