@@ -22,7 +22,7 @@ export function readStreamMode(
 }
 
 export type Mode = "block" | "warn" | "off"
-type Settings = {
+export type Settings = {
   mode: Mode
   repetitions: number
   failures: number

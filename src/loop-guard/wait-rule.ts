@@ -1,4 +1,5 @@
 import type { Call } from "./results"
+import type { Cycle } from "./cycle"
 import { MAX_CYCLE, hasSmallerPeriod, isPeriodic, windowSize } from "./cycle"
 
 /**
@@ -157,4 +158,49 @@ export function continuedWait(waiting: Waiting | null, current: Call, budget: nu
   if (!waiting || at < 0) return null
   const tools = [...waiting.tools.slice(at + 1), ...waiting.tools.slice(0, at + 1)] // ending with the current call
   return checkWait(waiting, tools, current, waiting.members.length, budget, lapCap)
+}
+
+/** What the wait rule reads and keeps of a session (its SessionState). */
+export type WaitState = { history: Call[]; waiting: Waiting | null; recorded: number; waitEnded: number }
+
+/** The settings the wait rule needs. */
+export type WaitLimits = {
+  repetitions: number
+  waitBudget: number
+  waitLaps: number
+  isExempt: (tool: string) => boolean
+}
+
+/**
+ * The wait rule, given what the cycle rule found: a cycle one of whose calls waits is timed instead of blocked; it
+ * runs until its time slept or its laps pass the limits (then the wait is blocked); a cycle without a wait is
+ * returned as it is. A waiting cycle is timed from the window of the cycle rule on, whatever its results (a poll's
+ * output often changes while it waits), and before it from its 2nd lap: a wait of the cycle being timed is held to
+ * its limits (continuedWait), a wait that repeats one of the last calls starts the timing (repeatedWait). With no
+ * wait budget (0) every cycle is a loop. Keeps the timing in `state.waiting`.
+ */
+export function cycleOrWait(
+  state: WaitState,
+  call: Call,
+  cycle: Cycle | null,
+  limits: WaitLimits,
+): Cycle | WaitOver | null {
+  const { repetitions, waitBudget, waitLaps, isExempt } = limits
+  if (waitBudget === 0) return cycle
+  const k = cycle?.k ?? findWaitingCycle(state.history, call, repetitions, isExempt)
+  if (k > 0) {
+    const turn = lastTurn(state.history, call, k)
+    if (!isWaiting(turn)) return cycle
+    state.waiting = timedWaiting(state.waiting, state.history, turn)
+    const tools = turn.map((member) => member.tool)
+    return checkWait(state.waiting, tools, call, k, waitBudget, waitLaps)
+  }
+  if (state.waiting?.members.includes(call.signature)) {
+    return continuedWait(state.waiting, call, waitBudget, waitLaps)
+  }
+  const lap = repeatedWait(state.history, call, isExempt)
+  if (lap === 0) return null
+  const after = Math.max(0, state.history.length - (state.recorded - state.waitEnded)) // calls since a timing ended
+  state.waiting = secondLap(state.history, call, lap, after)
+  return checkWait(state.waiting, state.waiting.tools, call, lap, waitBudget, waitLaps)
 }
