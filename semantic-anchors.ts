@@ -73,7 +73,8 @@ const OWN_TOOLS = new Set(["anchor_status", "anchor_bypass"])
 /**
  * The one eviction rule of both plugins: a Map in least-recently-used order (insertion order, refreshed on use),
  * bounded; beyond its capacity the least recently used entry is dropped. loop-guard keeps its sessions, steps,
- * watched parts and cuts in it; semantic-anchors its root sessions and child -> parent links.
+ * watched parts and cuts in it; semantic-anchors its root sessions, child -> parent links, and (read with peek, so
+ * the oldest goes first) the calls waiting for their end.
  */
 class RecentMap<V> {
   private readonly map = new Map<string, V>()
@@ -117,6 +118,11 @@ class RecentMap<V> {
   /** Deletes every entry whose value matches. */
   deleteWhere(matches: (value: V) => boolean): void {
     for (const [key, value] of [...this.map]) if (matches(value)) this.delete(key)
+  }
+
+  clear(): void {
+    this.map.clear()
+    this.newest = null
   }
 
   values(): IterableIterator<V> {
@@ -3403,14 +3409,14 @@ type SessionState = {
   agent?: string
   steps: Map<string, number> // state-contract id -> matching calls since the last confirmation
   touchedDirs: Map<string, number> // top-level directory -> changing calls into it since the last confirmation
-  reserved: Map<string, Reservation> // callID -> what a call that has not finished yet was counted for
+  reserved: RecentMap<Reservation> // callID -> what a call not finished yet was counted for; beyond MAX_RESERVED the oldest is taken as run (one call counted too many is the safe side)
   overridesUsed: number
   passes: number // granted bypasses not yet used (0 or 1)
   lastConfirmation: number | null
   lastBlocked?: LastBlocked // what the human is told a bypass is for
   seen: string[] // bounded evidence: user messages and tool results
   seenHits: Set<RegExp> // which unlessSeen patterns matched anything seen so far
-  pendingNotes: Map<string, PendingNote> // callID -> warn note for tool.execute.after
+  pendingNotes: RecentMap<PendingNote> // callID -> warn note for tool.execute.after
   warnedThisTurn: Set<string> // warn contracts whose note the model got since the last user message
 }
 
@@ -3425,13 +3431,13 @@ function newState(role: string): SessionState {
     role,
     steps: new Map(),
     touchedDirs: new Map(),
-    reserved: new Map(),
+    reserved: new RecentMap(MAX_RESERVED),
     overridesUsed: 0,
     passes: 0,
     lastConfirmation: null,
     seen: [],
     seenHits: new Set(),
-    pendingNotes: new Map(),
+    pendingNotes: new RecentMap(MAX_PENDING_NOTES),
     warnedThisTurn: new Set(),
   }
 }
@@ -3966,8 +3972,6 @@ function reserve(state: SessionState, callID: string, plan: ToolPlan, facts: Cal
   const dirs = plan.edit ? topDirs(facts.args, env) : NO_WORDS
   for (const dir of dirs) state.touchedDirs.set(dir, (state.touchedDirs.get(dir) ?? 0) + 1)
   state.reserved.set(callID, { steps: plan.counting, dirs })
-  // Beyond the bound the oldest call is taken as run: counting one call too many is the safe side.
-  if (state.reserved.size > MAX_RESERVED) state.reserved.delete(state.reserved.keys().next().value as string)
 }
 
 /** The call ran: what it was counted for stays. */
@@ -3977,7 +3981,7 @@ function settle(state: SessionState, callID: string): void {
 
 /** The call did not run or failed: what it was counted for is given back. */
 function release(state: SessionState, callID: string): void {
-  const counted = state.reserved.get(callID)
+  const counted = state.reserved.peek(callID)
   if (!counted) return
   state.reserved.delete(callID)
   for (const id of counted.steps) state.steps.set(id, Math.max(0, (state.steps.get(id) ?? 0) - 1))
@@ -5318,7 +5322,7 @@ class Anchors {
   /** Sessions whose next user message is a slash command's expanded template, not the person's own words. */
   readonly templateTurns = new Set<string>()
   /** The call of a session's `/anchor test`, judged again in chat.message once the agent (and so the role) is known. */
-  private readonly pendingTests = new Map<string, string>()
+  private readonly pendingTests = new RecentMap<string>(MAX_ROOT_SESSIONS)
 
   constructor(
     readonly client: Client | undefined,
@@ -5419,15 +5423,12 @@ class Anchors {
   }
 
   rememberTest(sessionID: string, call: string): void {
-    this.pendingTests.delete(sessionID)
     this.pendingTests.set(sessionID, call)
-    if (this.pendingTests.size > MAX_ROOT_SESSIONS)
-      this.pendingTests.delete(this.pendingTests.keys().next().value as string)
   }
 
   /** The call of the session's `/anchor test` in this turn, taken (once). */
   takeTest(sessionID: string): string | undefined {
-    const call = this.pendingTests.get(sessionID)
+    const call = this.pendingTests.peek(sessionID)
     this.pendingTests.delete(sessionID)
     return call
   }
@@ -6025,14 +6026,12 @@ function noteFirstWarns(state: SessionState, callID: string, warns: Hit[]): Hit[
   const contracts = first.map((hit) => hit.contract.id)
   for (const id of contracts) state.warnedThisTurn.add(id)
   state.pendingNotes.set(callID, { text: warnNote(first), contracts })
-  if (state.pendingNotes.size > MAX_PENDING_NOTES)
-    state.pendingNotes.delete(state.pendingNotes.keys().next().value as string)
   return first
 }
 
 /** A call that did not run never showed its note: the next matching call of the turn carries it instead. */
 function dropNote(state: SessionState, callID: string): void {
-  const note = state.pendingNotes.get(callID)
+  const note = state.pendingNotes.peek(callID)
   if (!note) return
   state.pendingNotes.delete(callID)
   for (const id of note.contracts) state.warnedThisTurn.delete(id)
@@ -6083,7 +6082,7 @@ async function onToolAfter(
     const state = anchors.stateOf(hookInput.sessionID)
     settle(state, hookInput.callID)
     const original = typeof output?.output === "string" ? output.output : ""
-    const note = state.pendingNotes.get(hookInput.callID)
+    const note = state.pendingNotes.peek(hookInput.callID)
     if (note !== undefined) {
       state.pendingNotes.delete(hookInput.callID)
       output.output = `${original}\n\n${note.text}`

@@ -1,13 +1,5 @@
 import type { Plugin, PluginInput } from "@opencode-ai/plugin"
-import {
-  MAX_PENDING_NOTES,
-  MESSAGE_CAP,
-  OWN_TOOLS,
-  SERVICE,
-  TOAST_AFTER_MESSAGE_MS,
-  TOAST_SHOWN_MS,
-  process,
-} from "./constants"
+import { MESSAGE_CAP, OWN_TOOLS, SERVICE, TOAST_AFTER_MESSAGE_MS, TOAST_SHOWN_MS, process } from "./constants"
 import { capText } from "../shared/text"
 import { roleForAgent } from "./model"
 import { isMapping } from "./problems"
@@ -279,14 +271,12 @@ function noteFirstWarns(state: SessionState, callID: string, warns: Hit[]): Hit[
   const contracts = first.map((hit) => hit.contract.id)
   for (const id of contracts) state.warnedThisTurn.add(id)
   state.pendingNotes.set(callID, { text: warnNote(first), contracts })
-  if (state.pendingNotes.size > MAX_PENDING_NOTES)
-    state.pendingNotes.delete(state.pendingNotes.keys().next().value as string)
   return first
 }
 
 /** A call that did not run never showed its note: the next matching call of the turn carries it instead. */
 function dropNote(state: SessionState, callID: string): void {
-  const note = state.pendingNotes.get(callID)
+  const note = state.pendingNotes.peek(callID)
   if (!note) return
   state.pendingNotes.delete(callID)
   for (const id of note.contracts) state.warnedThisTurn.delete(id)
@@ -337,7 +327,7 @@ async function onToolAfter(
     const state = anchors.stateOf(hookInput.sessionID)
     settle(state, hookInput.callID)
     const original = typeof output?.output === "string" ? output.output : ""
-    const note = state.pendingNotes.get(hookInput.callID)
+    const note = state.pendingNotes.peek(hookInput.callID)
     if (note !== undefined) {
       state.pendingNotes.delete(hookInput.callID)
       output.output = `${original}\n\n${note.text}`

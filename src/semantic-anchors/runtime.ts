@@ -1,6 +1,7 @@
 // @ts-ignore -- no Node types in this zero-dependency project; node:fs is built into Bun, which runs the plugin.
 import { lstatSync, readFileSync, realpathSync } from "node:fs"
 import type { Hooks, PluginInput } from "@opencode-ai/plugin"
+import { RecentMap } from "../shared/recent-map"
 import {
   MAX_LOGGED_PROBLEMS,
   MAX_RESOLVED_DIRS,
@@ -170,7 +171,7 @@ export class Anchors {
   /** Sessions whose next user message is a slash command's expanded template, not the person's own words. */
   readonly templateTurns = new Set<string>()
   /** The call of a session's `/anchor test`, judged again in chat.message once the agent (and so the role) is known. */
-  private readonly pendingTests = new Map<string, string>()
+  private readonly pendingTests = new RecentMap<string>(MAX_ROOT_SESSIONS)
 
   constructor(
     readonly client: Client | undefined,
@@ -271,15 +272,12 @@ export class Anchors {
   }
 
   rememberTest(sessionID: string, call: string): void {
-    this.pendingTests.delete(sessionID)
     this.pendingTests.set(sessionID, call)
-    if (this.pendingTests.size > MAX_ROOT_SESSIONS)
-      this.pendingTests.delete(this.pendingTests.keys().next().value as string)
   }
 
   /** The call of the session's `/anchor test` in this turn, taken (once). */
   takeTest(sessionID: string): string | undefined {
-    const call = this.pendingTests.get(sessionID)
+    const call = this.pendingTests.peek(sessionID)
     this.pendingTests.delete(sessionID)
     return call
   }

@@ -1,4 +1,4 @@
-import { MAX_PARENT_LINKS, MAX_ROOT_SESSIONS, MAX_SEEN, SEEN_CAP } from "./constants"
+import { MAX_PARENT_LINKS, MAX_PENDING_NOTES, MAX_RESERVED, MAX_ROOT_SESSIONS, MAX_SEEN, SEEN_CAP } from "./constants"
 import { RecentMap } from "../shared/recent-map"
 import { capText } from "../shared/text"
 import type { Settings } from "./model"
@@ -9,14 +9,14 @@ export type SessionState = {
   agent?: string
   steps: Map<string, number> // state-contract id -> matching calls since the last confirmation
   touchedDirs: Map<string, number> // top-level directory -> changing calls into it since the last confirmation
-  reserved: Map<string, Reservation> // callID -> what a call that has not finished yet was counted for
+  reserved: RecentMap<Reservation> // callID -> what a call not finished yet was counted for; beyond MAX_RESERVED the oldest is taken as run (one call counted too many is the safe side)
   overridesUsed: number
   passes: number // granted bypasses not yet used (0 or 1)
   lastConfirmation: number | null
   lastBlocked?: LastBlocked // what the human is told a bypass is for
   seen: string[] // bounded evidence: user messages and tool results
   seenHits: Set<RegExp> // which unlessSeen patterns matched anything seen so far
-  pendingNotes: Map<string, PendingNote> // callID -> warn note for tool.execute.after
+  pendingNotes: RecentMap<PendingNote> // callID -> warn note for tool.execute.after
   warnedThisTurn: Set<string> // warn contracts whose note the model got since the last user message
 }
 
@@ -31,13 +31,13 @@ export function newState(role: string): SessionState {
     role,
     steps: new Map(),
     touchedDirs: new Map(),
-    reserved: new Map(),
+    reserved: new RecentMap(MAX_RESERVED),
     overridesUsed: 0,
     passes: 0,
     lastConfirmation: null,
     seen: [],
     seenHits: new Set(),
-    pendingNotes: new Map(),
+    pendingNotes: new RecentMap(MAX_PENDING_NOTES),
     warnedThisTurn: new Set(),
   }
 }

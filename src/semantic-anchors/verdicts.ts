@@ -1,4 +1,4 @@
-import { MAX_RESERVED, MESSAGE_CAP, OWN_TOOLS } from "./constants"
+import { MESSAGE_CAP, OWN_TOOLS } from "./constants"
 import { REGEX_INPUT_CAP, capText } from "../shared/text"
 import { anyMatch, oneLine, relativeInside, resolvePath } from "./names"
 import { EDIT_TOOLS, EDIT_TOOL_RES, MODE_RANK, contractsOfRole, lockedForAgent } from "./model"
@@ -454,8 +454,6 @@ export function reserve(state: SessionState, callID: string, plan: ToolPlan, fac
   const dirs = plan.edit ? topDirs(facts.args, env) : NO_WORDS
   for (const dir of dirs) state.touchedDirs.set(dir, (state.touchedDirs.get(dir) ?? 0) + 1)
   state.reserved.set(callID, { steps: plan.counting, dirs })
-  // Beyond the bound the oldest call is taken as run: counting one call too many is the safe side.
-  if (state.reserved.size > MAX_RESERVED) state.reserved.delete(state.reserved.keys().next().value as string)
 }
 
 /** The call ran: what it was counted for stays. */
@@ -465,7 +463,7 @@ export function settle(state: SessionState, callID: string): void {
 
 /** The call did not run or failed: what it was counted for is given back. */
 export function release(state: SessionState, callID: string): void {
-  const counted = state.reserved.get(callID)
+  const counted = state.reserved.peek(callID)
   if (!counted) return
   state.reserved.delete(callID)
   for (const id of counted.steps) state.steps.set(id, Math.max(0, (state.steps.get(id) ?? 0) - 1))

@@ -1,7 +1,8 @@
 /**
  * The one eviction rule of both plugins: a Map in least-recently-used order (insertion order, refreshed on use),
  * bounded; beyond its capacity the least recently used entry is dropped. loop-guard keeps its sessions, steps,
- * watched parts and cuts in it; semantic-anchors its root sessions and child -> parent links.
+ * watched parts and cuts in it; semantic-anchors its root sessions, child -> parent links, and (read with peek, so
+ * the oldest goes first) the calls waiting for their end.
  */
 export class RecentMap<V> {
   private readonly map = new Map<string, V>()
@@ -45,6 +46,11 @@ export class RecentMap<V> {
   /** Deletes every entry whose value matches. */
   deleteWhere(matches: (value: V) => boolean): void {
     for (const [key, value] of [...this.map]) if (matches(value)) this.delete(key)
+  }
+
+  clear(): void {
+    this.map.clear()
+    this.newest = null
   }
 
   values(): IterableIterator<V> {
