@@ -315,12 +315,15 @@ function safeString(object: object): string {
  */
 export function digest(text: string): string {
   const bun = (globalThis as { Bun?: { hash?: (data: string) => bigint | number } }).Bun
-  const hash = bun?.hash ? BigInt(bun.hash(text)).toString(36) : fnv1a64(text)
+  const hash = bun?.hash ? BigInt(bun.hash(text)).toString(36) : fallbackDigest(text)
   return `${hash}:${text.length}`
 }
 
-/** Two independent 32-bit FNV-1a passes (different offset bases) over UTF-16 code units: the fallback digest. */
-export function fnv1a64(text: string): string {
+/**
+ * The digest where Bun.hash is missing: two 32-bit passes over UTF-16 code units, an FNV-1a pass and a second
+ * FNV-style pass with another offset basis and a shift mixed in (so the two do not fail together). Not FNV-1a itself.
+ */
+export function fallbackDigest(text: string): string {
   let a = 0x811c9dc5
   let b = 0x01000193 ^ 0x5bd1e995
   for (let i = 0; i < text.length; i++) {
@@ -502,9 +505,13 @@ function capText(text: string, cap: number): string {
   return text.length <= cap ? text : `${text.slice(0, cap / 2)}\n${text.slice(-cap / 2)}`
 }
 
+/** The longest quantifier read (`{12345,67890}?`) and group prefix (`(?<name>`, `(?i-m:`): the look-aheads. */
+const QUANTIFIER_CHARS = 24
+const GROUP_PREFIX_CHARS = 64
+
 /** A quantifier at `at` (`+ * ? {n} {n,} {n,m}`, with an optional lazy `?`), or undefined. */
 function quantifierAt(source: string, at: number): { min: number; max: number; text: string } | undefined {
-  const match = /^(?:([+*?])|\{(\d+)(,(\d*))?\})\??/.exec(source.slice(at, at + 24))
+  const match = /^(?:([+*?])|\{(\d+)(,(\d*))?\})\??/.exec(source.slice(at, at + QUANTIFIER_CHARS))
   if (!match) return undefined
   const text = match[0]
   if (match[1]) return { min: match[1] === "+" ? 1 : 0, max: match[1] === "?" ? 1 : Infinity, text }
@@ -555,7 +562,7 @@ function regexHazard(source: string): string | undefined {
   for (let i = 0; i < source.length;) {
     const ch = source[i]
     if (ch === "(") {
-      const prefix = /^\((?:\?(?:[:=!]|<[=!]|<[^>]*>|[a-z-]*:))?/.exec(source.slice(i, i + 64))![0]
+      const prefix = /^\((?:\?(?:[:=!]|<[=!]|<[^>]*>|[a-z-]*:))?/.exec(source.slice(i, i + GROUP_PREFIX_CHARS))![0]
       stack.push({ open: i, body: i + prefix.length, unbounded: false, optional: false })
       i += prefix.length
       continue
@@ -1418,7 +1425,7 @@ function gitCleanArgs(rest: string[]): string[] | undefined {
 // ---- src/shared/bash-programs.ts ----------------------------------------------------------------------------------
 
 /** `sudo`, `nice`, `timeout 5`, `xargs -n1`: the words after their options are a command of their own. */
-function runs(valueLetters: string, skipOperands = 0): ProgramReader {
+function wrapper(valueLetters: string, skipOperands = 0): ProgramReader {
   return (args, stdin, depth) => {
     const rest = afterOptions(args, valueLetters).slice(skipOperands)
     if (rest.length === 0) return reading()
@@ -1435,7 +1442,7 @@ function runs(valueLetters: string, skipOperands = 0): ProgramReader {
  * command line (`echo .opencode/x.yaml | xargs rm`) blocks as it did before the reader; a read-only one stays so.
  */
 const readXargs: ProgramReader = (args, stdin, depth) => {
-  const inner = runs("nILPsdEa")(args, stdin, depth)
+  const inner = wrapper("nILPsdEa")(args, stdin, depth)
   return inner.changing || inner.nested.length ? { ...inner, opaque: true, changing: true } : inner
 }
 
@@ -1750,13 +1757,13 @@ const PROGRAMS: Record<string, ProgramReader> = {
   ln: links,
   dd: readDd,
   // run another command: read that one
-  sudo: runs("ugCDhprtTU"),
-  nice: runs("n"),
-  ...each("nohup time exec", runs("a")),
-  timeout: runs("sk", 1),
-  stdbuf: runs("ioe"),
-  setsid: runs(""),
-  ionice: runs("cnp"),
+  sudo: wrapper("ugCDhprtTU"),
+  nice: wrapper("n"),
+  ...each("nohup time exec", wrapper("a")),
+  timeout: wrapper("sk", 1),
+  stdbuf: wrapper("ioe"),
+  setsid: wrapper(""),
+  ionice: wrapper("cnp"),
   // `watch [-n SECONDS] COMMAND...` hands its words to `sh -c` as one line; with -x/--exec it runs them as they are
   watch: (args, _stdin, depth) => {
     const rest = afterOptions(args, "nq")
@@ -1769,8 +1776,9 @@ const PROGRAMS: Record<string, ProgramReader> = {
   },
   xargs: readXargs,
   env: (args, stdin, depth) =>
-    args.some((arg) => arg === "-S" || arg.startsWith("--split-string")) ? OPAQUE() : runs("uC")(args, stdin, depth),
-  command: (args, stdin, depth) => (args.some((arg) => /^-[vV]$/.test(arg)) ? reading() : runs("")(args, stdin, depth)),
+    args.some((arg) => arg === "-S" || arg.startsWith("--split-string")) ? OPAQUE() : wrapper("uC")(args, stdin, depth),
+  command: (args, stdin, depth) =>
+    args.some((arg) => /^-[vV]$/.test(arg)) ? reading() : wrapper("")(args, stdin, depth),
   ...each("bash sh zsh dash ksh", shell),
   eval: (args) => reading({ nested: [args.join(" ")] }),
 }

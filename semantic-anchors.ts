@@ -143,9 +143,13 @@ function capText(text: string, cap: number): string {
   return text.length <= cap ? text : `${text.slice(0, cap / 2)}\n${text.slice(-cap / 2)}`
 }
 
+/** The longest quantifier read (`{12345,67890}?`) and group prefix (`(?<name>`, `(?i-m:`): the look-aheads. */
+const QUANTIFIER_CHARS = 24
+const GROUP_PREFIX_CHARS = 64
+
 /** A quantifier at `at` (`+ * ? {n} {n,} {n,m}`, with an optional lazy `?`), or undefined. */
 function quantifierAt(source: string, at: number): { min: number; max: number; text: string } | undefined {
-  const match = /^(?:([+*?])|\{(\d+)(,(\d*))?\})\??/.exec(source.slice(at, at + 24))
+  const match = /^(?:([+*?])|\{(\d+)(,(\d*))?\})\??/.exec(source.slice(at, at + QUANTIFIER_CHARS))
   if (!match) return undefined
   const text = match[0]
   if (match[1]) return { min: match[1] === "+" ? 1 : 0, max: match[1] === "?" ? 1 : Infinity, text }
@@ -196,7 +200,7 @@ function regexHazard(source: string): string | undefined {
   for (let i = 0; i < source.length;) {
     const ch = source[i]
     if (ch === "(") {
-      const prefix = /^\((?:\?(?:[:=!]|<[=!]|<[^>]*>|[a-z-]*:))?/.exec(source.slice(i, i + 64))![0]
+      const prefix = /^\((?:\?(?:[:=!]|<[=!]|<[^>]*>|[a-z-]*:))?/.exec(source.slice(i, i + GROUP_PREFIX_CHARS))![0]
       stack.push({ open: i, body: i + prefix.length, unbounded: false, optional: false })
       i += prefix.length
       continue
@@ -1856,7 +1860,7 @@ function gitCleanArgs(rest: string[]): string[] | undefined {
 // ---- src/shared/bash-programs.ts ----------------------------------------------------------------------------------
 
 /** `sudo`, `nice`, `timeout 5`, `xargs -n1`: the words after their options are a command of their own. */
-function runs(valueLetters: string, skipOperands = 0): ProgramReader {
+function wrapper(valueLetters: string, skipOperands = 0): ProgramReader {
   return (args, stdin, depth) => {
     const rest = afterOptions(args, valueLetters).slice(skipOperands)
     if (rest.length === 0) return reading()
@@ -1873,7 +1877,7 @@ function runs(valueLetters: string, skipOperands = 0): ProgramReader {
  * command line (`echo .opencode/x.yaml | xargs rm`) blocks as it did before the reader; a read-only one stays so.
  */
 const readXargs: ProgramReader = (args, stdin, depth) => {
-  const inner = runs("nILPsdEa")(args, stdin, depth)
+  const inner = wrapper("nILPsdEa")(args, stdin, depth)
   return inner.changing || inner.nested.length ? { ...inner, opaque: true, changing: true } : inner
 }
 
@@ -2188,13 +2192,13 @@ const PROGRAMS: Record<string, ProgramReader> = {
   ln: links,
   dd: readDd,
   // run another command: read that one
-  sudo: runs("ugCDhprtTU"),
-  nice: runs("n"),
-  ...each("nohup time exec", runs("a")),
-  timeout: runs("sk", 1),
-  stdbuf: runs("ioe"),
-  setsid: runs(""),
-  ionice: runs("cnp"),
+  sudo: wrapper("ugCDhprtTU"),
+  nice: wrapper("n"),
+  ...each("nohup time exec", wrapper("a")),
+  timeout: wrapper("sk", 1),
+  stdbuf: wrapper("ioe"),
+  setsid: wrapper(""),
+  ionice: wrapper("cnp"),
   // `watch [-n SECONDS] COMMAND...` hands its words to `sh -c` as one line; with -x/--exec it runs them as they are
   watch: (args, _stdin, depth) => {
     const rest = afterOptions(args, "nq")
@@ -2207,8 +2211,9 @@ const PROGRAMS: Record<string, ProgramReader> = {
   },
   xargs: readXargs,
   env: (args, stdin, depth) =>
-    args.some((arg) => arg === "-S" || arg.startsWith("--split-string")) ? OPAQUE() : runs("uC")(args, stdin, depth),
-  command: (args, stdin, depth) => (args.some((arg) => /^-[vV]$/.test(arg)) ? reading() : runs("")(args, stdin, depth)),
+    args.some((arg) => arg === "-S" || arg.startsWith("--split-string")) ? OPAQUE() : wrapper("uC")(args, stdin, depth),
+  command: (args, stdin, depth) =>
+    args.some((arg) => /^-[vV]$/.test(arg)) ? reading() : wrapper("")(args, stdin, depth),
   ...each("bash sh zsh dash ksh", shell),
   eval: (args) => reading({ nested: [args.join(" ")] }),
 }
@@ -3462,6 +3467,9 @@ function recordSeen(state: SessionState, text: string, patterns: readonly RegExp
   for (const pattern of patterns) if (!state.seenHits.has(pattern) && pattern.test(kept)) state.seenHits.add(pattern)
 }
 
+/** Subagent depth followed to a root session; opencode nests a few levels, a deeper chain is a loop of links. */
+const MAX_PARENT_HOPS = 32
+
 /**
  * Session state lives with the root session: a subagent's calls count for the session that started it. At most
  * MAX_ROOT_SESSIONS states and MAX_PARENT_LINKS links are kept; beyond that the least recently used is dropped.
@@ -3474,10 +3482,10 @@ class RootSessions {
     if (parentID !== childID) this.parents.set(childID, parentID)
   }
 
-  /** The root of a session: parent links followed (a bounded walk, so a linked loop cannot hang a call). */
+  /** The root of a session: parent links followed (at most MAX_PARENT_HOPS) (a bounded walk, so a linked loop cannot hang a call). */
   rootOf(sessionID: string): string {
     let id = sessionID
-    for (let hops = 0; hops < 32; hops++) {
+    for (let hops = 0; hops < MAX_PARENT_HOPS; hops++) {
       const parent = this.parents.get(id)
       if (!parent || parent === id) break
       id = parent
@@ -4652,6 +4660,9 @@ function applyRoles(config: Config, roles: unknown, r: Reporter): void {
   }
 }
 
+/** The largest settings.maxOverrides a file may set. */
+const MAX_OVERRIDES_SETTING = 1000
+
 /**
  * Locks hold (activeContracts keeps them in force); this reports each project `roles` or `presets` entry that tries
  * to drop a locked contract, so the project's author learns it has no effect there. The rest of the entry applies.
@@ -4702,10 +4713,10 @@ function applySettings(config: Config, settings: unknown, r: Reporter): void {
   r.unknownKeys(settings, SCHEMA_KEYS.settings, "settings")
   if (settings.maxOverrides !== undefined) {
     const value = settings.maxOverrides
-    if (!Number.isInteger(value) || (value as number) < 0 || (value as number) > 1000) {
+    if (!Number.isInteger(value) || (value as number) < 0 || (value as number) > MAX_OVERRIDES_SETTING) {
       r.error(
         "settings.maxOverrides",
-        `must be a whole number from 0 to 1000 (got ${describe(value)}); keeping ${config.settings.maxOverrides}`,
+        `must be a whole number from 0 to ${MAX_OVERRIDES_SETTING} (got ${describe(value)}); keeping ${config.settings.maxOverrides}`,
       )
     } else config.settings = { ...config.settings, maxOverrides: value as number }
   }
@@ -4782,6 +4793,8 @@ function flowOpened(text: string): number {
 
 type DuplicateKey = { keyPath: string; key: string; line: number; firstLine: number }
 
+/** Characters of a line in which a key is looked for: a key longer than this is no key a contract file has. */
+const KEY_LINE_CHARS = 1024
 const KEY_LINE = /^("(?:[^"\\]|\\.)*"|'(?:[^']|'')*'|[^\s#'"{[\]}&*!|>%@`,?:-][^#]*?)\s*:(?=\s|$)/
 const BLOCK_SCALAR = /^\s*[|>][-+0-9]*\s*(#.*)?$/
 
@@ -4846,7 +4859,9 @@ function duplicateKeys(text: string): DuplicateKey[] {
       current = new KeyScope(column, top, `[${index}]${"[0]".repeat(dashes - 1)}`)
       stack.push(current)
     }
-    const key = rest.includes(":") ? KEY_LINE.exec(rest.length > 1024 ? rest.slice(0, 1024) : rest) : null
+    const key = rest.includes(":")
+      ? KEY_LINE.exec(rest.length > KEY_LINE_CHARS ? rest.slice(0, KEY_LINE_CHARS) : rest)
+      : null
     if (!key) {
       flowDepth = flowOpened(rest)
       continue
@@ -5309,6 +5324,9 @@ function stripArgumentQuotes(text: string): string {
   return out
 }
 
+/** Distinct internal errors remembered so each is logged once; beyond, a new one is logged every time. */
+const MAX_LOGGED_FAILURES = 100
+
 /** One plugin instance: the config in force, the root sessions, and the host's client. */
 class Anchors {
   config = defaultConfig()
@@ -5361,7 +5379,7 @@ class Anchors {
   failOpen(where: string, error: unknown): void {
     const text = `${where}: ${(error as Error)?.message ?? String(error)}`
     if (this.loggedFailures.has(text)) return
-    if (this.loggedFailures.size < 100) this.loggedFailures.add(text)
+    if (this.loggedFailures.size < MAX_LOGGED_FAILURES) this.loggedFailures.add(text)
     this.log("error", `internal error, allowing (fail-open): ${text}`)
   }
 
@@ -5718,13 +5736,16 @@ function runAnchorCommand(anchors: Anchors, sessionID: string, rawArguments: str
 
 const NO_ASK = "Bypass refused: this host cannot ask the human."
 
+/** Characters of the model's bypass reason kept (the human reads it in the question, the log keeps it). */
+const MAX_REASON_CHARS = 500
+
 /**
  * The model's anchor_bypass: refusals first (the human is not asked for what would be refused), then opencode's
  * permission prompt, named `anchor-bypass: <the facts>` so the dialog shows them, with a toast of the same facts;
  * only an approved prompt (ctx.ask resolves) reaches the bypass. Every outcome is a toast too.
  */
 async function askForBypass(anchors: Anchors, args: unknown, ctx: ToolContext): Promise<string> {
-  const reason = isMapping(args) && typeof args.reason === "string" ? args.reason.trim().slice(0, 500) : ""
+  const reason = isMapping(args) && typeof args.reason === "string" ? args.reason.trim().slice(0, MAX_REASON_CHARS) : ""
   const state = anchors.stateOf(ctx.sessionID)
   const settings = anchors.config.settings
   const refusal = bypassRefusal(state, reason, settings) ?? (typeof ctx?.ask !== "function" ? NO_ASK : undefined)

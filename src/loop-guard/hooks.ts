@@ -224,7 +224,7 @@ const server: Plugin = async (input, options) => {
 export default { id: "loop-guard", server }
 
 // The names the tests use (opencode reads only the default export).
-export { canonicalize, LEAF_DIGEST_MIN, digest, fnv1a64, IGNORED_KEYS, signature } from "./signatures"
+export { canonicalize, LEAF_DIGEST_MIN, digest, fallbackDigest, IGNORED_KEYS, signature } from "./signatures"
 export { maskVolatile, newCall } from "./results"
 export { isReadOnlyCommand } from "../shared/bash-programs"
 export { sleepSeconds } from "./waits"

@@ -311,12 +311,15 @@ function safeString(object: object): string {
  */
 export function digest(text: string): string {
   const bun = (globalThis as { Bun?: { hash?: (data: string) => bigint | number } }).Bun
-  const hash = bun?.hash ? BigInt(bun.hash(text)).toString(36) : fnv1a64(text)
+  const hash = bun?.hash ? BigInt(bun.hash(text)).toString(36) : fallbackDigest(text)
   return `${hash}:${text.length}`
 }
 
-/** Two independent 32-bit FNV-1a passes (different offset bases) over UTF-16 code units: the fallback digest. */
-export function fnv1a64(text: string): string {
+/**
+ * The digest where Bun.hash is missing: two 32-bit passes over UTF-16 code units, an FNV-1a pass and a second
+ * FNV-style pass with another offset basis and a shift mixed in (so the two do not fail together). Not FNV-1a itself.
+ */
+export function fallbackDigest(text: string): string {
   let a = 0x811c9dc5
   let b = 0x01000193 ^ 0x5bd1e995
   for (let i = 0; i < text.length; i++) {

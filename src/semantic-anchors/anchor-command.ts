@@ -222,13 +222,16 @@ export function runAnchorCommand(anchors: Anchors, sessionID: string, rawArgumen
 
 const NO_ASK = "Bypass refused: this host cannot ask the human."
 
+/** Characters of the model's bypass reason kept (the human reads it in the question, the log keeps it). */
+const MAX_REASON_CHARS = 500
+
 /**
  * The model's anchor_bypass: refusals first (the human is not asked for what would be refused), then opencode's
  * permission prompt, named `anchor-bypass: <the facts>` so the dialog shows them, with a toast of the same facts;
  * only an approved prompt (ctx.ask resolves) reaches the bypass. Every outcome is a toast too.
  */
 async function askForBypass(anchors: Anchors, args: unknown, ctx: ToolContext): Promise<string> {
-  const reason = isMapping(args) && typeof args.reason === "string" ? args.reason.trim().slice(0, 500) : ""
+  const reason = isMapping(args) && typeof args.reason === "string" ? args.reason.trim().slice(0, MAX_REASON_CHARS) : ""
   const state = anchors.stateOf(ctx.sessionID)
   const settings = anchors.config.settings
   const refusal = bypassRefusal(state, reason, settings) ?? (typeof ctx?.ask !== "function" ? NO_ASK : undefined)

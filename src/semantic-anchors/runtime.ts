@@ -158,6 +158,9 @@ export function stripArgumentQuotes(text: string): string {
   return out
 }
 
+/** Distinct internal errors remembered so each is logged once; beyond, a new one is logged every time. */
+const MAX_LOGGED_FAILURES = 100
+
 /** One plugin instance: the config in force, the root sessions, and the host's client. */
 export class Anchors {
   config = defaultConfig()
@@ -210,7 +213,7 @@ export class Anchors {
   failOpen(where: string, error: unknown): void {
     const text = `${where}: ${(error as Error)?.message ?? String(error)}`
     if (this.loggedFailures.has(text)) return
-    if (this.loggedFailures.size < 100) this.loggedFailures.add(text)
+    if (this.loggedFailures.size < MAX_LOGGED_FAILURES) this.loggedFailures.add(text)
     this.log("error", `internal error, allowing (fail-open): ${text}`)
   }
 

@@ -62,6 +62,9 @@ export function recordSeen(state: SessionState, text: string, patterns: readonly
   for (const pattern of patterns) if (!state.seenHits.has(pattern) && pattern.test(kept)) state.seenHits.add(pattern)
 }
 
+/** Subagent depth followed to a root session; opencode nests a few levels, a deeper chain is a loop of links. */
+const MAX_PARENT_HOPS = 32
+
 /**
  * Session state lives with the root session: a subagent's calls count for the session that started it. At most
  * MAX_ROOT_SESSIONS states and MAX_PARENT_LINKS links are kept; beyond that the least recently used is dropped.
@@ -74,10 +77,10 @@ export class RootSessions {
     if (parentID !== childID) this.parents.set(childID, parentID)
   }
 
-  /** The root of a session: parent links followed (a bounded walk, so a linked loop cannot hang a call). */
+  /** The root of a session: parent links followed (at most MAX_PARENT_HOPS) (a bounded walk, so a linked loop cannot hang a call). */
   rootOf(sessionID: string): string {
     let id = sessionID
-    for (let hops = 0; hops < 32; hops++) {
+    for (let hops = 0; hops < MAX_PARENT_HOPS; hops++) {
       const parent = this.parents.get(id)
       if (!parent || parent === id) break
       id = parent

@@ -582,6 +582,9 @@ function applyRoles(config: Config, roles: unknown, r: Reporter): void {
   }
 }
 
+/** The largest settings.maxOverrides a file may set. */
+const MAX_OVERRIDES_SETTING = 1000
+
 /**
  * Locks hold (activeContracts keeps them in force); this reports each project `roles` or `presets` entry that tries
  * to drop a locked contract, so the project's author learns it has no effect there. The rest of the entry applies.
@@ -632,10 +635,10 @@ function applySettings(config: Config, settings: unknown, r: Reporter): void {
   r.unknownKeys(settings, SCHEMA_KEYS.settings, "settings")
   if (settings.maxOverrides !== undefined) {
     const value = settings.maxOverrides
-    if (!Number.isInteger(value) || (value as number) < 0 || (value as number) > 1000) {
+    if (!Number.isInteger(value) || (value as number) < 0 || (value as number) > MAX_OVERRIDES_SETTING) {
       r.error(
         "settings.maxOverrides",
-        `must be a whole number from 0 to 1000 (got ${describe(value)}); keeping ${config.settings.maxOverrides}`,
+        `must be a whole number from 0 to ${MAX_OVERRIDES_SETTING} (got ${describe(value)}); keeping ${config.settings.maxOverrides}`,
       )
     } else config.settings = { ...config.settings, maxOverrides: value as number }
   }

@@ -22,6 +22,8 @@ function flowOpened(text: string): number {
 
 type DuplicateKey = { keyPath: string; key: string; line: number; firstLine: number }
 
+/** Characters of a line in which a key is looked for: a key longer than this is no key a contract file has. */
+const KEY_LINE_CHARS = 1024
 const KEY_LINE = /^("(?:[^"\\]|\\.)*"|'(?:[^']|'')*'|[^\s#'"{[\]}&*!|>%@`,?:-][^#]*?)\s*:(?=\s|$)/
 const BLOCK_SCALAR = /^\s*[|>][-+0-9]*\s*(#.*)?$/
 
@@ -86,7 +88,9 @@ export function duplicateKeys(text: string): DuplicateKey[] {
       current = new KeyScope(column, top, `[${index}]${"[0]".repeat(dashes - 1)}`)
       stack.push(current)
     }
-    const key = rest.includes(":") ? KEY_LINE.exec(rest.length > 1024 ? rest.slice(0, 1024) : rest) : null
+    const key = rest.includes(":")
+      ? KEY_LINE.exec(rest.length > KEY_LINE_CHARS ? rest.slice(0, KEY_LINE_CHARS) : rest)
+      : null
     if (!key) {
       flowDepth = flowOpened(rest)
       continue

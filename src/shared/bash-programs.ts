@@ -30,7 +30,7 @@ import type { FindTest } from "./bash-scripts"
 import { gitCleanArgs, gitGlobals, isReadOnlyGit } from "./git-words"
 
 /** `sudo`, `nice`, `timeout 5`, `xargs -n1`: the words after their options are a command of their own. */
-export function runs(valueLetters: string, skipOperands = 0): ProgramReader {
+export function wrapper(valueLetters: string, skipOperands = 0): ProgramReader {
   return (args, stdin, depth) => {
     const rest = afterOptions(args, valueLetters).slice(skipOperands)
     if (rest.length === 0) return reading()
@@ -47,7 +47,7 @@ export function runs(valueLetters: string, skipOperands = 0): ProgramReader {
  * command line (`echo .opencode/x.yaml | xargs rm`) blocks as it did before the reader; a read-only one stays so.
  */
 const readXargs: ProgramReader = (args, stdin, depth) => {
-  const inner = runs("nILPsdEa")(args, stdin, depth)
+  const inner = wrapper("nILPsdEa")(args, stdin, depth)
   return inner.changing || inner.nested.length ? { ...inner, opaque: true, changing: true } : inner
 }
 
@@ -362,13 +362,13 @@ const PROGRAMS: Record<string, ProgramReader> = {
   ln: links,
   dd: readDd,
   // run another command: read that one
-  sudo: runs("ugCDhprtTU"),
-  nice: runs("n"),
-  ...each("nohup time exec", runs("a")),
-  timeout: runs("sk", 1),
-  stdbuf: runs("ioe"),
-  setsid: runs(""),
-  ionice: runs("cnp"),
+  sudo: wrapper("ugCDhprtTU"),
+  nice: wrapper("n"),
+  ...each("nohup time exec", wrapper("a")),
+  timeout: wrapper("sk", 1),
+  stdbuf: wrapper("ioe"),
+  setsid: wrapper(""),
+  ionice: wrapper("cnp"),
   // `watch [-n SECONDS] COMMAND...` hands its words to `sh -c` as one line; with -x/--exec it runs them as they are
   watch: (args, _stdin, depth) => {
     const rest = afterOptions(args, "nq")
@@ -381,8 +381,9 @@ const PROGRAMS: Record<string, ProgramReader> = {
   },
   xargs: readXargs,
   env: (args, stdin, depth) =>
-    args.some((arg) => arg === "-S" || arg.startsWith("--split-string")) ? OPAQUE() : runs("uC")(args, stdin, depth),
-  command: (args, stdin, depth) => (args.some((arg) => /^-[vV]$/.test(arg)) ? reading() : runs("")(args, stdin, depth)),
+    args.some((arg) => arg === "-S" || arg.startsWith("--split-string")) ? OPAQUE() : wrapper("uC")(args, stdin, depth),
+  command: (args, stdin, depth) =>
+    args.some((arg) => /^-[vV]$/.test(arg)) ? reading() : wrapper("")(args, stdin, depth),
   ...each("bash sh zsh dash ksh", shell),
   eval: (args) => reading({ nested: [args.join(" ")] }),
 }

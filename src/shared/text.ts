@@ -5,9 +5,13 @@ export function capText(text: string, cap: number): string {
   return text.length <= cap ? text : `${text.slice(0, cap / 2)}\n${text.slice(-cap / 2)}`
 }
 
+/** The longest quantifier read (`{12345,67890}?`) and group prefix (`(?<name>`, `(?i-m:`): the look-aheads. */
+const QUANTIFIER_CHARS = 24
+const GROUP_PREFIX_CHARS = 64
+
 /** A quantifier at `at` (`+ * ? {n} {n,} {n,m}`, with an optional lazy `?`), or undefined. */
 function quantifierAt(source: string, at: number): { min: number; max: number; text: string } | undefined {
-  const match = /^(?:([+*?])|\{(\d+)(,(\d*))?\})\??/.exec(source.slice(at, at + 24))
+  const match = /^(?:([+*?])|\{(\d+)(,(\d*))?\})\??/.exec(source.slice(at, at + QUANTIFIER_CHARS))
   if (!match) return undefined
   const text = match[0]
   if (match[1]) return { min: match[1] === "+" ? 1 : 0, max: match[1] === "?" ? 1 : Infinity, text }
@@ -58,7 +62,7 @@ export function regexHazard(source: string): string | undefined {
   for (let i = 0; i < source.length;) {
     const ch = source[i]
     if (ch === "(") {
-      const prefix = /^\((?:\?(?:[:=!]|<[=!]|<[^>]*>|[a-z-]*:))?/.exec(source.slice(i, i + 64))![0]
+      const prefix = /^\((?:\?(?:[:=!]|<[=!]|<[^>]*>|[a-z-]*:))?/.exec(source.slice(i, i + GROUP_PREFIX_CHARS))![0]
       stack.push({ open: i, body: i + prefix.length, unbounded: false, optional: false })
       i += prefix.length
       continue
