@@ -59,3 +59,14 @@ describe("the shipped files are built from src/", () => {
     ])
   })
 })
+
+describe("docs/architecture.md lists the modules as they are", () => {
+  const doc = readFileSync(join(ROOT, "docs/architecture.md"), "utf8")
+  for (const bundle of bundles) {
+    test(`its ${bundle.out} table names exactly the modules, in build order`, () => {
+      const section = doc.split(`### ${bundle.out}`)[1]?.split(/\n##/)[0] ?? ""
+      const rows = [...section.matchAll(/^\| `(src\/[^`]+)` \|/gm)].map((match) => match[1])
+      expect(rows).toEqual(bundle.modules)
+    })
+  }
+})
