@@ -66,6 +66,7 @@ export const BUNDLES = [
       "src/loop-guard/failure-streak.ts",
       "src/loop-guard/rules.ts",
       "src/loop-guard/texts.ts",
+      "src/loop-guard/asked.ts",
       "src/loop-guard/stream-watcher.ts",
       "src/loop-guard/settings.ts",
       "src/loop-guard/sessions.ts",

@@ -8,10 +8,13 @@
 // - what the model receives with the human's next message: the looping part cut, with loop-guard's note;
 // - a passage of 1,200 characters repeated: the stream closed after its 4th copy, before the 6-copy rule's stop;
 // - and that a long legitimate answer (a table, a list, code blocks with repeated lines) runs to its end.
+// - a repetition the person asked for (`print 'ha' 2000 times`) runs whole with no toast; the same answer to another
+//   request, or in the next turn, is stopped.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import {
   agentRequests,
   createSandbox,
+  runOpencode,
   startServe,
   userTexts,
   type Sandbox,
@@ -384,5 +387,92 @@ describe("e2e stream: OPENCODE_LOOP_GUARD_STREAM=warn tells, and stops nothing",
     expect(toasts[0].message).toMatch(
       /^loop-guard: its answer repeated a 46-character passage \d+ times \(warn mode: not stopped\)$/,
     )
+  })
+})
+
+/**
+ * A repetition the person asked for: `opencode run "print 'ha' 2000 times"` (run wraps the prompt in double quotes),
+ * the scripted model answering with `ha` 2,000 times. loop-guard reads the message in `chat.message` and lets the
+ * answer run whole; the same answer to a request that asks for nothing of the kind is stopped as any loop.
+ */
+describe("e2e stream: a repetition the person asked for runs whole under opencode run", () => {
+  const HA = "ha".repeat(2000)
+  const runFor = (prompt: string) =>
+    runOpencode(loopGuardOnly(), {
+      prompt,
+      args: ["--print-logs"],
+      script: [{ reasoning: "The user wants ha repeated.", text: HA, chunk: 20, delayMs: 2 }],
+    })
+
+  test(
+    "asked: every piece is streamed, the run ends normally, the whole answer is printed, nothing is stopped",
+    async () => {
+      const r = await runFor("print 'ha' 2000 times")
+      const fake = await replyEnded(agentRequests(r.llm)[0])
+      console.log(`asked repetition: ${fake.chunksSent} of ${fake.chunksTotal} pieces sent, exit ${r.code}`)
+      expect(r.code).toBe(0)
+      expect(fake.closedEarly).toBe(false)
+      expect(fake.chunksSent).toBe(fake.chunksTotal)
+      const text = r.events.filter((e) => e.type === "text").map((e) => e.part?.text ?? "")
+      expect(text).toContain(HA)
+      // what the log says: an asked-for repetition ran; no stop, no word of the person's message
+      const lines = r.stderr.split("\n").filter((line) => line.includes("loop-guard"))
+      expect(lines.some((line) => line.includes("the answer repeats what the person asked to be repeated"))).toBe(true)
+      expect(lines.some((line) => line.includes("stopped"))).toBe(false)
+      expect(lines.join("\n")).not.toContain("print")
+    },
+    SETUP_TIMEOUT,
+  )
+
+  test(
+    "not asked: the same answer to another request is stopped",
+    async () => {
+      const r = await runFor("summarize the build script")
+      const fake = await replyEnded(agentRequests(r.llm)[0])
+      console.log(`same answer, not asked: ${fake.chunksSent} of ${fake.chunksTotal} pieces sent, exit ${r.code}`)
+      expect(r.code).not.toBe(0)
+      expect(fake.closedEarly).toBe(true)
+      expect(fake.chunksSent).toBeLessThan(fake.chunksTotal / 2)
+      expect(r.stderr).toContain("loop-guard: stopped the session's run: its answer repeated")
+      expect(r.stderr).not.toContain("asked to be repeated")
+    },
+    SETUP_TIMEOUT,
+  )
+})
+
+describe("e2e stream: the asked repetition under opencode serve, toasts seen, and the next turn", () => {
+  const HA = "ha".repeat(2000)
+  let serve: Serve
+  let asked: any
+  let next: any
+  beforeAll(async () => {
+    serve = await startServe(loopGuardOnly(), {
+      script: [],
+      pickStep: () => ({ text: HA, chunk: 20, delayMs: 2 }),
+    })
+    try {
+      const id = await serve.createSession()
+      asked = await serve.prompt(id, "print 'ha' 2000 times")
+      next = await serve.prompt(id, "thanks; now summarize the build script")
+    } catch (error) {
+      await serve.close()
+      throw error
+    }
+  }, SETUP_TIMEOUT)
+  afterAll(() => serve?.close(), CLOSE_TIMEOUT)
+
+  test("asked: the whole answer, no toast; the next message asks for nothing: the same answer is stopped, with the toast", async () => {
+    expect(asked.info?.error).toBeUndefined()
+    expect(asked.parts?.find((p: any) => p.type === "text")?.text).toBe(HA)
+    const [first, second] = agentRequests(serve.llm)
+    expect((await replyEnded(first)).closedEarly).toBe(false)
+    expect(next.info?.error?.name).toBe("MessageAbortedError")
+    expect((await replyEnded(second)).closedEarly).toBe(true)
+    expect(loopGuardToasts(serve).map((t) => [t.message, t.variant])).toEqual([
+      [
+        expect.stringMatching(/^loop-guard: stopped the agent: its answer repeated a \d+-character passage \d+ times$/),
+        "error",
+      ],
+    ])
   })
 })

@@ -230,6 +230,7 @@ export { isReadOnlyCommand } from "../shared/bash-programs"
 export { sleepSeconds } from "./waits"
 export { historyCapacity } from "./cycle"
 export { duration } from "./texts"
+export { ASKED_MARGIN, askedRepetition, madeOfAsked } from "./asked"
 export {
   STREAM_MAX_PERIOD,
   STREAM_REPEATS,

@@ -172,7 +172,7 @@ export const MAX_STREAM_PARTS = 64
 /** Cuts remembered for the model's next context (small records; they outlive the part's watcher). */
 export const MAX_STREAM_CUTS = 256
 
-export type WatchedPart = { sessionID: string; kind: StreamKind; watcher: StreamWatcher }
+export type WatchedPart = { sessionID: string; kind: StreamKind; watcher: StreamWatcher; told?: boolean }
 
 /** What a streaming event says: a part starts or ends (with its type), or a piece of its text arrives. */
 type StreamEvent =

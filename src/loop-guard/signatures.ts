@@ -89,8 +89,10 @@
  * more verbatim for 4 copies (stopped by the end of its 4th copy), the session's run is aborted, the human sees an
  * error toast (reasoning or answer, the passage's length and count, never its text), and in the model's next context
  * that part is cut after the passage's first copy, with a note. Whole lines repeated in a Markdown code fence, a
- * table or a diagram are code, data or layout, stopped only at a backstop (64 copies and 8,000 characters). See
- * "Pure core: the stream watcher".
+ * table or a diagram are code, data or layout, stopped only at a backstop (64 copies and 8,000 characters). A
+ * repetition the person's latest message asked for, with a count and the passage (`print 'ha' 2000 times`), runs in
+ * the answer (not the reasoning) up to 1.5 times the count's worth of characters (askedRepetition, chat.message). See
+ * src/loop-guard/stream-watcher.ts.
  *
  * Why: opencode's own doom_loop check only looks at the last three parts of the current assistant message, so a
  * model that reads the same file once per step, or ping-pongs edit/test/edit/test with the same edit, runs forever.

@@ -4,7 +4,9 @@
 import type { Hooks } from "@opencode-ai/plugin"
 import { RecentMap } from "../shared/recent-map"
 import { StreamWatcher, cutText, streamCut, streamToast, streamWhat } from "./stream-watcher"
-import type { StreamCut, StreamLoop } from "./stream-watcher"
+import type { StreamCut, StreamKind, StreamLoop } from "./stream-watcher"
+import { askedRepetition } from "./asked"
+import type { Asked } from "./asked"
 import type { Mode } from "./settings"
 import { MAX_SESSIONS, MAX_STREAM_CUTS, MAX_STREAM_PARTS, resetTarget, streamEvent } from "./sessions"
 import type { WatchedPart } from "./sessions"
@@ -22,6 +24,8 @@ export function streamGuard(mode: Mode, log: Log, toast: Toast, abort: (sessionI
   const parts = new RecentMap<WatchedPart>(MAX_STREAM_PARTS)
   const cuts = new RecentMap<StreamCut>(MAX_STREAM_CUTS)
   const failed = new RecentMap<true>(MAX_SESSIONS)
+  /** the repetition each session's latest user message asked for (askedRepetition), replaced by the next one */
+  const asked = new RecentMap<Asked>(MAX_SESSIONS)
 
   function onLoop(part: WatchedPart, partID: string, loop: StreamLoop): void {
     const stop = mode === "block"
@@ -52,7 +56,7 @@ export function streamGuard(mode: Mode, log: Log, toast: Toast, abort: (sessionI
       sessionID = what.sessionID
       if (what.type === "start") {
         if (!parts.get(what.partID))
-          parts.set(what.partID, { sessionID: what.sessionID, kind: what.kind, watcher: new StreamWatcher() })
+          parts.set(what.partID, { sessionID: what.sessionID, kind: what.kind, watcher: watcherFor(what) })
         return
       }
       // only parts opencode announced as reasoning or text: a tool's streamed input (a file being written) is no
@@ -61,6 +65,7 @@ export function streamGuard(mode: Mode, log: Log, toast: Toast, abort: (sessionI
       if (!part) return
       const loop = part.watcher.feed(what.delta)
       if (loop) onLoop(part, what.partID, loop)
+      else if (part.watcher.allowed && !part.told) onAllowed(part, what.partID, part.watcher.allowed)
     } catch (error) {
       const id = typeof sessionID === "string" ? sessionID : "?"
       if (failed.get(id)) return
@@ -68,6 +73,47 @@ export function streamGuard(mode: Mode, log: Log, toast: Toast, abort: (sessionI
       log("error", `loop-guard: internal error in the stream check, stream let through (fail-open): ${String(error)}`, {
         sessionID: id,
       })
+    }
+  }
+
+  /** A part's watcher: an answer's part may repeat what the session's latest user message asked for; reasoning not. */
+  function watcherFor(start: { sessionID: string; kind: StreamKind }): StreamWatcher {
+    const allowance = start.kind === "text" ? asked.get(start.sessionID) : undefined
+    return new StreamWatcher(undefined, allowance ?? null)
+  }
+
+  /** An asked-for repetition ran: logged once per part, its size only (never the person's words nor the passage). */
+  function onAllowed(part: WatchedPart, partID: string, loop: StreamLoop): void {
+    part.told = true
+    log(
+      "info",
+      "loop-guard: the answer repeats what the person asked to be repeated: let through up to the asked count",
+      {
+        sessionID: part.sessionID,
+        partID,
+        period: loop.period,
+        count: loop.count,
+      },
+    )
+  }
+
+  /**
+   * A user message (chat.message): what it asks to be repeated becomes the session's allowance, replacing the last
+   * one; a message that asks for none removes it. Its text parts are read (not synthetic ones: files opencode
+   * attached). Never throws: a throw here would fail the person's prompt.
+   */
+  function noteMessage(sessionID: unknown, messageParts: unknown): void {
+    try {
+      if (typeof sessionID !== "string") return
+      asked.delete(sessionID)
+      const text = (Array.isArray(messageParts) ? messageParts : [])
+        .filter((part) => part?.type === "text" && !part.synthetic && typeof part.text === "string")
+        .map((part) => part.text as string)
+        .join("\n")
+      const allowance = askedRepetition(text)
+      if (allowance) asked.set(sessionID, allowance)
+    } catch (error) {
+      log("error", `loop-guard: internal error while reading a user message, no repetition allowed: ${String(error)}`)
     }
   }
 
@@ -87,7 +133,7 @@ export function streamGuard(mode: Mode, log: Log, toast: Toast, abort: (sessionI
     }
   }
 
-  return { watchStream, cutLoops, parts }
+  return { watchStream, cutLoops, noteMessage, parts }
 }
 
 /** The stream's hooks: every event goes to its watchers first (synchronously, so deltas are seen in order). */
@@ -98,5 +144,6 @@ export function streamHooks(stream: ReturnType<typeof streamGuard>, toolEvents?:
       await toolEvents?.(input)
     },
     "experimental.chat.messages.transform": async (_input, output) => stream.cutLoops(output),
+    "chat.message": async (input, output) => stream.noteMessage(input?.sessionID, output?.parts),
   }
 }

@@ -1,3 +1,5 @@
+import { madeOfAsked } from "./asked"
+import type { Allowance, Asked } from "./asked"
 import { article } from "./texts"
 
 /**
@@ -155,8 +157,24 @@ export class StreamWatcher {
   private regionPeriod = 0
   private verdict: StreamLoop | null = null
 
-  /** The long-passage rule's bounds; only the bench sets others, to measure how near real text comes to the rule. */
-  constructor(private readonly long: LongRule = { chars: STREAM_LONG_CHARS, repeats: STREAM_LONG_REPEATS }) {}
+  /** The repetition the person asked for, and what the watcher made of it; null when none (one field, one test). */
+  private readonly allowance: Allowance | null
+
+  /**
+   * The long-passage rule's bounds; only the bench sets others, to measure how near real text comes to the rule.
+   * `asked`: the repetition the person asked for (askedRepetition), for an answer's part only.
+   */
+  constructor(
+    private readonly long: LongRule = { chars: STREAM_LONG_CHARS, repeats: STREAM_LONG_REPEATS },
+    asked: Asked | null = null,
+  ) {
+    this.allowance = asked && { asked, run: -1, period: 0, chars: 0, first: null }
+  }
+
+  /** The first repetition let through as asked for (the adapter logs it), or null. */
+  get allowed(): StreamLoop | null {
+    return this.allowance?.first ?? null
+  }
 
   /** Feeds one delta; returns the loop the first time one is certain, else null (and null after it). */
   feed(delta: string): StreamLoop | null {
@@ -242,7 +260,33 @@ export class StreamWatcher {
 
   /** The running passage of p characters, repeated verbatim for its last run + p characters: a loop or not yet. */
   private judge(p: number, run: number): StreamLoop | null {
-    return this.judgeLong(p, run + p) ?? this.judgeRegion(p, run + p)
+    const loop = this.judgeLong(p, run + p) ?? this.judgeRegion(p, run + p)
+    return loop && this.allowance && this.isAsked(this.allowance, loop, run) ? null : loop
+  }
+
+  /**
+   * A loop that is the repetition the person asked for: within its characters, and its running passage made of an
+   * asked one (checked once per run: a run is one passage repeated verbatim, so it holds while the run lasts).
+   */
+  private isAsked(allowance: Allowance, loop: StreamLoop, run: number): boolean {
+    const runStart = this.seen - run - loop.period
+    if (runStart !== allowance.run || loop.period !== allowance.period) {
+      const copy = this.lastChars(loop.period)
+      const chars = allowance.asked.passages.map((passage) => (madeOfAsked(copy, passage.text) ? passage.chars : 0))
+      allowance.chars = Math.max(...chars)
+      allowance.run = runStart
+      allowance.period = loop.period
+    }
+    if (loop.at - loop.start > allowance.chars) return false
+    allowance.first ??= loop
+    return true
+  }
+
+  /** The last n characters seen (n <= STREAM_MAX_PERIOD, so the ring holds them). */
+  private lastChars(n: number): string {
+    let text = ""
+    for (let i = this.seen - n; i < this.seen; i++) text += String.fromCharCode(this.ring![i & (STREAM_WINDOW - 1)])
+    return text
   }
 
   /**
