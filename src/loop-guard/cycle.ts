@@ -1,3 +1,7 @@
+/**
+ * The cycle check: cycles of 1..8 calls with repeating results, a cycle seen advancing, the backstop (`findCycle`,
+ * `MAX_CYCLE`, `historyCapacity`).
+ */
 import type { CallRecord } from "./signatures"
 import type { Call } from "./results"
 

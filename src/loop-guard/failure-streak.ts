@@ -1,3 +1,6 @@
+/**
+ * The failure streak: one tool failing the same way (`findStreak`).
+ */
 import type { CallRecord } from "./signatures"
 import type { Call } from "./results"
 

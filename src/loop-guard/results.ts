@@ -1,3 +1,8 @@
+/**
+ * A call's record (`newCall`), its result digest with volatile parts masked (`maskVolatile`, `VOLATILE`), refusals,
+ * whether a call may change the project (`changesProject`, `callChanges`: a bash command read only when a rule
+ * asks).
+ */
 import { canonicalize, digest, isWellFormed } from "./signatures"
 import type { CallRecord } from "./signatures"
 import { isReadOnlyCommand } from "../shared/bash-programs"

@@ -1,3 +1,7 @@
+/**
+ * Session state: history, blocks this turn, resets, a call's step, measured waits, streamed parts (`Sessions`,
+ * `record`, `resetTarget`, `stepOf`, `settleWait`, `toolPartUpdate`).
+ */
 import { RecentMap } from "../shared/recent-map"
 import type { Call } from "./results"
 import { lastRun, measuredWait } from "./waits"

@@ -1,3 +1,6 @@
+/**
+ * The `OPENCODE_LOOP_GUARD*` variables, their ranges and problems (`readSettings`, `readStreamMode`).
+ */
 import type { IgnoredKey } from "./signatures"
 import { SLEEP_UNITS } from "./waits"
 import { duration } from "./texts"

@@ -1,3 +1,6 @@
+/**
+ * Steps as sets: the same 2..8 parallel calls made again in any order (`findStepRepeat`).
+ */
 import type { CallRecord } from "./signatures"
 import { NO_RESULT } from "./results"
 import type { Call } from "./results"

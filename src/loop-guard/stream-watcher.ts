@@ -1,3 +1,6 @@
+/**
+ * The stream watcher: a streamed part repeating one passage (`StreamWatcher`, the `STREAM_*` bounds, `cutText`).
+ */
 import { madeOfAsked } from "./asked"
 import type { Allowance, Asked } from "./asked"
 import { article } from "./texts"

@@ -1,3 +1,6 @@
+/**
+ * Every message, note and toast the model and the human read (`blockMessage`, `blockToast`, `ESCALATE_AT`).
+ */
 import type { Cycle } from "./cycle"
 import type { StepRepeat } from "./steps"
 import type { CallStreak } from "./call-streak"

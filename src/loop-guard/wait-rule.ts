@@ -1,3 +1,6 @@
+/**
+ * The wait rule: waiting cycles timed against a budget and a lap cap (`cycleOrWait`, `checkWait`).
+ */
 import type { Call } from "./results"
 import type { Cycle } from "./cycle"
 import { MAX_CYCLE, hasSmallerPeriod, isPeriodic, windowSize } from "./cycle"

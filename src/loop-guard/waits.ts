@@ -1,3 +1,7 @@
+/**
+ * Whether a call waits, and how long: the sleep a command asks for, the time it ran (`sleepSeconds`, `waitSeconds`,
+ * `expectedWait`).
+ */
 import type { Call } from "./results"
 import { MAX_CYCLE } from "./cycle"
 

@@ -1,3 +1,6 @@
+/**
+ * `/anchor` (status, test, bypass, reload) and the two tools.
+ */
 import type { ToolContext, ToolDefinition } from "@opencode-ai/plugin"
 import { MESSAGE_CAP, OWN_TOOLS, TOAST_AFTER_MESSAGE_MS } from "./constants"
 import { capText } from "../shared/text"

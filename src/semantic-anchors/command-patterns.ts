@@ -1,3 +1,7 @@
+/**
+ * Command rules (`runs:`): a pattern parsed, matched against the commands a call would run, code it cannot follow
+ * that names it, why none matched (`parseCommandPattern`, `matchRan`, `FLAG_NAMES`, `FLAG_VALUES`, `runsMissWhy`).
+ */
 import { REGEX_INPUT_CAP, capText } from "../shared/text"
 import { braceWords, escapeRegex, globToRegExp, oneLine, resolvePath } from "./names"
 import { isMapping } from "./problems"
@@ -8,8 +12,6 @@ import { gitSubcommandAt } from "../shared/git-words"
 import { PROGRAM_READERS, programName, ranArgs, readCommand } from "../shared/bash-programs"
 import type { CommandReading, RanCommand, RanIndex } from "../shared/bash-programs"
 
-// Command patterns (`runs:`) ---------------------------------------------------------------------------------------
-//
 // A tool trigger's `runs: ["git push --force", "git push +*"]` fires when any simple command the bash call would run
 // (readCommand's `ran`: chains, subshells, `$(...)`, `bash -c`/`eval`, after wrappers and `VAR=x`) is that program
 // with that subcommand, all those flags and an operand for each operand glob. A pattern is written as it is typed:

@@ -1,3 +1,7 @@
+/**
+ * The configuration built from file contents, no I/O: layers merged by id, built-ins' examples judged once
+ * (`buildConfig`, `resolvePaths`).
+ */
 import { Bun, CONFIG_FILE_NAME } from "./constants"
 import { normalizePath, resolvePath } from "./names"
 import { defaultConfig } from "./model"

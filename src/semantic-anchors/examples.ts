@@ -1,3 +1,7 @@
+/**
+ * A contract's examples judged with the engine (`exampleEnv`, `checkExamples`): before the validator, which checks
+ * them at every load.
+ */
 import { SCHEMA_KEYS } from "./model"
 import type { Contract, Example, MatchContext, Paths } from "./model"
 import { Reporter, join } from "./problems"

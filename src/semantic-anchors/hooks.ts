@@ -1,3 +1,7 @@
+/**
+ * Opencode's hooks, each a named function (`onConfig`, `onEvent`, `onChatMessage`, `onCommand`, `onToolBefore`,
+ * `onToolAfter`), then `server()`.
+ */
 import type { Plugin, PluginInput } from "@opencode-ai/plugin"
 import { MESSAGE_CAP, OWN_TOOLS, SERVICE, TOAST_AFTER_MESSAGE_MS, TOAST_SHOWN_MS, process } from "./constants"
 import { capText } from "../shared/text"

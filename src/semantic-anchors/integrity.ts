@@ -1,3 +1,7 @@
+/**
+ * Guard-integrity: the guard's own files, what an edit writes, whether a bash command touches them (`guardFiles`,
+ * `bashTouchesGuard`).
+ */
 import { CONFIG_FILE_NAME } from "./constants"
 import { braceGlob, braceWords, escapeRegex, globToRegExp, resolvePath } from "./names"
 import type { Paths } from "./model"

@@ -1,3 +1,7 @@
+/**
+ * The contract model, the six built-ins with their examples, the 12 roles' presets, the schema keys, roles per
+ * agent (`builtinContracts`, `BUILTIN_PRESETS`, `ROLES`, `SCHEMA_KEYS`).
+ */
 import { DEFAULT_MAX_OVERRIDES } from "./constants"
 import { globToRegExp } from "./names"
 import type { Problem, Raw } from "./problems"

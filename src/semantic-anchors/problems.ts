@@ -1,3 +1,6 @@
+/**
+ * A config problem (file, key path, fix) and the `Reporter` that collects them (`formatProblem`).
+ */
 import { didYouMean } from "./names"
 
 type Severity = "error" | "warning"

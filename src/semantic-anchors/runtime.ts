@@ -1,3 +1,6 @@
+/**
+ * The plugin instance (`Anchors`): config load and reload, realpaths (`ResolvedDirs`), status, the one bypass path.
+ */
 // @ts-ignore -- no Node types in this zero-dependency project; node:fs is built into Bun, which runs the plugin.
 import { lstatSync, readFileSync, realpathSync } from "node:fs"
 import type { Hooks, PluginInput } from "@opencode-ai/plugin"

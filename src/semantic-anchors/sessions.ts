@@ -1,3 +1,6 @@
+/**
+ * Per root session state: counters, confirmations, bypasses, seen texts (`RootSessions`, `bypassRefusal`).
+ */
 import { MAX_PARENT_LINKS, MAX_PENDING_NOTES, MAX_RESERVED, MAX_ROOT_SESSIONS, MAX_SEEN, SEEN_CAP } from "./constants"
 import { RecentMap } from "../shared/recent-map"
 import { capText } from "../shared/text"

@@ -1,3 +1,6 @@
+/**
+ * Block, warn and tip texts, toasts, the bypass question.
+ */
 import { TAG } from "./constants"
 import { oneLine } from "./names"
 import type { Contract, Settings } from "./model"
@@ -5,8 +8,6 @@ import { formatProblem } from "./problems"
 import type { Problem } from "./problems"
 import type { SessionState } from "./sessions"
 import type { Hit } from "./verdicts"
-
-// Texts the model and the user read -------------------------------------------------------------------------------
 
 function anchorsText(contract: Contract): string {
   return contract.anchorRefs.length ? ` (anchors: ${contract.anchorRefs.join(", ")})` : ""

@@ -1,3 +1,7 @@
+/**
+ * Every key of a contract file, with file, key path and fix: matchers, triggers (a `runs` list compiled at
+ * `trigger.runs[i]`), examples, presets, roles, settings, locks.
+ */
 import { REGEX_INPUT_CAP, capText, regexHazard } from "../shared/text"
 import { anyMatch, closest, didYouMean, globOutline, globToRegExp } from "./names"
 import {

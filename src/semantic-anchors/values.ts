@@ -1,3 +1,6 @@
+/**
+ * Values read from raw YAML and from tool arguments (`valueAt`, `asText`, `pathForGlob`).
+ */
 import { normalizePath, relativeInside } from "./names"
 import type { MatchContext } from "./model"
 import { Reporter, describe } from "./problems"

@@ -1,3 +1,7 @@
+/**
+ * The rule engine: active contracts per role, a call's verdict, a tool's plan, message contracts, the changing step
+ * (`activeContracts`, `checkToolContract`, `toolPlan`, `checkMessageContract`, `isChangingStep`).
+ */
 import { MESSAGE_CAP, OWN_TOOLS } from "./constants"
 import { REGEX_INPUT_CAP, capText } from "../shared/text"
 import { anyMatch, oneLine, relativeInside, resolvePath } from "./names"

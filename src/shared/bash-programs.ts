@@ -1,3 +1,7 @@
+/**
+ * `PROGRAMS`, what each program does with its arguments; `readCommand`, one reading per call; `isReadOnlyCommand`,
+ * the answer both plugins give to "does this command change anything".
+ */
 import { REGEX_INPUT_CAP, capText } from "./text"
 import { MAX_PREFIXES, NO_WORDS, scanCommand } from "./bash-scan"
 import {
@@ -28,6 +32,17 @@ import {
 } from "./bash-scripts"
 import type { FindTest } from "./bash-scripts"
 import { gitCleanArgs, gitGlobals, isReadOnlyGit } from "./git-words"
+
+// What a bash command does with each of its words, the way each tool's manual says. A quote-aware scan, not a shell:
+// `scanCommand` splits a command line into simple commands (at unquoted `|`, `||`, `&&`, `;`, `&`, newlines and
+// parentheses) with their redirections and here-documents; `readSimple` looks the program up in PROGRAMS, the one
+// table of what each program does with its arguments: which are scripts or patterns (text, never paths), which are
+// files it reads, which files it writes (creates, changes, moves or deletes). Three verdicts rest on one reading of
+// the call (readCommand): the changing-step classifier (`isReadOnlyCommand`), guard-integrity (`bashTouchesGuard`)
+// and the command patterns of `runs:` (every simple command it would run, recorded as RanCommand).
+// A program the table does not know, an interpreter's script (awk, perl, python -c, ...), a script file and a
+// command substitution are opaque: they may do anything, so the command is a changing step and a guard name anywhere
+// in it blocks. A character of a script (`.`, `/`, `*`) is never taken for a path.
 
 /** `sudo`, `nice`, `timeout 5`, `xargs -n1`: the words after their options are a command of their own. */
 export function wrapper(valueLetters: string, skipOperands = 0): ProgramReader {

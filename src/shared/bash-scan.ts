@@ -1,15 +1,6 @@
-// The bash reader ---------------------------------------------------------------------------------------------------
-//
-// What a bash command does with each of its words, the way each tool's manual says. A quote-aware scan, not a shell:
-// `scanCommand` splits a command line into simple commands (at unquoted `|`, `||`, `&&`, `;`, `&`, newlines and
-// parentheses) with their redirections and here-documents; `readSimple` looks the program up in PROGRAMS, the one
-// table of what each program does with its arguments: which are scripts or patterns (text, never paths), which are
-// files it reads, which files it writes (creates, changes, moves or deletes). Three verdicts rest on one reading of
-// the call (readCommand): the changing-step classifier (`isReadOnlyCommand`), guard-integrity (`bashTouchesGuard`)
-// and the command patterns of `runs:` (every simple command it would run, recorded as RanCommand).
-// A program the table does not know, an interpreter's script (awk, perl, python -c, ...), a script file and a
-// command substitution are opaque: they may do anything, so the command is a changing step and a guard name anywhere
-// in it blocks. A character of a script (`.`, `/`, `*`) is never taken for a path.
+/**
+ * The quote-aware scan of a bash line into simple commands, redirects and here-documents (`scanCommand`).
+ */
 
 /** One simple command: its words with quotes removed, the files its redirections write, its here-documents' text. */
 type SimpleCommand = { words: string[]; redirects: string[]; heredocs: string[] }

@@ -1,3 +1,6 @@
+/**
+ * The scripts inside arguments: what a sed script writes, find's name tests (`sedScriptEffects`, `fnmatchTest`).
+ */
 import { regexHazard } from "./text"
 import { harmlessTarget } from "./bash-scan"
 

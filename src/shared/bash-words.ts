@@ -1,3 +1,7 @@
+/**
+ * Getopt and the readers most programs share: prints, reads files, writes files, copies, searches (`getopt`,
+ * `Reading`).
+ */
 import { NO_WORDS } from "./bash-scan"
 
 /**

@@ -1,6 +1,7 @@
+/**
+ * Git's global options, its subcommand, and the subcommands that only read (`gitGlobals`, `isReadOnlyGit`).
+ */
 import { NO_WORDS } from "./bash-scan"
-
-// The integrity guard's view of bash -------------------------------------------------------------------------------
 
 /** git subcommands that never write (besides `branch`, `diff`, `log` and `show`, checked with their options). */
 const READ_ONLY_GIT = new Set([
