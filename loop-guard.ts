@@ -442,6 +442,7 @@ function globMatcher(globs: readonly string[]): (tool: string) => boolean {
  * watched parts and cuts in it; semantic-anchors its root sessions, child -> parent links, and (read with peek, so
  * the oldest goes first) the calls waiting for their end.
  */
+
 class RecentMap<V> {
   private readonly map = new Map<string, V>()
   /** The most recently used key: asking for it again needs no reordering. */
@@ -505,6 +506,7 @@ class RecentMap<V> {
 /**
  * Text caps and the slow-regex check (`capText`, `regexHazard`, `REGEX_INPUT_CAP`).
  */
+
 const REGEX_INPUT_CAP = 10_000 // characters a user regex ever runs on
 
 /** Cap what a regex runs on: the head and the tail, so a long tool output still shows its end. */

@@ -77,6 +77,7 @@ const OWN_TOOLS = new Set(["anchor_status", "anchor_bypass"])
  * watched parts and cuts in it; semantic-anchors its root sessions, child -> parent links, and (read with peek, so
  * the oldest goes first) the calls waiting for their end.
  */
+
 class RecentMap<V> {
   private readonly map = new Map<string, V>()
   /** The most recently used key: asking for it again needs no reordering. */
@@ -140,6 +141,7 @@ class RecentMap<V> {
 /**
  * Text caps and the slow-regex check (`capText`, `regexHazard`, `REGEX_INPUT_CAP`).
  */
+
 export const REGEX_INPUT_CAP = 10_000 // characters a user regex ever runs on
 
 /** Cap what a regex runs on: the head and the tail, so a long tool output still shows its end. */
@@ -259,6 +261,7 @@ function regexHazard(source: string): string | undefined {
 /**
  * Names and paths: did-you-mean, path normalisation, globs, brace expansion, one-line texts.
  */
+
 /** Edit distance, for "did you mean" hints. Only ever run on config problems, never per tool call. */
 function editDistance(a: string, b: string): number {
   let previous = Array.from({ length: b.length + 1 }, (_, j) => j)
@@ -4837,6 +4840,7 @@ function applyFile(config: Config, raw: unknown, file: string, layer: FileLayer,
 /**
  * Duplicate keys in a YAML text (Bun's parser keeps the last one silently).
  */
+
 /** The change in flow-collection depth (`{ [` minus `} ]`) over a line, outside quotes and comments. */
 function flowDepthChange(text: string): number {
   let depth = 0

@@ -1,6 +1,7 @@
 /**
  * Names and paths: did-you-mean, path normalisation, globs, brace expansion, one-line texts.
  */
+
 /** Edit distance, for "did you mean" hints. Only ever run on config problems, never per tool call. */
 function editDistance(a: string, b: string): number {
   let previous = Array.from({ length: b.length + 1 }, (_, j) => j)

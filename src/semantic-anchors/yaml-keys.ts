@@ -1,6 +1,7 @@
 /**
  * Duplicate keys in a YAML text (Bun's parser keeps the last one silently).
  */
+
 /** The change in flow-collection depth (`{ [` minus `} ]`) over a line, outside quotes and comments. */
 function flowDepthChange(text: string): number {
   let depth = 0

@@ -4,6 +4,7 @@
  * watched parts and cuts in it; semantic-anchors its root sessions, child -> parent links, and (read with peek, so
  * the oldest goes first) the calls waiting for their end.
  */
+
 export class RecentMap<V> {
   private readonly map = new Map<string, V>()
   /** The most recently used key: asking for it again needs no reordering. */

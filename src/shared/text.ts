@@ -1,6 +1,7 @@
 /**
  * Text caps and the slow-regex check (`capText`, `regexHazard`, `REGEX_INPUT_CAP`).
  */
+
 export const REGEX_INPUT_CAP = 10_000 // characters a user regex ever runs on
 
 /** Cap what a regex runs on: the head and the tail, so a long tool output still shows its end. */
