@@ -651,6 +651,25 @@ function closingParen(text: string, start: number): number {
   return -1
 }
 
+/** The command lines of the `$(...)` and backquote substitutions in a word. */
+function substitutionsIn(word: string): string[] {
+  const inner: string[] = []
+  for (let i = 0; i < word.length; i++) {
+    if (word[i] === "$" && word[i + 1] === "(" && word[i + 2] !== "(") {
+      const end = closingParen(word, i + 2)
+      if (end === -1) break
+      inner.push(word.slice(i + 2, end))
+      i = end
+    } else if (word[i] === "`") {
+      const end = word.indexOf("`", i + 1)
+      if (end === -1) break
+      inner.push(word.slice(i + 1, end))
+      i = end
+    }
+  }
+  return inner
+}
+
 /** The characters scanCommand looks at, outside quotes and inside double quotes; the others only extend a word. */
 function charTable(chars: string): Uint8Array {
   const table = new Uint8Array(128)
@@ -730,6 +749,12 @@ class LineScanner {
     return true
   }
 
+  /** A redirection word's `$(...)` and backquote commands (redirectTarget's `subs`): read as any substitution. */
+  private substituteAll(subs: string[] | undefined): boolean {
+    if (subs) for (const inner of subs) if (!this.substitute(inner)) return false
+    return true
+  }
+
   /** The index of the substitution's last character, or -1 when it cannot be followed. */
   private substitution(i: number): number {
     const command = this.command
@@ -739,8 +764,10 @@ class LineScanner {
       return end < command.length && this.substitute(command.slice(i + 1, end)) ? end : -1
     }
     if (command.startsWith("$((", i)) {
-      const end = command.indexOf("))", i + 3) // arithmetic: no command inside
-      return end === -1 ? -1 : end + 1
+      // arithmetic: its `$(...)` and backquotes run (`$(( $(git reset --hard) + 1 ))`), the rest is numbers
+      const end = closingParen(command, i + 2)
+      if (end === -1) return -1
+      return this.substituteAll(substitutionsIn(command.slice(i + 3, end - 1))) ? end : -1
     }
     const open = command[i] === "$" || command[i] === "<" || command[i] === ">" ? i + 1 : i
     const end = closingParen(command, open + 1)
@@ -807,6 +834,7 @@ class LineScanner {
           // &> and &>> send both streams to a file
           this.endWord()
           const target = redirectTarget(command, i + (command[i + 2] === ">" ? 3 : 2))
+          if (!this.substituteAll(target.subs)) return null
           this.addRedirect(target.word)
           i = target.end - 1
         } else this.endCommand()
@@ -825,6 +853,7 @@ class LineScanner {
         let at = i + 1
         if (command[at] === ">" || command[at] === "|") at++
         const target = redirectTarget(command, at)
+        if (!this.substituteAll(target.subs)) return null
         this.addRedirect(target.word)
         i = target.end - 1
       } else if (ch === "<") {
@@ -843,7 +872,9 @@ class LineScanner {
         } else {
           let at = i + 1
           while (command[at] === "<") at++
-          i = redirectTarget(command, at).end - 1 // input redirection and here-strings read: skip their word
+          const target = redirectTarget(command, at) // input redirection and here-strings read: skip their word
+          if (!this.substituteAll(target.subs)) return null
+          i = target.end - 1
         }
       } else {
         const end = plainRunEnd(command, i + 1, UNQUOTED)
@@ -885,18 +916,38 @@ function readHeredocs(command: string, newline: number, pending: PendingHeredoc[
   return at
 }
 
-/** The word after a redirection operator (blanks skipped) and where it ends. Quotes are taken as they are. */
-function redirectTarget(command: string, start: number): { word: string; end: number } {
+/**
+ * The word after a redirection operator (blanks skipped) and where it ends, its quotes removed. A quote runs to its
+ * closing quote (`>'a b'`, `` >'a`x`b' `` is one word, and nothing in single quotes runs); `subs`: the `$(...)` and
+ * backquote commands outside single quotes, which the shell runs to make the word (`> "$(git reset --hard)"`).
+ */
+function redirectTarget(command: string, start: number): { word: string; end: number; subs?: string[] } {
   let at = start
   while (command[at] === " " || command[at] === "\t") at++
   const begin = at
+  let subs: string[] | undefined
+  let double = false
   for (; at < command.length; at++) {
-    const code = command.charCodeAt(at)
-    if (code < 128 ? REDIRECT_WORD_END[code] : /\s/.test(command[at])) break
+    const ch = command[at]
+    if (ch === "\\") at++
+    else if (ch === "'" && !double) {
+      const close = command.indexOf("'", at + 1)
+      at = close === -1 ? command.length : close
+    } else if (ch === '"') double = !double
+    else if (ch === "`" || (ch === "$" && command[at + 1] === "(")) {
+      const end = ch === "`" ? command.indexOf("`", at + 1) : closingParen(command, at + 2)
+      if (end === -1) break
+      ;(subs ??= []).push(command.slice(at + (ch === "`" ? 1 : 2), end))
+      at = end
+    } else if (!double) {
+      const code = command.charCodeAt(at)
+      if (code < 128 ? REDIRECT_WORD_END[code] : /\s/.test(ch)) break
+    }
   }
   if (command[begin] === "&" && /\d|-/.test(command[begin + 1] ?? "")) at = Math.max(at, begin + 2)
   const word = command.slice(begin, at)
-  return { word: word.includes("'") || word.includes('"') ? word.replace(/["']/g, "") : word, end: at }
+  const unquoted = word.includes("'") || word.includes('"') ? word.replace(/["']/g, "") : word
+  return subs ? { word: unquoted, end: at, subs } : { word: unquoted, end: at }
 }
 /** What ends a redirection's word: a blank (any `\s`, beyond ASCII too) or an operator character. */
 const REDIRECT_WORD_END = charTable(" \t\n\r\v\f|;&()<>")
@@ -920,7 +971,16 @@ function harmlessTarget(target: string): boolean {
  * command line (`bash -c`, `eval`, `sh <<EOF`); `changing`: a changing step; `opaque`: it runs code this reader does
  * not follow.
  */
-type Target = { word: string; throughLinks: boolean; filter?: (findPath: string) => boolean }
+type Target = {
+  word: string
+  throughLinks: boolean
+  filter?: (findPath: string) => boolean
+  // cp, install, rsync, mv's destination: when it is a directory, each source lands in it under its own name (`cp
+  // notes.txt $P/` writes `$P/notes.txt`, not the project); mkdir's, touch's and rmdir's operand (no sources):
+  // creating one never removes what it holds (`mkdir -p $P`), rmdir removes only an empty one. Either writes a
+  // directory that holds guard files only by these names (onlyInto).
+  into?: readonly string[]
+}
 type Reading = {
   writes: Target[]
   reads: string[]
@@ -928,6 +988,8 @@ type Reading = {
   changing: boolean
   opaque: boolean
   lists?: Target[] // what it prints as paths, when that is narrower than its reads (find: what its tests select)
+  cwd?: readonly string[] // the line's `cd`s before it: where its relative paths resolve (readCommandAt sets it)
+  unread?: boolean // it runs words given elsewhere (a git alias from a file, a `$1` nothing sets): it may be anything
   codeFromPipe?: boolean // a shell that runs what it reads from a pipe: the line's here-documents may be that code
 }
 type ProgramReader = (args: string[], stdin: string[], depth: number) => Reading
@@ -1039,11 +1101,12 @@ const prints: ProgramReader = () => NOTHING_READ
 /** Programs that only read: every operand a file it reads (`cat`, `ls`, `diff`). */
 const readsFiles: ProgramReader = (args) => reading({ reads: getopt(args).operands })
 
-/** Programs whose every operand is written (`rm`, `mkdir`, `touch`, `tee`). */
-function writesFiles(spec: OptionSpec = {}, throughLinks = false): ProgramReader {
+/** Programs whose every operand is written (`rm`, `mkdir`, `touch`, `tee`); `creates`: it only creates (mkdir). */
+function writesFiles(spec: OptionSpec = {}, throughLinks = false, creates = false): ProgramReader {
   return (args) => {
     const { operands } = getopt(args, spec)
-    return reading({ writes: operands.map((word) => ({ word, throughLinks })), changing: true })
+    const into = creates ? NO_WORDS : undefined
+    return reading({ writes: operands.map((word) => ({ word, throughLinks, into })), changing: true })
   }
 }
 
@@ -1071,8 +1134,12 @@ function copies(spec: OptionSpec, throughLinks: boolean, sourcesMove = false): P
     else if (has(parsed, "d", "directory") && !sourcesMove)
       [written, read] = [operands, []] // install -d DIR...
     else [written, read] = [operands.slice(-1), operands.slice(0, -1)]
-    if (sourcesMove) [written, read] = [[...written, ...read], []] // mv: the sources go away
-    return reading({ writes: written.map((word) => ({ word, throughLinks })), reads: read, changing: true })
+    // rsync --delete removes what the source lacks from the destination: it is written as a whole
+    const into = args.some((arg) => /^--del(?:$|ete)/.test(arg)) ? undefined : read
+    const writes: Target[] = written.map((word) => ({ word, throughLinks, into }))
+    if (sourcesMove)
+      return reading({ writes: [...writes, ...read.map((word) => ({ word, throughLinks }))], changing: true }) // mv: the sources go away
+    return reading({ writes, reads: read, changing: true })
   }
 }
 
@@ -1379,9 +1446,21 @@ function gitGlobals(args: string[]): { at: number; global: string[]; setsConfig:
 /** Where git's subcommand stands: after its global options, `-C DIR` and `-c KEY=VALUE` taking the next word. */
 function gitSubcommandAt(args: readonly string[]): number {
   let at = 0
-  while (at < args.length && args[at].startsWith("-")) at += args[at] === "-C" || args[at] === "-c" ? 2 : 1
+  while (at < args.length && args[at].startsWith("-")) at += GIT_VALUE_GLOBALS.has(args[at]) ? 2 : 1
   return at
 }
+
+/** git's global options that take the next word as their value (git(1)): `git --git-dir repo/.git reset`. */
+const GIT_VALUE_GLOBALS = new Set([
+  "-C",
+  "-c",
+  "--git-dir",
+  "--work-tree",
+  "--namespace",
+  "--config-env",
+  "--super-prefix",
+  "--attr-source",
+])
 
 function isReadOnlyGit(args: string[], globals = gitGlobals(args)): boolean {
   const { at, setsConfig } = globals
@@ -1425,6 +1504,22 @@ const BRANCH_VALUE_OPTIONS = new Set([
   "--sort",
   "--format",
 ])
+
+/**
+ * `git stash [push] -u|--include-untracked|-a|--all [-- PATHSPEC...]` takes untracked files out of the tree (the
+ * guard's, when they are untracked): it writes its pathspecs, `.` when none. Undefined when it stashes tracked files
+ * only, or is another stash subcommand (`list`, `show`, `pop`).
+ */
+function gitStashUntracked(rest: string[]): string[] | undefined {
+  const at = rest[0] === "push" || rest[0] === "save" ? 1 : 0
+  if (at < rest.length && !rest[at].startsWith("-")) return undefined
+  const untracked = (w: string) => w === "--include-untracked" || w === "--all" || /^-[a-zA-Z]*[ua]/.test(w)
+  const dashes = rest.indexOf("--")
+  const options = dashes === -1 ? rest.slice(at) : rest.slice(at, dashes)
+  if (!options.some(untracked)) return undefined
+  const paths = dashes === -1 ? [] : rest.slice(dashes + 1)
+  return paths.length ? paths : ["."]
+}
 
 /** `git clean` deletes untracked files under its paths, the current directory when none is given; -n only lists. */
 function gitCleanArgs(rest: string[]): string[] | undefined {
@@ -1475,12 +1570,90 @@ const readXargs: ProgramReader = (args, stdin, depth) => {
 
 /** `bash -c CODE`, `sh <<EOF`, `eval CODE`: shell code, read like a command line; a script file is opaque. */
 const shell: ProgramReader = (args, stdin) => {
-  const parsed = getopt(args, { values: "oO" })
-  // `sh -c CODE NAME ARG...`: NAME and the ARGs are $0, $1, ...: the files CODE works on, read like operands
-  if (has(parsed, "c")) return reading({ nested: parsed.operands.slice(0, 1), reads: parsed.operands.slice(1) })
-  if (parsed.operands.length) return OPAQUE() // runs a script file
+  const parsed = getopt(args, { values: "oO", long: ["rcfile", "init-file"] })
+  // `bash -n` (`-o noexec`) reads the code and runs none of it: a syntax check
+  if (has(parsed, "n") || values(parsed, "o").includes("noexec")) return NOTHING_READ
+  // a start-up file (`--rcfile F`, `--init-file F`) is code the shell runs first: a file written on this line is read
+  const startup = values(parsed, "rcfile", "init-file")
+  if (startup.length) return startupCode(startup, OPAQUE())
+  // `sh -c CODE NAME ARG...`: NAME and the ARGs are $0, $1, ...: the files CODE works on, read like operands; the
+  // code is read with them in place of `$1`, `"$@"`, ... (`bash -c '$1' _ 'git reset --hard'` runs that command)
+  if (has(parsed, "c")) {
+    const code = parsed.operands[0] ?? ""
+    const positional = args.slice(args.indexOf(code) + 1) // as bash reads them: `--hard` there is $3, no option
+    const nested = withPositional(code, positional)
+    if (nested === undefined) return { ...OPAQUE(), reads: parsed.operands, unread: true } // `$1` nothing sets
+    return reading({ nested: [nested], reads: positional })
+  }
+  if (parsed.operands.length) return startupCode(parsed.operands.slice(0, 1), OPAQUE()) // runs a script file
   // its code comes from its own here-document, or from a pipe (`cat <<EOF | sh`: that document is read as well)
   return stdin.length ? reading({ nested: stdin }) : { ...OPAQUE(), codeFromPipe: true }
+}
+
+/**
+ * The code of a shell's start-up or script file (`BASH_ENV=f`, `--rcfile f`, `bash f`): the text written to it earlier
+ * on the line (`cat > f <<'EOF' ... EOF`), read like `bash -c`'s code; a file not written on the line is `otherwise`
+ * (opaque: what it holds is not known).
+ */
+function startupCode(files: readonly string[], otherwise: Reading): Reading {
+  const code: string[] = []
+  for (const file of files) {
+    const text = lineFiles.get(file.replace(/^\.\//, ""))
+    if (text === undefined) return otherwise
+    code.push(text)
+  }
+  return reading({ nested: code, changing: true })
+}
+
+/** Files written on the line being read, by a here-document (`cat > f <<'EOF'`, `tee f <<EOF`): their text. */
+const lineFiles = new Map<string, string>()
+
+/** A command that writes its here-document to files (`cat > f <<'EOF'`, `tee f <<EOF`): noted in lineFiles. */
+function noteLineFiles(simple: SimpleCommand): void {
+  const files = [...simple.redirects, ...(simple.words[0] === "tee" ? getopt(simple.words.slice(1)).operands : [])]
+  for (const file of files) lineFiles.set(file.replace(/^\.\//, ""), simple.heredocs.join("\n"))
+}
+
+/**
+ * `sh -c CODE NAME ARG...`'s code with its positional parameters in place: `$0`, `$1`, `${1}`, `"$@"`, `$*` become the
+ * words given (`bash -c '$1' _ 'git reset --hard'` is `git reset --hard`). Undefined when the code names one that
+ * nothing sets (`sh -c '$2' _ x`): what it runs is not known.
+ */
+function withPositional(code: string, positional: readonly string[]): string | undefined {
+  if (!code.includes("$")) return code
+  let unknown = false
+  const parameter = /"?\$(?:\{([0-9]+|[@*])\}|([0-9]|[@*]))"?/y
+  let out = ""
+  let double = false
+  for (let i = 0; i < code.length; i++) {
+    const ch = code[i]
+    if (ch === "'" && !double) {
+      // single quotes: nothing expands (`awk '{print $1}'`)
+      const close = code.indexOf("'", i + 1)
+      const end = close === -1 ? code.length : close + 1
+      out += code.slice(i, end)
+      i = end - 1
+      continue
+    }
+    if (ch === "\\") {
+      out += code.slice(i, i + 2)
+      i++
+      continue
+    }
+    parameter.lastIndex = i
+    const found = ch === "$" || ch === '"' ? parameter.exec(code) : null
+    if (!found) {
+      if (ch === '"') double = !double
+      out += ch
+      continue
+    }
+    const name = found[1] ?? found[2]
+    const value = name === "@" || name === "*" ? positional.slice(1).join(" ") : positional[Number(name)]
+    if (value === undefined && name !== "0") unknown = true
+    out += value ?? "sh" // $0 without NAME: the shell's name
+    i += found[0].length - 1
+  }
+  return unknown ? undefined : out
 }
 
 // sed ---------------------------------------------------------------------------------------------------------------
@@ -1610,8 +1783,12 @@ const readFind: ProgramReader = (args, _stdin, depth) => {
 // git, awk, perl ------------------------------------------------------------------------------------------------------
 
 /** git: the read-only subcommands read their operands; `rm`, `mv` and `clean` write theirs; any other changes. */
-const readGit: ProgramReader = (args, _stdin, depth) => {
+const readGit: ProgramReader = (args, stdin, depth) => {
   const globals = gitGlobals(args)
+  const envConfig = gitEnvConfig
+  gitEnvConfig = NO_WORDS // the environment of this git only, not of the commands it runs
+  const alias = gitAliasOf(args, globals.at, envConfig)
+  if (alias !== undefined) return readGitAlias(args, globals.at, alias, stdin, depth)
   if (isReadOnlyGit(args, globals)) return reading({ reads: args.filter((arg) => !arg.startsWith("-")) })
   const { at, global } = globals
   const sub = args[at]
@@ -1621,6 +1798,9 @@ const readGit: ProgramReader = (args, _stdin, depth) => {
     const writes = (cleaned ?? []).map((word) => ({ word, throughLinks: false }))
     return reading({ writes, reads: global, changing: !!cleaned })
   }
+  const stashed = sub === "stash" ? gitStashUntracked(rest) : undefined
+  if (stashed)
+    return reading({ writes: stashed.map((word) => ({ word, throughLinks: false })), reads: global, changing: true })
   // A commit or tag message (-m TEXT, -am TEXT, --message=TEXT) is text; the other operands are paths or names, and
   // so is the value of any other --option=VALUE (`--directory=DIR`); `--output=FILE` (diff, log, archive) is written.
   const operands: string[] = []
@@ -1653,6 +1833,66 @@ const readGit: ProgramReader = (args, _stdin, depth) => {
     nested: [...own.nested, ...inner.nested],
     changing: true,
   }
+}
+
+/**
+ * git config given in the environment of the git being read (`GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_0`/`GIT_CONFIG_VALUE_0`,
+ * `GIT_CONFIG_PARAMETERS`), as `KEY=VALUE`: set by readSimple for readGit, which takes it.
+ */
+let gitEnvConfig: readonly string[] = NO_WORDS
+
+/** The `KEY=VALUE` settings the GIT_CONFIG_* variables of a command give git. */
+function gitConfigFromEnv(names: readonly string[], values: readonly string[]): string[] {
+  const at = (name: string) => values[names.lastIndexOf(name)]
+  const out: string[] = []
+  const count = Number(at("GIT_CONFIG_COUNT") ?? 0)
+  for (let k = 0; k < Math.min(count, 64); k++) {
+    const key = at(`GIT_CONFIG_KEY_${k}`)
+    if (key !== undefined) out.push(`${key}=${at(`GIT_CONFIG_VALUE_${k}`) ?? ""}`)
+  }
+  // `'alias.nuke'='reset' 'core.pager'='cat'` (or the older `'alias.nuke=reset'`)
+  for (const [, key, value] of (at("GIT_CONFIG_PARAMETERS") ?? "").matchAll(/'([^']*)'(?:='([^']*)')?/g))
+    out.push(value === undefined ? key : `${key}=${value}`)
+  return out
+}
+
+const UNKNOWN_ALIAS = "\0unknown" // an alias whose value this command line does not give (`--config-env`)
+
+/**
+ * The alias git's subcommand is, when this command line defines it (`git -c alias.nuke=reset nuke --hard`,
+ * `-calias.f=push`, the environment's config, `--config-env alias.nuke=VAR`: UNKNOWN_ALIAS); undefined otherwise.
+ */
+function gitAliasOf(args: readonly string[], at: number, envConfig: readonly string[]): string | undefined {
+  const sub = args[at]
+  if (sub === undefined) return undefined
+  const key = `alias.${sub.toLowerCase()}=`
+  let value: string | undefined
+  const consider = (setting: string, unknown = false) => {
+    if (setting.toLowerCase().startsWith(key)) value = unknown ? UNKNOWN_ALIAS : setting.slice(key.length)
+  }
+  for (const setting of envConfig) consider(setting)
+  for (let k = 0; k < at; k++) {
+    const arg = args[k]
+    if (arg === "-c") consider(args[++k] ?? "")
+    else if (arg.startsWith("-c") && arg.length > 2) consider(arg.slice(2))
+    else if (arg === "--config-env") consider(args[++k] ?? "", true)
+    else if (arg.startsWith("--config-env=")) consider(arg.slice("--config-env=".length), true)
+    else if (GIT_VALUE_GLOBALS.has(arg)) k++
+  }
+  return value
+}
+
+/**
+ * A git alias run: `!CMD` is shell code git runs with the arguments after it; any other value is git's words in place
+ * of the alias (`nuke --hard` with `alias.nuke=reset` is `git reset --hard`). A value not given here is opaque.
+ */
+function readGitAlias(args: string[], at: number, alias: string, stdin: string[], depth: number): Reading {
+  const rest = args.slice(at + 1)
+  if (alias === UNKNOWN_ALIAS) return { ...OPAQUE(), unread: true }
+  if (alias.startsWith("!")) return reading({ nested: [[alias.slice(1), ...rest].join(" ")], changing: true })
+  const scanned = scanCommand(alias)
+  if (!scanned || scanned.commands.length !== 1 || scanned.substituted) return OPAQUE()
+  return readSimple(["git", ...args.slice(0, at), ...scanned.commands[0].words, ...rest], stdin, depth + 1)
 }
 
 /** git's options whose value is shell code it runs: `git rebase -x CMD`, `git filter-branch --tree-filter CMD`. */
@@ -1770,9 +2010,10 @@ const PROGRAMS: Record<string, ProgramReader> = {
   find: readFind,
   git: readGit,
   // change: the operands are written (created, changed, moved or deleted)
-  ...each("rm rmdir unlink", writesFiles()),
-  mkdir: writesFiles({ values: "m" }),
-  touch: writesFiles({ values: "dtr" }),
+  ...each("rm unlink", writesFiles()),
+  rmdir: writesFiles({}, false, true), // removes empty directories only: never one that holds a guard file
+  mkdir: writesFiles({ values: "m" }, false, true),
+  touch: writesFiles({ values: "dtr" }, false, true),
   truncate: writesFiles({ values: "sr" }, true),
   shred: writesFiles({ values: "ns" }, true),
   tee: writesFiles({}, true),
@@ -1796,12 +2037,18 @@ const PROGRAMS: Record<string, ProgramReader> = {
     const rest = afterOptions(args, "nq")
     const own = args.slice(0, args.length - rest.length)
     if (rest.length === 0) return reading()
-    if (!own.some((arg) => arg === "--exec" || /^-[a-zA-Z]*x/.test(arg)))
+    const exec = own.some((arg) => arg === "--exec" || /^-[a-zA-Z]*x/.test(arg))
+    if (!exec && !rest.some((word) => /[\s'"\\$`;&|<>()]/.test(word)))
       return reading({ nested: [rest.join(" ")], reads: own })
     const inner = readSimple(rest, [], depth + 1)
-    return { ...inner, reads: [...own, ...inner.reads] }
+    // words a shell would split differently (`watch sh -c 'git reset --hard'`): read as they are too, as with -x
+    const nested = exec ? inner.nested : [...inner.nested, rest.join(" ")]
+    return { ...inner, nested, reads: [...own, ...inner.reads] }
   },
   xargs: readXargs,
+  // `busybox APPLET ARG...` is that applet (`busybox rm -rf /tmp/x` is rm); `busybox --list` prints
+  busybox: (args, stdin, depth) =>
+    args.length && !args[0].startsWith("-") ? readSimple(args, stdin, depth + 1) : reading(),
   env: (args, stdin, depth) =>
     args.some((arg) => arg === "-S" || arg.startsWith("--split-string")) ? OPAQUE() : wrapper("uC")(args, stdin, depth),
   command: (args, stdin, depth) =>
@@ -1837,6 +2084,8 @@ const COMMAND_VARIABLES: ReadonlyMap<string, ReadonlySet<string>> = (() => {
 })()
 /** git config given in the environment (as `git -c`): git is then no read-only command, and the values are read. */
 const GIT_CONFIG_VARIABLE = /^GIT_CONFIG_(?:PARAMETERS|COUNT|KEY_\d+|VALUE_\d+)$/
+/** The shells the reader follows (`bash -c`, `sh <<EOF`): their start-up files are code too. */
+const SHELLS = new Set(["bash", "sh", "zsh", "dash", "ksh"])
 /** Variables that make a program load code from a file (a library, a start-up script): what runs is not known. */
 const CODE_VARIABLES = new Set(["LD_PRELOAD", "LD_AUDIT", "BASH_ENV", "NODE_OPTIONS", "PERL5OPT"])
 
@@ -1864,15 +2113,26 @@ function readSimple(words: string[], stdin: string[], depth = 0): Reading {
   }
   if (i === words.length || LIST_KEYWORDS.has(words[i])) return reading({ reads: [...values, ...words.slice(i)] })
   const word = words[i]
-  const program = word[0] === "/" ? word.replace(/^\/(?:usr\/(?:local\/)?)?s?bin\//, "") : word // /usr/bin/sed is sed; ./bin/test is not test
+  const program = word[0] === "/" ? word.replace(/^\/(?:usr\/(?:local\/)?)?s?bin\//, "") : windowsName(word) // /usr/bin/sed is sed; ./bin/test is not test
   const reader = PROGRAM_READERS.get(program)
   ranVia.push(program) // the commands its reader finds it running are run "after" it
-  const loadsCode = values.length > 0 && names.some((name) => CODE_VARIABLES.has(name))
-  const one = reader && !loadsCode ? reader(words.slice(i + 1), stdin, depth) : OPAQUE()
+  // a shell's start-up file (`BASH_ENV=f bash x.sh`, `ENV=f sh`) written on this line is read as its code
+  const startup =
+    values.length > 0 && SHELLS.has(program) ? values.filter((_, k) => /^(BASH_)?ENV$/.test(names[k])) : NO_WORDS
+  const loadsCode = values.length > 0 && names.some((name) => CODE_VARIABLES.has(name) && !startup.length)
+  if (program === "git" && values.length > 0 && names.some((name) => GIT_CONFIG_VARIABLE.test(name)))
+    gitEnvConfig = gitConfigFromEnv(names, values)
+  let one = reader && !loadsCode ? reader(words.slice(i + 1), stdin, depth) : OPAQUE()
+  gitEnvConfig = NO_WORDS
+  if (startup.length && !loadsCode) {
+    const code = startupCode(startup, OPAQUE())
+    one = code.opaque ? OPAQUE() : { ...one, nested: [...code.nested, ...one.nested], changing: true }
+  }
   ranVia.pop()
   // Recorded after its reader, so a wrapper's inner command comes first; code that only prints (an awk or perl
   // filter) is followed enough: it runs nothing.
   recordRan(words, i, stdin, one.opaque && one.changing)
+  if (one.unread) ranSink[ranSink.length - 1].unread = true
   if (values.length === 0) return one
   const commands = values.filter((_, k) => COMMAND_VARIABLES.get(names[k])?.has(program))
   const setsGitConfig = program === "git" && names.some((name) => GIT_CONFIG_VARIABLE.test(name))
@@ -1912,6 +2172,7 @@ type RanCommand = {
   cwd: string[] // the `cd DIR` before it on the line, in order: where its relative paths resolve (path patterns)
   found?: readonly string[] // run by `find ROOT... -exec`: its roots, what `{}` stands for (with what lies under them)
   opaque: boolean
+  unread?: boolean // the words it runs are given elsewhere (Reading's `unread`): it names every pattern
   args?: string[] // the words after the program, made the first time a pattern's program is this one
   code?: string // opaqueText, made the first time a pattern asks
 }
@@ -1935,8 +2196,19 @@ function recordRan(words: string[], start: number, stdin: string[], opaque: bool
 /** A program word without its directory: `/usr/bin/git` -> `git`. */
 function programName(word: string): string {
   const slash = word.lastIndexOf("/")
-  return slash < 0 ? word : word.slice(slash + 1)
+  return windowsName(slash < 0 ? word : word.slice(slash + 1))
 }
+
+/**
+ * A program as Windows names it, as the program it is: opencode runs there too, where `git.exe`, `GIT.EXE` and
+ * `C:\Program Files\Git\bin\git.exe` are git and a file system that ignores case makes `RM` rm. Other words as they are.
+ */
+function windowsName(word: string): string {
+  if (!WINDOWS_NAME.test(word)) return word
+  const name = word.slice(word.lastIndexOf("\\") + 1).replace(/\.(?:exe|com)$/i, "")
+  return name.toLowerCase()
+}
+const WINDOWS_NAME = /[A-Z\\]|\.exe$/
 
 // One entry: guard-integrity and the changing-step check (per state contract, and again when the call is counted)
 // read the same command of one call.
@@ -1949,6 +2221,8 @@ function readCommand(command: string): CommandReading {
     ranVia.length = 0
     ranCd.length = 0
     ranFound = NO_WORDS
+    gitEnvConfig = NO_WORDS
+    lineFiles.clear()
     lastReading = readCommandAt(command, 0)
     lastCommand = command
   }
@@ -1988,9 +2262,12 @@ function readCommandAt(command: string, depth: number): CommandReading {
         for (const target of simple.redirects) result.redirects.push(target)
         result.changing = true
       }
+      if (simple.heredocs.length) noteLineFiles(simple)
       if (simple.words.length === 0) continue
       const ranBefore = result.ran.length
-      const one = readSimple(simple.words, simple.heredocs)
+      const read = readSimple(simple.words, simple.heredocs)
+      // where its paths resolve: after the line's `cd`s (a reading of its own, the readers' ones are shared)
+      const one = ranCd.length && (read.writes.length || read.reads.length) ? { ...read, cwd: ranCd.slice() } : read
       result.readings.push(one)
       result.changing ||= one.changing
       result.opaque ||= one.opaque

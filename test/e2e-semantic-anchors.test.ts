@@ -129,6 +129,41 @@ describe("e2e semantic-anchors in opencode run", () => {
     expect(resultSeenFor(r.llm, 1)).not.toContain("semantic-anchors")
   })
 
+  test("guard-integrity: deleting the project from its parent is blocked, a copy into its root runs; a PR body that names a force push runs under no-force-push", async () => {
+    const sb = sandbox({
+      files: { [PROJECT_CONFIG]: readyRuleYaml("no-force-push") },
+      opencode: { permission: { external_directory: "allow" } },
+    })
+    const name = path.basename(sb.project)
+    const outside = path.join(path.dirname(sb.project), "incoming")
+    fs.mkdirSync(outside, { recursive: true })
+    fs.writeFileSync(path.join(outside, "notes.txt"), "notes\n")
+    const prBody =
+      "echo ran >> gh.log; gh pr create --title 'ci: deploy' --body \"$(cat <<'EOF'\n" +
+      'Deploy no longer runs git push --force.\nEOF\n)" 2>/dev/null || true'
+    const r = await runOpencode(sb, {
+      prompt: "tidy up",
+      script: [
+        { tool: "bash", args: { command: `cd .. && rm -rf ${name}`, description: "Remove the project" } },
+        { tool: "bash", args: { command: `cd ${outside} && cp notes.txt ${sb.project}/`, description: "Copy notes" } },
+        { tool: "bash", args: { command: prBody, description: "Open a PR" } },
+        { text: "done" },
+      ],
+    })
+
+    expect(r.code).toBe(0)
+    expect(toolParts(r.events).map((p) => `${p.tool}:${p.status}`)).toEqual([
+      "bash:error",
+      "bash:completed",
+      "bash:completed",
+    ])
+    expectBlocked(resultSeenFor(r.llm, 0), "guard-integrity")
+    expect(fs.existsSync(path.join(sb.project, PROJECT_CONFIG))).toBe(true)
+    expect(fs.readFileSync(path.join(sb.project, "notes.txt"), "utf8")).toBe("notes\n")
+    expect(fs.readFileSync(path.join(sb.project, "gh.log"), "utf8")).toBe("ran\n")
+    expect(resultSeenFor(r.llm, 2)).not.toContain("semantic-anchors")
+  })
+
   test("7: a broken project YAML: opencode still runs, the built-ins apply, the warning is in opencode's log", async () => {
     const sb = sandbox({ files: { [PROJECT_CONFIG]: "version: 1\ncontracts: [\n  - id: oops\n    mode: {block\n" } })
     // --print-logs: opencode's log stream, complete, on stderr. (The log file of a short `run` can lose its last lines

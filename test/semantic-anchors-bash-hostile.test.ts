@@ -348,3 +348,87 @@ table("a here-document piped into a shell is read as its code", [
   ["cat <<'EOF' | sh\nrm -rf build\nEOF", "allows"],
   ["cat <<'EOF' > notes.md\nrm -rf *\nEOF", "allows"],
 ])
+
+// guard-integrity judges what a command does to the guard's files, wherever it runs from. A copy, sync or mkdir into
+// the project root lands beside .opencode (real work: the trajectories copy into the directory they work in), while
+// deleting or moving the project itself, however the path is spelled (`cd ..`, `..`, `$PWD`, `$(pwd)`, absolute),
+// takes the guard's files with it. `@P` is the project's absolute path, `@N` its name (`project`).
+describe("guard-integrity: into the project root is ordinary work, the project itself is the guard's", () => {
+  const rows: Row[] = [
+    ["cd .. && rm -rf @N", "blocks"],
+    ["cd ..; rm -rf ./@N/", "blocks"],
+    ["cd .. || exit; rm -rf @N", "blocks"],
+    ["pushd .. && rm -rf @N", "blocks"],
+    ["bash -c 'cd .. && rm -rf @N'", "blocks"],
+    ["cd .. && sudo rm -rf @N", "blocks"],
+    ["cd .. && mv @N @N.old", "blocks"],
+    ["cd .. && find @N -delete", "blocks"],
+    ["cd @P/.. && rm -rf @N", "blocks"],
+    ["cd .. && rm -rf @N*", "blocks"],
+    ["rm -rf ../@N", "blocks"],
+    ["rm -rf $PWD", "blocks"],
+    ["rm -rf ${PWD}/", "blocks"],
+    ['rm -rf "$(pwd)"', "blocks"],
+    ["rm -rf `pwd`", "blocks"],
+    ['cd .. && rm -rf "$PWD/@N"', "blocks"],
+    ["rm -rf @P", "blocks"],
+    ["mv @P /tmp/old", "blocks"],
+    ["git clean -fdx", "blocks"],
+    ["git stash -u", "blocks"],
+    ["git stash push --include-untracked", "blocks"],
+    ["git stash --all", "blocks"],
+    [`git checkout -- ${CONFIG}`, "blocks"],
+    [`git restore ${CONFIG}`, "blocks"],
+    ["git restore --source=HEAD~3 .opencode", "blocks"],
+    ["rsync -a --delete src/ @P/", "blocks"],
+    ["cp -r backup/.opencode @P/", "blocks"],
+    ["mv backup/.opencode @P/", "blocks"],
+    ["cp evil.ts .opencode/plugins/", "blocks"],
+    ["mv evil.ts .opencode/plugins/", "blocks"],
+    ["rmdir .opencode", "blocks"],
+    // ordinary work: into the root, creating it, or in another directory
+    ["cp notes.txt @P/", "allows"],
+    ["cp -r src public @P/", "allows"],
+    ["cp -t @P notes.txt", "allows"],
+    ["mkdir -p @P", "allows"],
+    ["mkdir -p @P/docs/plans", "allows"],
+    ["rsync -a src/ @P/", "allows"],
+    ["rsync -a --delay-updates src/ @P/", "allows"],
+    ["mv a.md b.md @P/", "allows"],
+    ["touch @P", "allows"],
+    ["rmdir @P", "allows"],
+    ["cd .. && cp notes.txt @N/", "allows"],
+    ["cd .. && ls @N", "allows"],
+    ["cd src && rm -rf *", "allows"],
+    ["cd /tmp && rm -rf @N", "allows"],
+    ["cd ..; cd @N; rm -rf build", "allows"],
+    ["rm -rf $PWD/build", "allows"],
+    ["git clean -nf", "allows"],
+    ["git stash", "allows"],
+    ["git stash push -u -- src", "allows"],
+    ["git stash list", "allows"],
+    ["git checkout -- src/app.ts", "allows"],
+  ]
+  let h: Harness
+  test.each(rows)("%p: guard-integrity %s", async (command, guard) => {
+    h ??= await start()
+    const { project } = h.dirs
+    const name = project.split("/").pop()!
+    expect(await guardVerdict(h, { command: command.replaceAll("@P", project).replaceAll("@N", name) })).toBe(guard)
+  })
+})
+
+// What runs where the reader used to look away: a -c script's arguments, arithmetic, a redirection's word, a start-up
+// file written on the line; and what never runs: bash -n, a backquote in single quotes.
+table("guard-integrity: code in arguments, arithmetic, redirections and start-up files", [
+  ["bash -c '$1' _ 'rm -rf .opencode'", "blocks"],
+  ["sh -c 'rm -rf \"$@\"' _ build .opencode", "blocks"],
+  ["echo $(( $(rm -rf .opencode) + 1 ))", "blocks"],
+  ['echo x > "$(rm -rf .opencode)"', "blocks"],
+  ["cat > f <<'EOF'\nrm -rf *\nEOF\nBASH_ENV=f bash x.sh", "blocks"],
+  ["cat > run.sh <<'EOF'\nrm -rf *\nEOF\nbash run.sh", "blocks"],
+  ["bash -c '$1' _ 'rm -rf build'", "allows"],
+  ["echo $(( 6 * 7 )) > answer.txt", "allows"],
+  ["bash -n -c 'rm -rf .opencode'", "allows"],
+  ["cat > run.sh <<'EOF'\nrm -rf build\nEOF\nbash run.sh", "allows"],
+])

@@ -69,6 +69,7 @@ test("the ready rules load without a problem, every example holding", () => {
 
 type Row = [command: string, runs: string | null]
 const OPAQUE = "code the reader cannot follow"
+const UNREAD = "code the reader cannot read" // words given elsewhere: a git alias from a file, a `$1` set elsewhere
 
 // Each rule: [command, what the block says it runs (null: the rule lets it pass)].
 const READY: [rule: string, rows: Row[]][] = [
@@ -83,6 +84,7 @@ const READY: [rule: string, rows: Row[]][] = [
       ["git push -n origin +main", null],
       ["git -C . push origin +main", "git -C . push origin +main"],
       ["git -C repo -c push.default=current push --force", "git -C repo -c push.default=current push --force"],
+      ["git -calias.f=push f origin +main", "git -calias.f=push push origin +main` (after git"],
       ["git push --force-with-lease", "git push --force-with-lease"],
       ["git push --force-w origin main", "git push --force-w origin main"], // git takes a unique prefix of an option
       ["git push --mirror backup", "git push --mirror backup"], // force-updates every ref of the remote
@@ -147,6 +149,13 @@ const READY: [rule: string, rows: Row[]][] = [
       ["gh pr create --title fix --body \"$(cat <<'EOF'\n- no more git push --force in deploy\nEOF\n)\"", null],
       ["gh pr merge 3 --subject 'revert git push -f' --squash", null],
       ["gh codespace ssh -- git push -f", OPAQUE], // code gh runs elsewhere: still not followed
+      // a here-document gh or curl reads as a body or data (`--body-file -`, `-F -`, `-d @-`) is text too
+      ["gh pr create --title fix --body-file - <<'EOF'\nno more git push --force\nEOF", null],
+      ["gh issue create --title x -F - <<'EOF'\nnever git push -f\nEOF", null],
+      ["gh api repos/o/r/issues -F body=@- <<'EOF'\ngit push --force\nEOF", null],
+      ["curl -d @- https://example.com/hook <<'EOF'\ngit push --force\nEOF", null],
+      ["curl --data-binary @- https://example.com <<'EOF'\ngit push -f\nEOF", null],
+      ["gh codespace ssh <<'EOF'\ngit push -f\nEOF", OPAQUE], // ssh runs its input
     ],
   ],
   [
@@ -170,6 +179,55 @@ const READY: [rule: string, rows: Row[]][] = [
       ["echo 'git reset --hard'", null],
       ["gh issue comment 12 --body 'fixed; do not git reset --hard'", null],
       ["gh issue comment 12 --body='fixed; do not git reset --hard'", null],
+      // a -c script that runs its arguments: `$1`, `${1}`, `"$@"` are the words given after the code
+      ["bash -c '$1' _ 'git reset --hard'", "git reset --hard` (in bash's code"],
+      ["bash -c 'eval \"$1\"' _ 'git reset --hard'", "git reset --hard` (in bash's code, in eval's code"],
+      ["bash -lc -- '${1}' _ 'git reset --hard'", "git reset --hard` (in bash's code"],
+      ["zsh -c '$1' _ 'git reset --hard'", "git reset --hard` (in zsh's code"],
+      ["sh -c '\"$@\"' _ git reset --hard", "git reset --hard` (in sh's code"],
+      ["bash -c 'echo $1' _ 'git reset --hard'", null],
+      ["bash -c \"awk '{print $1}' log.txt\"", null], // single quotes: awk's $1, no parameter
+      // commands inside arithmetic and in a redirection's word run; a backquote inside single quotes does not
+      ["echo $(( $(git reset --hard) + 1 ))", "git reset --hard"],
+      ["echo $((`git reset --hard` + 1))", "git reset --hard"],
+      ['echo x > "$(git reset --hard)"', "git reset --hard"],
+      ['cat <<< "$(git reset --hard)"', "git reset --hard"],
+      ["echo $(( (1 + 2) * 3 ))", null],
+      ["echo >'a`git reset --hard`b'", null],
+      // a start-up or script file written on the same line is the shell's code
+      ["cat > f <<'EOF'\ngit reset --hard\nEOF\nBASH_ENV=f bash x.sh", "git reset --hard` (in bash's code"],
+      ["cat > f <<'EOF'\ngit reset --hard\nEOF\nbash --rcfile f -i", "git reset --hard` (in bash's code"],
+      ["cat > f <<'EOF'\ngit reset --hard\nEOF\nENV=f sh", "git reset --hard` (in sh's code"],
+      ["tee run.sh <<'EOF'\ngit reset --hard\nEOF\nbash run.sh", "git reset --hard` (in bash's code"],
+      ["cat > run.sh <<'EOF'\ngit status\nEOF\nbash run.sh", null],
+      // bash -n checks the syntax and runs nothing
+      ['bash -n -c "git reset --hard"', null],
+      ["bash -o noexec -c 'git reset --hard'", null],
+      // watch hands its words to a shell: read as it joins them and as they are
+      ["watch sh -c 'git reset --hard'", "git reset --hard` (in watch's code"],
+      ["watch -n 2 'git status'", null],
+      // opencode runs on Windows too: git.exe, a full path with backslashes, any case
+      ["git.exe reset --hard", "git.exe reset --hard"],
+      ['"C:\\Program Files\\Git\\bin\\git.exe" reset --hard', "C:\\Program Files\\Git\\bin\\git.exe reset --hard"],
+      ["GIT.EXE reset --hard", "GIT.EXE reset --hard"],
+      ["git.exe reset --soft", null],
+      // git's global options that take a value, and aliases defined on the same line
+      ["git --git-dir repo/.git reset --hard", "git --git-dir repo/.git reset --hard"],
+      ["git --work-tree /srv/app reset --hard", "git --work-tree /srv/app reset --hard"],
+      ["git --config-env submodule.recurse=X reset --hard", "git --config-env submodule.recurse=X reset --hard"],
+      ["git -c alias.nuke=reset nuke --hard", "git -c alias.nuke=reset reset --hard` (after git"],
+      ["git -c 'alias.nuke=reset --hard' nuke", "git -c alias.nuke=reset --hard reset --hard` (after git"],
+      ["git -c 'alias.x=!git reset --hard' x", "git reset --hard` (in git's code"],
+      [
+        "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=alias.nuke GIT_CONFIG_VALUE_0=reset git nuke --hard",
+        "git reset --hard` (after git",
+      ],
+      ["GIT_CONFIG_PARAMETERS=\"'alias.nuke'='reset'\" git nuke --hard", "git reset --hard` (after git"],
+      ["git -c alias.nuke=reset nuke --soft", null],
+      ["git -c alias.st=status st", null],
+      // words given elsewhere: the reader cannot read them, and says so
+      ["git --config-env alias.nuke=NUKE nuke --hard", UNREAD],
+      ["bash -c '$2' _ x", UNREAD],
     ],
   ],
   [
@@ -236,6 +294,14 @@ const READY: [rule: string, rows: Row[]][] = [
       ['rm -rf "${PWD:?}/dist"', null],
       ["rm ~/notes.txt", null], // not a tree: the rule names rm -r
       ["echo rm -rf /", null],
+      // another user's home lies beside this one; busybox runs its applet; Windows and case-blind spellings
+      ["rm -rf ~someone/x", "rm -rf ~someone/x"],
+      ["rm -rf ~root", "rm -rf ~root"],
+      ["busybox rm -rf /", "rm -rf /` (after busybox"],
+      ["busybox rm -rf /tmp/x", null],
+      ["busybox ls /", null],
+      ["RM -rf /", "RM -rf /"],
+      ["rm.exe -rf ~", "rm.exe -rf ~"],
     ],
   ],
   [
@@ -318,6 +384,8 @@ describe("the ready rules, through server() and tool.execute.before", () => {
         expect(named).toBe(true)
         const why = message.split("\n").find((line) => line.startsWith("Why now: ") && line.includes("runs"))
         if (runs === OPAQUE) expect(why).toContain("runs code the reader cannot follow that names `")
+        else if (runs === UNREAD)
+          expect(why).toContain("runs code the reader cannot read, whose words are given elsewhere")
         else expect(why).toContain(`runs \`${runs}`)
       })
     })

@@ -49,7 +49,7 @@ export type CommandPattern = {
 
 /** Programs that run the command after their options: a pattern names that command, and matches it behind them. */
 const SEEN_THROUGH = new Set(
-  "sudo nice nohup time exec timeout stdbuf setsid ionice watch xargs env command".split(" "),
+  "sudo nice nohup time exec timeout stdbuf setsid ionice watch xargs env command busybox".split(" "),
 )
 
 /** A subcommand word of a pattern: `push`, `rollout`, `dist-tag`; a flag, an operand glob or a path is none. */
@@ -299,6 +299,10 @@ export type PathPlaces = { directory: string; project: string; home: string; tmp
 
 function expandPlaces(word: string, places: PathPlaces): string {
   if (word === "~" || word.startsWith("~/")) return places.home + word.slice(1)
+  // `~user`: another user's home, beside this one (`/home/dev` -> `/home/user`; `~root` is `/root`)
+  const user = word[0] === "~" ? /^~([a-z_][a-z0-9_.-]*)(?=\/|$)/i.exec(word) : null
+  if (user)
+    return `${user[1] === "root" ? "" : places.home.replace(/\/[^/]*$/, "")}/${user[1]}${word.slice(user[0].length)}`
   // `${HOME:?}`, `${TMPDIR:-/tmp}` (a default, or an error, for an unset variable) are read as the variable's value
   return word.replace(
     /\$(?:\{(HOME|PROJECT|TMPDIR|PWD)(?::?[-?=][^}]*)?\}|(HOME|PROJECT|TMPDIR|PWD)\b)/g,
@@ -572,8 +576,13 @@ function opaqueText(ran: RanCommand): string {
   const messages = MESSAGE_OPTIONS.get(ran.program)
   const words = messages ? withoutMessages(ran.words.slice(ran.start), messages) : ran.words.slice(ran.start)
   const text = words.join(" ")
-  return ran.stdin.length ? `${text}\n${ran.stdin.join("\n")}` : text
+  // a here-document a program sends as its message or data (`gh pr create --body-file -`, `curl -d @-`) is text
+  const stdinIsData = messages !== undefined && ran.words.some((word) => STDIN_AS_DATA.test(word))
+  return ran.stdin.length && !stdinIsData ? `${text}\n${ran.stdin.join("\n")}` : text
 }
+
+/** A word that makes gh or curl read its input as a body, a field or data: `-`, `@-`, `body=@-`, `-d@-`. */
+const STDIN_AS_DATA = /^@?-$|=@?-$|^-[A-Za-z]@-$/
 
 /** A command's words without the values of its message options (the option itself kept, as what it says). */
 function withoutMessages(words: readonly string[], messages: ReadonlySet<string>): string[] {
@@ -607,7 +616,9 @@ export function runsMatch(
   if (opaqueRan.length === 0) return undefined
   for (const pattern of patterns)
     for (const ran of opaqueRan)
-      if (isOpaqueNaming(pattern, ran))
+      if (ran.unread && isOpaqueNaming(pattern, ran))
+        return `runs code the reader cannot read, whose words are given elsewhere (a git alias, a \$1 set elsewhere): it may be \`${pattern.text}\`: \`${ranText(ran)}\`${ranWhere(ran)}`
+      else if (isOpaqueNaming(pattern, ran))
         return `runs code the reader cannot follow that names \`${pattern.text}\`: \`${ranText(ran)}\`${ranWhere(ran)}`
   return undefined
 }
@@ -648,6 +659,7 @@ export function runsScreenHolds(keys: ReadonlySet<string>, programs: readonly st
   const index = ranIndex(readCommand(args.command))
   for (const key of index.keys) if (keys.has(key)) return true
   for (const ran of index.opaqueRan) {
+    if (ran.unread) return true
     ran.code ??= capText(opaqueText(ran), REGEX_INPUT_CAP)
     // its own program was keyed above (`npm test` is npm, read as a pattern on npm says: isOpaqueNaming)
     for (const program of programs) if (program !== ran.program && ran.code.includes(program)) return true
@@ -660,6 +672,7 @@ export function runsScreenHolds(keys: ReadonlySet<string>, programs: readonly st
  * is not such code: it was matched word by word (`npm publish --dry-run` is npm, read as the pattern says).
  */
 function isOpaqueNaming(pattern: CommandPattern, ran: RanCommand): boolean {
+  if (ran.unread) return true
   if (!ran.opaque || pattern.programs.includes(ran.program)) return false
   ran.code ??= capText(opaqueText(ran), REGEX_INPUT_CAP)
   const text = ran.code

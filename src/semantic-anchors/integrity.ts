@@ -2,11 +2,12 @@
  * Guard-integrity: the guard's own files, what an edit writes, whether a bash command touches them (`guardFiles`,
  * `bashTouchesGuard`).
  */
+import { substitutionsIn } from "../shared/bash-scan"
+import { programName } from "../shared/bash-programs"
 import { CONFIG_FILE_NAME } from "./constants"
 import { braceGlob, braceWords, escapeRegex, globToRegExp, resolvePath } from "./names"
 import type { Paths } from "./model"
 import { isMapping } from "./problems"
-import { closingParen } from "../shared/bash-scan"
 import type { Target } from "../shared/bash-words"
 import { readCommand, readCommandAt } from "../shared/bash-programs"
 
@@ -139,7 +140,7 @@ function collapseWildcards(glob: string): string {
 /** Whether writing `target` (a file, a directory and all under it, a glob, a find root with its tests) reaches a
  * guard file or directory. */
 function targetHitsGuard(target: Target, paths: Paths, guard: GuardFiles, realpath: RealPath): boolean {
-  const expanded = target.word.replace(/^\$\{?HOME\}?(?=\/|$)/, "~")
+  const expanded = hereExpanded(target.word, paths.directory).replace(/^\$\{?HOME\}?(?=\/|$)/, "~")
   const named = resolvePath(paths.directory, expanded, paths.home)
   // A bracket expression matches one character (`.[o]pencode`, `.[[:lower:]]pencode`): here, any one character; a
   // brace sequence (`.{o..o}pencode`) any text.
@@ -156,27 +157,40 @@ function targetHitsGuard(target: Target, paths: Paths, guard: GuardFiles, realpa
       path === abs ? target.word : `${target.word.replace(/\/+$/, "")}/${path.slice(abs.length).replace(/^\/+/, "")}`
     return someGuardPath(guard, (path) => isUnder(path, abs) && filter(printed(path)))
   }
-  const hits = (path: string) => isGuardPath(path, guard) || holdsGuardPath(path, guard)
+  const hits = (path: string) =>
+    isGuardPath(path, guard) || (holdsGuardPath(path, guard) && !(target.into && onlyInto(path, target.into, guard)))
   return hits(abs) || (target.throughLinks && hits(realpath(abs)))
 }
 
-/** The command lines of the `$(...)` and backquote substitutions in a word. */
-function substitutionsIn(word: string): string[] {
-  const inner: string[] = []
-  for (let i = 0; i < word.length; i++) {
-    if (word[i] === "$" && word[i + 1] === "(" && word[i + 2] !== "(") {
-      const end = closingParen(word, i + 2)
-      if (end === -1) break
-      inner.push(word.slice(i + 2, end))
-      i = end
-    } else if (word[i] === "`") {
-      const end = word.indexOf("`", i + 1)
-      if (end === -1) break
-      inner.push(word.slice(i + 1, end))
-      i = end
-    }
+/**
+ * Whether writing into `dir`, a directory that holds guard files (the project, the config dir's parent), leaves them
+ * alone: it is none of the guard's own directories, and no source lands on one of them under its own name (`cp -r
+ * backup/.opencode $P/` does). What an unknown source holds is not looked at: `rsync -a src/ $P/` and `cp -r src/.
+ * $P` copy into the project as any build does.
+ */
+function onlyInto(dir: string, sources: readonly string[], guard: GuardFiles): boolean {
+  if (guard.roots.includes(dir) || dir === "/") return false
+  for (const source of sources) {
+    const name = programName(source.replace(/\/+$/, ""))
+    if (name === "" || name === "." || name === ".." || /[*?[{$`]/.test(name)) continue // its contents: see above
+    const landed = `${dir}/${name}`
+    if (isGuardPath(landed, guard) || holdsGuardPath(landed, guard)) return false
   }
-  return inner
+  return true
+}
+
+/** `$PWD`, `${PWD}`, `$(pwd)` and `` `pwd` `` in a word: the directory the command runs in. */
+const PWD_WORD = /\$\{?PWD\}?(?![A-Za-z0-9_])|\$\(\s*pwd(?:\s+-[LP])?\s*\)|`\s*pwd(?:\s+-[LP])?\s*`/g
+function hereExpanded(word: string, directory: string): string {
+  return word.includes("PWD") || word.includes("pwd") ? word.replace(PWD_WORD, () => directory) : word
+}
+
+/** The directory a command runs in after the line's `cd`s (readCommandAt's `cwd`), from `directory`. */
+function cdInto(directory: string, cwd: readonly string[] | undefined, home: string): string {
+  if (!cwd) return directory
+  let here = directory
+  for (const dir of cwd) here = resolvePath(here, hereExpanded(dir, here).replace(/^\$\{?HOME\}?(?=\/|$)/, "~"), home)
+  return here
 }
 
 /** The paths a command line may print: what find selects, the files other programs read. */
@@ -221,18 +235,30 @@ export function bashTouchesGuard(
     if (hit) return hit
   }
   const targets: Target[] = []
-  for (const one of read.readings) for (const target of one.writes) targets.push(target)
+  const cds: (readonly string[] | undefined)[] = [] // each target's line `cd`s (`cd .. && rm -rf app`)
+  for (const one of read.readings)
+    for (const target of one.writes) {
+      targets.push(target)
+      cds.push(one.cwd)
+    }
   for (const word of read.redirects) targets.push({ word, throughLinks: true })
   // A written word made by `$(...)` (`sed -i ... $(grep -rl x .)`): the paths its command reads or lists are written.
   const written = targets.length
   for (let t = 0; t < written; t++)
-    if (/\$\(|`/.test(targets[t].word)) targets.push(...substitutionsIn(targets[t].word).flatMap(listedPaths))
-  for (const target of targets)
+    if (/\$\(|`/.test(targets[t].word))
+      for (const listed of substitutionsIn(targets[t].word).flatMap(listedPaths)) {
+        targets.push(listed)
+        cds[targets.length - 1] = cds[t]
+      }
+  for (let t = 0; t < targets.length; t++) {
+    const target = targets[t]
+    const where = cds[t] ? { ...here, directory: cdInto(here.directory, cds[t], here.home) } : here
     for (const word of braceWords(target.word) ?? [braceGlob(target.word)]) {
       const one = word === target.word ? target : { ...target, word }
-      const hit = mentionIn(word, guard) ?? (targetHitsGuard(one, here, guard, realpath) ? word : undefined)
+      const hit = mentionIn(word, guard) ?? (targetHitsGuard(one, where, guard, realpath) ? word : undefined)
       if (hit) return hit
     }
+  }
   if (read.changing) {
     for (const one of read.readings)
       for (const read of one.reads) {

@@ -3,7 +3,7 @@
  */
 
 /** One simple command: its words with quotes removed, the files its redirections write, its here-documents' text. */
-type SimpleCommand = { words: string[]; redirects: string[]; heredocs: string[] }
+export type SimpleCommand = { words: string[]; redirects: string[]; heredocs: string[] }
 
 /** A scanned command line; `substituted`: it has `$(...)`, backquotes or `<(...)`, whose output is not known. */
 type Scan = { commands: SimpleCommand[]; substituted: boolean }
@@ -24,6 +24,25 @@ export function closingParen(text: string, start: number): number {
     else if (ch === ")" && --depth === 0) return i
   }
   return -1
+}
+
+/** The command lines of the `$(...)` and backquote substitutions in a word. */
+export function substitutionsIn(word: string): string[] {
+  const inner: string[] = []
+  for (let i = 0; i < word.length; i++) {
+    if (word[i] === "$" && word[i + 1] === "(" && word[i + 2] !== "(") {
+      const end = closingParen(word, i + 2)
+      if (end === -1) break
+      inner.push(word.slice(i + 2, end))
+      i = end
+    } else if (word[i] === "`") {
+      const end = word.indexOf("`", i + 1)
+      if (end === -1) break
+      inner.push(word.slice(i + 1, end))
+      i = end
+    }
+  }
+  return inner
 }
 
 /** The characters scanCommand looks at, outside quotes and inside double quotes; the others only extend a word. */
@@ -105,6 +124,12 @@ class LineScanner {
     return true
   }
 
+  /** A redirection word's `$(...)` and backquote commands (redirectTarget's `subs`): read as any substitution. */
+  private substituteAll(subs: string[] | undefined): boolean {
+    if (subs) for (const inner of subs) if (!this.substitute(inner)) return false
+    return true
+  }
+
   /** The index of the substitution's last character, or -1 when it cannot be followed. */
   private substitution(i: number): number {
     const command = this.command
@@ -114,8 +139,10 @@ class LineScanner {
       return end < command.length && this.substitute(command.slice(i + 1, end)) ? end : -1
     }
     if (command.startsWith("$((", i)) {
-      const end = command.indexOf("))", i + 3) // arithmetic: no command inside
-      return end === -1 ? -1 : end + 1
+      // arithmetic: its `$(...)` and backquotes run (`$(( $(git reset --hard) + 1 ))`), the rest is numbers
+      const end = closingParen(command, i + 2)
+      if (end === -1) return -1
+      return this.substituteAll(substitutionsIn(command.slice(i + 3, end - 1))) ? end : -1
     }
     const open = command[i] === "$" || command[i] === "<" || command[i] === ">" ? i + 1 : i
     const end = closingParen(command, open + 1)
@@ -182,6 +209,7 @@ class LineScanner {
           // &> and &>> send both streams to a file
           this.endWord()
           const target = redirectTarget(command, i + (command[i + 2] === ">" ? 3 : 2))
+          if (!this.substituteAll(target.subs)) return null
           this.addRedirect(target.word)
           i = target.end - 1
         } else this.endCommand()
@@ -200,6 +228,7 @@ class LineScanner {
         let at = i + 1
         if (command[at] === ">" || command[at] === "|") at++
         const target = redirectTarget(command, at)
+        if (!this.substituteAll(target.subs)) return null
         this.addRedirect(target.word)
         i = target.end - 1
       } else if (ch === "<") {
@@ -218,7 +247,9 @@ class LineScanner {
         } else {
           let at = i + 1
           while (command[at] === "<") at++
-          i = redirectTarget(command, at).end - 1 // input redirection and here-strings read: skip their word
+          const target = redirectTarget(command, at) // input redirection and here-strings read: skip their word
+          if (!this.substituteAll(target.subs)) return null
+          i = target.end - 1
         }
       } else {
         const end = plainRunEnd(command, i + 1, UNQUOTED)
@@ -260,18 +291,38 @@ function readHeredocs(command: string, newline: number, pending: PendingHeredoc[
   return at
 }
 
-/** The word after a redirection operator (blanks skipped) and where it ends. Quotes are taken as they are. */
-function redirectTarget(command: string, start: number): { word: string; end: number } {
+/**
+ * The word after a redirection operator (blanks skipped) and where it ends, its quotes removed. A quote runs to its
+ * closing quote (`>'a b'`, `` >'a`x`b' `` is one word, and nothing in single quotes runs); `subs`: the `$(...)` and
+ * backquote commands outside single quotes, which the shell runs to make the word (`> "$(git reset --hard)"`).
+ */
+function redirectTarget(command: string, start: number): { word: string; end: number; subs?: string[] } {
   let at = start
   while (command[at] === " " || command[at] === "\t") at++
   const begin = at
+  let subs: string[] | undefined
+  let double = false
   for (; at < command.length; at++) {
-    const code = command.charCodeAt(at)
-    if (code < 128 ? REDIRECT_WORD_END[code] : /\s/.test(command[at])) break
+    const ch = command[at]
+    if (ch === "\\") at++
+    else if (ch === "'" && !double) {
+      const close = command.indexOf("'", at + 1)
+      at = close === -1 ? command.length : close
+    } else if (ch === '"') double = !double
+    else if (ch === "`" || (ch === "$" && command[at + 1] === "(")) {
+      const end = ch === "`" ? command.indexOf("`", at + 1) : closingParen(command, at + 2)
+      if (end === -1) break
+      ;(subs ??= []).push(command.slice(at + (ch === "`" ? 1 : 2), end))
+      at = end
+    } else if (!double) {
+      const code = command.charCodeAt(at)
+      if (code < 128 ? REDIRECT_WORD_END[code] : /\s/.test(ch)) break
+    }
   }
   if (command[begin] === "&" && /\d|-/.test(command[begin + 1] ?? "")) at = Math.max(at, begin + 2)
   const word = command.slice(begin, at)
-  return { word: word.includes("'") || word.includes('"') ? word.replace(/["']/g, "") : word, end: at }
+  const unquoted = word.includes("'") || word.includes('"') ? word.replace(/["']/g, "") : word
+  return subs ? { word: unquoted, end: at, subs } : { word: unquoted, end: at }
 }
 /** What ends a redirection's word: a blank (any `\s`, beyond ASCII too) or an operator character. */
 const REDIRECT_WORD_END = charTable(" \t\n\r\v\f|;&()<>")

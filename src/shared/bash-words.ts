@@ -11,7 +11,16 @@ import { NO_WORDS } from "./bash-scan"
  * command line (`bash -c`, `eval`, `sh <<EOF`); `changing`: a changing step; `opaque`: it runs code this reader does
  * not follow.
  */
-export type Target = { word: string; throughLinks: boolean; filter?: (findPath: string) => boolean }
+export type Target = {
+  word: string
+  throughLinks: boolean
+  filter?: (findPath: string) => boolean
+  // cp, install, rsync, mv's destination: when it is a directory, each source lands in it under its own name (`cp
+  // notes.txt $P/` writes `$P/notes.txt`, not the project); mkdir's, touch's and rmdir's operand (no sources):
+  // creating one never removes what it holds (`mkdir -p $P`), rmdir removes only an empty one. Either writes a
+  // directory that holds guard files only by these names (onlyInto).
+  into?: readonly string[]
+}
 export type Reading = {
   writes: Target[]
   reads: string[]
@@ -19,6 +28,8 @@ export type Reading = {
   changing: boolean
   opaque: boolean
   lists?: Target[] // what it prints as paths, when that is narrower than its reads (find: what its tests select)
+  cwd?: readonly string[] // the line's `cd`s before it: where its relative paths resolve (readCommandAt sets it)
+  unread?: boolean // it runs words given elsewhere (a git alias from a file, a `$1` nothing sets): it may be anything
   codeFromPipe?: boolean // a shell that runs what it reads from a pipe: the line's here-documents may be that code
 }
 export type ProgramReader = (args: string[], stdin: string[], depth: number) => Reading
@@ -42,7 +53,7 @@ export function reading(part: Partial<Reading> = {}): Reading {
 }
 /** The readings most programs get (an unknown program; one that only prints): shared, never written to. */
 const OPAQUE_READING: Reading = Object.freeze(reading({ changing: true, opaque: true }))
-const NOTHING_READ: Reading = Object.freeze(reading())
+export const NOTHING_READ: Reading = Object.freeze(reading())
 export const OPAQUE = (): Reading => OPAQUE_READING
 
 /** Options and operands the way getopt splits them. `values`: short options that take a value (the rest of the
@@ -130,11 +141,12 @@ export const prints: ProgramReader = () => NOTHING_READ
 /** Programs that only read: every operand a file it reads (`cat`, `ls`, `diff`). */
 export const readsFiles: ProgramReader = (args) => reading({ reads: getopt(args).operands })
 
-/** Programs whose every operand is written (`rm`, `mkdir`, `touch`, `tee`). */
-export function writesFiles(spec: OptionSpec = {}, throughLinks = false): ProgramReader {
+/** Programs whose every operand is written (`rm`, `mkdir`, `touch`, `tee`); `creates`: it only creates (mkdir). */
+export function writesFiles(spec: OptionSpec = {}, throughLinks = false, creates = false): ProgramReader {
   return (args) => {
     const { operands } = getopt(args, spec)
-    return reading({ writes: operands.map((word) => ({ word, throughLinks })), changing: true })
+    const into = creates ? NO_WORDS : undefined
+    return reading({ writes: operands.map((word) => ({ word, throughLinks, into })), changing: true })
   }
 }
 
@@ -162,8 +174,12 @@ export function copies(spec: OptionSpec, throughLinks: boolean, sourcesMove = fa
     else if (has(parsed, "d", "directory") && !sourcesMove)
       [written, read] = [operands, []] // install -d DIR...
     else [written, read] = [operands.slice(-1), operands.slice(0, -1)]
-    if (sourcesMove) [written, read] = [[...written, ...read], []] // mv: the sources go away
-    return reading({ writes: written.map((word) => ({ word, throughLinks })), reads: read, changing: true })
+    // rsync --delete removes what the source lacks from the destination: it is written as a whole
+    const into = args.some((arg) => /^--del(?:$|ete)/.test(arg)) ? undefined : read
+    const writes: Target[] = written.map((word) => ({ word, throughLinks, into }))
+    if (sourcesMove)
+      return reading({ writes: [...writes, ...read.map((word) => ({ word, throughLinks }))], changing: true }) // mv: the sources go away
+    return reading({ writes, reads: read, changing: true })
   }
 }
 

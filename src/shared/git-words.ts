@@ -37,9 +37,21 @@ export function gitGlobals(args: string[]): { at: number; global: string[]; sets
 /** Where git's subcommand stands: after its global options, `-C DIR` and `-c KEY=VALUE` taking the next word. */
 export function gitSubcommandAt(args: readonly string[]): number {
   let at = 0
-  while (at < args.length && args[at].startsWith("-")) at += args[at] === "-C" || args[at] === "-c" ? 2 : 1
+  while (at < args.length && args[at].startsWith("-")) at += GIT_VALUE_GLOBALS.has(args[at]) ? 2 : 1
   return at
 }
+
+/** git's global options that take the next word as their value (git(1)): `git --git-dir repo/.git reset`. */
+export const GIT_VALUE_GLOBALS = new Set([
+  "-C",
+  "-c",
+  "--git-dir",
+  "--work-tree",
+  "--namespace",
+  "--config-env",
+  "--super-prefix",
+  "--attr-source",
+])
 
 export function isReadOnlyGit(args: string[], globals = gitGlobals(args)): boolean {
   const { at, setsConfig } = globals
@@ -83,6 +95,22 @@ const BRANCH_VALUE_OPTIONS = new Set([
   "--sort",
   "--format",
 ])
+
+/**
+ * `git stash [push] -u|--include-untracked|-a|--all [-- PATHSPEC...]` takes untracked files out of the tree (the
+ * guard's, when they are untracked): it writes its pathspecs, `.` when none. Undefined when it stashes tracked files
+ * only, or is another stash subcommand (`list`, `show`, `pop`).
+ */
+export function gitStashUntracked(rest: string[]): string[] | undefined {
+  const at = rest[0] === "push" || rest[0] === "save" ? 1 : 0
+  if (at < rest.length && !rest[at].startsWith("-")) return undefined
+  const untracked = (w: string) => w === "--include-untracked" || w === "--all" || /^-[a-zA-Z]*[ua]/.test(w)
+  const dashes = rest.indexOf("--")
+  const options = dashes === -1 ? rest.slice(at) : rest.slice(at, dashes)
+  if (!options.some(untracked)) return undefined
+  const paths = dashes === -1 ? [] : rest.slice(dashes + 1)
+  return paths.length ? paths : ["."]
+}
 
 /** `git clean` deletes untracked files under its paths, the current directory when none is given; -n only lists. */
 export function gitCleanArgs(rest: string[]): string[] | undefined {
