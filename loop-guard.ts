@@ -627,8 +627,9 @@ function regexHazard(source: string): string | undefined {
  * The quote-aware scan of a bash line into simple commands, redirects and here-documents (`scanCommand`).
  */
 
-/** One simple command: its words with quotes removed, the files its redirections write, its here-documents' text. */
-type SimpleCommand = { words: string[]; redirects: string[]; heredocs: string[] }
+/** One simple command: its words with quotes removed, the files its redirections write, its here-documents' text;
+ * `group`: how many subshells it runs in (`( ... )`, `$( ... )`), where a `cd` ends. */
+type SimpleCommand = { words: string[]; redirects: string[]; heredocs: string[]; group: number }
 
 /** A scanned command line; `substituted`: it has `$(...)`, backquotes or `<(...)`, whose output is not known. */
 type Scan = { commands: SimpleCommand[]; substituted: boolean }
@@ -692,8 +693,8 @@ function plainRunEnd(command: string, start: number, special: Uint8Array): numbe
 /** The arrays a SimpleCommand has until its first redirect or here-document (most have none): never written to. */
 const NO_WORDS: string[] = Object.freeze([]) as unknown as string[]
 
-function newSimpleCommand(): SimpleCommand {
-  return { words: [], redirects: NO_WORDS, heredocs: NO_WORDS }
+function newSimpleCommand(group = 0): SimpleCommand {
+  return { words: [], redirects: NO_WORDS, heredocs: NO_WORDS, group }
 }
 
 type PendingHeredoc = { delimiter: string; stripTabs: boolean; into: SimpleCommand }
@@ -713,6 +714,7 @@ class LineScanner {
   private current: SimpleCommand = newSimpleCommand()
   private word = ""
   private inWord = false
+  private group = 0 // the subshells open at this point of the line
   private readonly heredocs: PendingHeredoc[] = []
 
   constructor(
@@ -731,7 +733,7 @@ class LineScanner {
     const current = this.current
     if (current.words.length || current.redirects.length) this.scan.commands.push(current)
     else if (!this.heredocs.length || this.heredocs[this.heredocs.length - 1].into !== current) return // kept for the next
-    this.current = newSimpleCommand()
+    this.current = newSimpleCommand(this.group)
   }
 
   private addRedirect(target: string): void {
@@ -744,7 +746,10 @@ class LineScanner {
   private substitute(inner: string): boolean {
     const nested = scanCommand(inner, this.depth + 1)
     if (!nested) return false
-    for (const one of nested.commands) this.scan.commands.push(one)
+    for (const one of nested.commands) {
+      one.group += this.group + 1 // a substitution runs in a subshell
+      this.scan.commands.push(one)
+    }
     this.scan.substituted = true
     return true
   }
@@ -828,8 +833,11 @@ class LineScanner {
       else if (ch === "\n") {
         this.endCommand()
         i = readHeredocs(command, i, this.heredocs)
-      } else if (ch === "|" || ch === ";" || ch === "(" || ch === ")") this.endCommand()
-      else if (ch === "&") {
+      } else if (ch === "|" || ch === ";" || ch === "(" || ch === ")") {
+        this.endCommand()
+        if (ch === "(") this.current.group = ++this.group
+        else if (ch === ")") this.current.group = this.group = Math.max(0, this.group - 1)
+      } else if (ch === "&") {
         if (command[i + 1] === ">") {
           // &> and &>> send both streams to a file
           this.endWord()
@@ -988,7 +996,6 @@ type Reading = {
   changing: boolean
   opaque: boolean
   lists?: Target[] // what it prints as paths, when that is narrower than its reads (find: what its tests select)
-  cwd?: readonly string[] // the line's `cd`s before it: where its relative paths resolve (readCommandAt sets it)
   unread?: boolean // it runs words given elsewhere (a git alias from a file, a `$1` nothing sets): it may be anything
   codeFromPipe?: boolean // a shell that runs what it reads from a pipe: the line's here-documents may be that code
 }
@@ -1622,7 +1629,7 @@ function noteLineFiles(simple: SimpleCommand): void {
 function withPositional(code: string, positional: readonly string[]): string | undefined {
   if (!code.includes("$")) return code
   let unknown = false
-  const parameter = /"?\$(?:\{([0-9]+|[@*])\}|([0-9]|[@*]))"?/y
+  const parameter = /"\$(?:\{([0-9]+|[@*])\}|([0-9]|[@*]))"|\$(?:\{([0-9]+|[@*])\}|([0-9]|[@*]))/y // "$1" or $1
   let out = ""
   let double = false
   for (let i = 0; i < code.length; i++) {
@@ -1647,7 +1654,7 @@ function withPositional(code: string, positional: readonly string[]): string | u
       out += ch
       continue
     }
-    const name = found[1] ?? found[2]
+    const name = found[1] ?? found[2] ?? found[3] ?? found[4]
     const value = name === "@" || name === "*" ? positional.slice(1).join(" ") : positional[Number(name)]
     if (value === undefined && name !== "0") unknown = true
     out += value ?? "sh" // $0 without NAME: the shell's name
@@ -1864,7 +1871,7 @@ const UNKNOWN_ALIAS = "\0unknown" // an alias whose value this command line does
  */
 function gitAliasOf(args: readonly string[], at: number, envConfig: readonly string[]): string | undefined {
   const sub = args[at]
-  if (sub === undefined) return undefined
+  if (sub === undefined || (at === 0 && envConfig.length === 0)) return undefined // most calls: no config given
   const key = `alias.${sub.toLowerCase()}=`
   let value: string | undefined
   const consider = (setting: string, unknown = false) => {
@@ -2156,6 +2163,7 @@ type CommandReading = {
   opaque: boolean
   ran: RanCommand[]
   index?: RanIndex // `ran` by program, made the first time a command rule asks (ranIndex)
+  cwds?: (readonly string[] | undefined)[] // by reading: the line's `cd`s before it, where its paths resolve
 }
 
 /**
@@ -2204,11 +2212,18 @@ function programName(word: string): string {
  * `C:\Program Files\Git\bin\git.exe` are git and a file system that ignores case makes `RM` rm. Other words as they are.
  */
 function windowsName(word: string): string {
-  if (!WINDOWS_NAME.test(word)) return word
+  if (!mayBeWindowsName(word)) return word
   const name = word.slice(word.lastIndexOf("\\") + 1).replace(/\.(?:exe|com)$/i, "")
   return name.toLowerCase()
 }
-const WINDOWS_NAME = /[A-Z\\]|\.exe$/
+/** An upper-case letter, a backslash or `.exe` at the end: tested by code, once per program word of every call. */
+function mayBeWindowsName(word: string): boolean {
+  for (let i = 0; i < word.length; i++) {
+    const code = word.charCodeAt(i)
+    if ((code >= 65 && code <= 90) || code === 92) return true
+  }
+  return word.endsWith(".exe")
+}
 
 // One entry: guard-integrity and the changing-step check (per state contract, and again when the call is counted)
 // read the same command of one call.
@@ -2222,7 +2237,7 @@ function readCommand(command: string): CommandReading {
     ranCd.length = 0
     ranFound = NO_WORDS
     gitEnvConfig = NO_WORDS
-    lineFiles.clear()
+    if (lineFiles.size) lineFiles.clear()
     lastReading = readCommandAt(command, 0)
     lastCommand = command
   }
@@ -2255,9 +2270,14 @@ function readCommandAt(command: string, depth: number): CommandReading {
   }
   const outerSink = ranSink
   const outerCd = ranCd.length // a `cd` inside this line (`bash -c 'cd x && ...'`) ends with it
+  const cdGroups: number[] = [] // the subshell depth of each `cd` of this line: it ends with its subshell
   ranSink = result.ran
   try {
     for (const simple of scan.commands) {
+      while (cdGroups.length && cdGroups[cdGroups.length - 1] > simple.group) {
+        cdGroups.pop()
+        ranCd.pop()
+      }
       if (simple.redirects.length) {
         for (const target of simple.redirects) result.redirects.push(target)
         result.changing = true
@@ -2265,16 +2285,20 @@ function readCommandAt(command: string, depth: number): CommandReading {
       if (simple.heredocs.length) noteLineFiles(simple)
       if (simple.words.length === 0) continue
       const ranBefore = result.ran.length
-      const read = readSimple(simple.words, simple.heredocs)
-      // where its paths resolve: after the line's `cd`s (a reading of its own, the readers' ones are shared)
-      const one = ranCd.length && (read.writes.length || read.reads.length) ? { ...read, cwd: ranCd.slice() } : read
+      const one = readSimple(simple.words, simple.heredocs)
+      // where its paths resolve: after the line's `cd`s
+      if (ranCd.length && one.writes.length) (result.cwds ??= [])[result.readings.length] = ranCd.slice()
       result.readings.push(one)
       result.changing ||= one.changing
       result.opaque ||= one.opaque
       // the code a command runs (`bash -c CODE`) is run inside the program recorded last for it: the outermost
       const runner = result.ran.length > ranBefore ? result.ran[result.ran.length - 1] : undefined
       const inside = runner ? `${runner.program}'s code` : "code"
-      if (runner && (runner.program === "cd" || runner.program === "pushd")) changeDirectory(ranArgs(runner))
+      if (runner && (runner.program === "cd" || runner.program === "pushd")) {
+        const before = ranCd.length
+        changeDirectory(ranArgs(runner))
+        if (ranCd.length > before) cdGroups.push(simple.group)
+      }
       for (const code of one.nested) readNestedInto(result, code, depth, inside)
       // a shell reading code from a pipe (`cat <<EOF | sh`): the line's here-documents may be that code, and so may
       // any word of the line (`echo 'git push -f' | sh`): the whole line is the code it runs, for the patterns
@@ -2303,7 +2327,10 @@ function readNestedInto(result: CommandReading, code: string, depth: number, ins
   ranVia.push(inside)
   const inner = readCommandAt(code, depth + 1)
   ranVia.pop()
-  for (const one of inner.readings) result.readings.push(one)
+  for (let k = 0; k < inner.readings.length; k++) {
+    if (inner.cwds?.[k]) (result.cwds ??= [])[result.readings.length] = inner.cwds[k]
+    result.readings.push(inner.readings[k])
+  }
   for (const target of inner.redirects) result.redirects.push(target)
   for (const ran of inner.ran) result.ran.push(ran)
   result.changing ||= inner.changing

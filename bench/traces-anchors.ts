@@ -303,6 +303,8 @@ function destinationsOf(trajectory: Trajectory): string[] {
 /** The commands that delete or hide the guard's files of a project at PROJECT (`app`), and their ordinary twins. */
 const GUARD_HOLES = [
   "cd .. && rm -rf app",
+  "(cd src); rm -rf ../app",
+  "(cd .. && rm -rf app)",
   "cd ..; rm -rf ./app/",
   "pushd .. && rm -rf app",
   "bash -c 'cd .. && rm -rf app'",
@@ -331,6 +333,7 @@ const GUARD_TWINS = [
   "rsync -a src/ PROJECT/",
   "cd .. && cp notes.txt app/",
   "cd .. && ls app",
+  "(cd ..); rm -rf app",
   "cd src && rm -rf *",
   "git clean -nf",
   "git stash",

@@ -243,6 +243,8 @@ const READY: [rule: string, rows: Row[]][] = [
       ["printf 'c\\n' | git clean -id", "git clean -id"], // interactive: deletes once its menu is answered
       ["git clean -in", null],
       ["git clean -n", null],
+      ["git clean -nf", null],
+      ["command -V git; command -v git", null],
       ["git clean -fdn", null],
       ["git clean -f --dry-run", null],
       ["git clean -d", null],

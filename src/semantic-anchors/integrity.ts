@@ -236,10 +236,10 @@ export function bashTouchesGuard(
   }
   const targets: Target[] = []
   const cds: (readonly string[] | undefined)[] = [] // each target's line `cd`s (`cd .. && rm -rf app`)
-  for (const one of read.readings)
-    for (const target of one.writes) {
+  for (let r = 0; r < read.readings.length; r++)
+    for (const target of read.readings[r].writes) {
+      if (read.cwds?.[r]) cds[targets.length] = read.cwds[r]
       targets.push(target)
-      cds.push(one.cwd)
     }
   for (const word of read.redirects) targets.push({ word, throughLinks: true })
   // A written word made by `$(...)` (`sed -i ... $(grep -rl x .)`): the paths its command reads or lists are written.
@@ -247,8 +247,8 @@ export function bashTouchesGuard(
   for (let t = 0; t < written; t++)
     if (/\$\(|`/.test(targets[t].word))
       for (const listed of substitutionsIn(targets[t].word).flatMap(listedPaths)) {
+        if (cds[t]) cds[targets.length] = cds[t]
         targets.push(listed)
-        cds[targets.length - 1] = cds[t]
       }
   for (let t = 0; t < targets.length; t++) {
     const target = targets[t]

@@ -2,8 +2,9 @@
  * The quote-aware scan of a bash line into simple commands, redirects and here-documents (`scanCommand`).
  */
 
-/** One simple command: its words with quotes removed, the files its redirections write, its here-documents' text. */
-export type SimpleCommand = { words: string[]; redirects: string[]; heredocs: string[] }
+/** One simple command: its words with quotes removed, the files its redirections write, its here-documents' text;
+ * `group`: how many subshells it runs in (`( ... )`, `$( ... )`), where a `cd` ends. */
+export type SimpleCommand = { words: string[]; redirects: string[]; heredocs: string[]; group: number }
 
 /** A scanned command line; `substituted`: it has `$(...)`, backquotes or `<(...)`, whose output is not known. */
 type Scan = { commands: SimpleCommand[]; substituted: boolean }
@@ -67,8 +68,8 @@ function plainRunEnd(command: string, start: number, special: Uint8Array): numbe
 /** The arrays a SimpleCommand has until its first redirect or here-document (most have none): never written to. */
 export const NO_WORDS: string[] = Object.freeze([]) as unknown as string[]
 
-function newSimpleCommand(): SimpleCommand {
-  return { words: [], redirects: NO_WORDS, heredocs: NO_WORDS }
+function newSimpleCommand(group = 0): SimpleCommand {
+  return { words: [], redirects: NO_WORDS, heredocs: NO_WORDS, group }
 }
 
 type PendingHeredoc = { delimiter: string; stripTabs: boolean; into: SimpleCommand }
@@ -88,6 +89,7 @@ class LineScanner {
   private current: SimpleCommand = newSimpleCommand()
   private word = ""
   private inWord = false
+  private group = 0 // the subshells open at this point of the line
   private readonly heredocs: PendingHeredoc[] = []
 
   constructor(
@@ -106,7 +108,7 @@ class LineScanner {
     const current = this.current
     if (current.words.length || current.redirects.length) this.scan.commands.push(current)
     else if (!this.heredocs.length || this.heredocs[this.heredocs.length - 1].into !== current) return // kept for the next
-    this.current = newSimpleCommand()
+    this.current = newSimpleCommand(this.group)
   }
 
   private addRedirect(target: string): void {
@@ -119,7 +121,10 @@ class LineScanner {
   private substitute(inner: string): boolean {
     const nested = scanCommand(inner, this.depth + 1)
     if (!nested) return false
-    for (const one of nested.commands) this.scan.commands.push(one)
+    for (const one of nested.commands) {
+      one.group += this.group + 1 // a substitution runs in a subshell
+      this.scan.commands.push(one)
+    }
     this.scan.substituted = true
     return true
   }
@@ -203,8 +208,11 @@ class LineScanner {
       else if (ch === "\n") {
         this.endCommand()
         i = readHeredocs(command, i, this.heredocs)
-      } else if (ch === "|" || ch === ";" || ch === "(" || ch === ")") this.endCommand()
-      else if (ch === "&") {
+      } else if (ch === "|" || ch === ";" || ch === "(" || ch === ")") {
+        this.endCommand()
+        if (ch === "(") this.current.group = ++this.group
+        else if (ch === ")") this.current.group = this.group = Math.max(0, this.group - 1)
+      } else if (ch === "&") {
         if (command[i + 1] === ">") {
           // &> and &>> send both streams to a file
           this.endWord()

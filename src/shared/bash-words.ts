@@ -28,7 +28,6 @@ export type Reading = {
   changing: boolean
   opaque: boolean
   lists?: Target[] // what it prints as paths, when that is narrower than its reads (find: what its tests select)
-  cwd?: readonly string[] // the line's `cd`s before it: where its relative paths resolve (readCommandAt sets it)
   unread?: boolean // it runs words given elsewhere (a git alias from a file, a `$1` nothing sets): it may be anything
   codeFromPipe?: boolean // a shell that runs what it reads from a pipe: the line's here-documents may be that code
 }
