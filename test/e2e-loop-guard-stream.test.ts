@@ -397,11 +397,13 @@ describe("e2e stream: OPENCODE_LOOP_GUARD_STREAM=warn tells, and stops nothing",
  */
 describe("e2e stream: a repetition the person asked for runs whole under opencode run", () => {
   const HA = "ha".repeat(2000)
+  // 10 ms a piece (2 s in all): the stop comes at about the 40th piece, and the abort has time to reach the model
+  // server before half the answer is sent, even on a loaded machine
   const runFor = (prompt: string) =>
     runOpencode(loopGuardOnly(), {
       prompt,
       args: ["--print-logs"],
-      script: [{ reasoning: "The user wants ha repeated.", text: HA, chunk: 20, delayMs: 2 }],
+      script: [{ reasoning: "The user wants ha repeated.", text: HA, chunk: 20, delayMs: 10 }],
     })
 
   test(
