@@ -8,7 +8,7 @@
 import { describe, expect, test } from "bun:test"
 import { mkdirSync, readFileSync, readdirSync, symlinkSync } from "node:fs"
 import { join } from "node:path"
-import { REGEX_INPUT_CAP } from "../semantic-anchors"
+import { PROTECTION_IDS, REGEX_INPUT_CAP } from "../semantic-anchors"
 import { edit, start, type Harness } from "./fixtures/semantic-anchors/harness"
 
 const CORPUS = join(import.meta.dir, "corpus", "semantic-anchors")
@@ -39,7 +39,7 @@ async function builtinsWork(h: Harness) {
   expect(await h.tool(s, "edit", edit(3))).toContain('Contract "step-confirmation"')
 }
 
-const BUILTINS = ["guard-integrity", "step-confirmation", "source-anchor", "intent-anchor"]
+const BUILTINS = ["guard-integrity", ...PROTECTION_IDS, "step-confirmation", "source-anchor", "intent-anchor"]
 
 type ConfigCase = {
   file: string
@@ -134,7 +134,7 @@ const CONFIG_CASES: ConfigCase[] = [
   {
     file: "duplicate-ids.yaml",
     status: "loaded, 1 new contract",
-    active: ["guard-integrity", "step-confirmation", "source-anchor", "intent-anchor", "dup"],
+    active: [...BUILTINS, "dup"],
     problems: [
       /^error: .*: contracts\[1\]\.id: duplicate id "dup" \(also contracts\[0\]\); give each contract its own id$/,
       /^error: .*: contracts\[3\]\.id: duplicate id "source-anchor" \(also contracts\[2\]\)/,
@@ -238,7 +238,11 @@ const CONFIG_CASES: ConfigCase[] = [
       expect(await h.status(fresh())).toMatch(/block\s+step-confirmation/) // the change to warn was left out
       const s = fresh()
       expect((await h.run(s, "bash", { command: "git commit -m wip" })).output).toContain("WARN good-examples")
-      expect((await h.run(s, "bash", { command: "git push --force origin main" })).blocked).toBeUndefined()
+      // the broken rule on push is left out: only the default protection speaks
+      const blocked = (await h.run(s, "bash", { command: "git push --force origin main" })).blocked ?? ""
+      expect(blocked.split("\n")[0]).toBe(
+        "semantic-anchors blocked this bash call (rule protect-remote-history: Never overwrite or delete pushed history).",
+      )
     },
   },
   {
@@ -367,7 +371,8 @@ describe("corpus: hostile bash commands against the guard's files (guard-integri
   const cases = table("hostile-commands.txt")
   let h: Harness
   const blockedBy = async (command: string) => {
-    h ??= await start({ project: "version: 1\n" })
+    // guard-integrity alone: the default protection has its own tables (semantic-anchors-protection.test.ts)
+    h ??= await start({ project: "version: 1\nsettings:\n  protection: off\n" })
     return h.tool(fresh(), "bash", { command, description: "corpus" })
   }
   const run = (kind: "block" | "allow") => async (command: string) => {

@@ -2,6 +2,7 @@
 // project's install.sh into a fresh sandbox, drives opencode with the scripted fake model, and asserts on what ran
 // (files the tools wrote, or did not) and on what the model saw (the tool and user messages of its next request).
 import { afterAll, describe, expect, test } from "bun:test"
+import { execFileSync } from "node:child_process"
 import fs from "node:fs"
 import path from "node:path"
 import {
@@ -27,11 +28,17 @@ function sandbox(opts: SandboxOptions = {}) {
   return sb
 }
 
-/** A project config with a block contract on force-push (and optionally more YAML appended). */
+/**
+ * A project config with a block contract on force-push (and optionally more YAML appended). The default protection
+ * is off here: these rows are about the project's own contract (the protection has its own rows below).
+ */
 function projectConfig(extra = "", settings = "") {
+  const protectionOff = settings
+    ? settings.replace("settings:\n", "settings:\n  protection: off\n")
+    : "settings:\n  protection: off\n"
   return `# yaml-language-server: $schema=../opencode-semantic-anchors.schema.json
 version: 1
-${settings}contracts:
+${protectionOff}contracts:
   - id: no-force-push
     description: Never rewrite shared history.
     mode: block
@@ -69,6 +76,62 @@ function expectBlocked(text: string | undefined, contract: string) {
 }
 
 describe("e2e semantic-anchors in opencode run", () => {
+  test("the default protection, no config, in a real git repository: the push, rm -rf ~ and the person's uncommitted work are stopped; the agent's own edit is undone", async () => {
+    const sb = sandbox()
+    const git = (...args: string[]) =>
+      execFileSync("git", ["-c", "user.email=t@t", "-c", "user.name=t", ...args], { cwd: sb.project, encoding: "utf8" })
+    fs.mkdirSync(path.join(sb.project, "app"), { recursive: true })
+    for (const name of ["f.txt", "g.txt", "app/x.txt"]) fs.writeFileSync(path.join(sb.project, name), `${name}\n`)
+    git("init", "-q", "-b", "main")
+    git("add", ".")
+    git("commit", "-qm", "init")
+    fs.writeFileSync(path.join(sb.project, "g.txt"), "the person's work\n") // before the session
+    const bash = (command: string) => ({ tool: "bash", args: { command, description: "step" } })
+    const script = [
+      bash("echo ran >> push.log; cd app && env X=1 git push -f origin main"),
+      bash("rm -rf ~"),
+      { tool: "write", args: { filePath: path.join(sb.project, "f.txt"), content: "the agent's experiment\n" } },
+      bash("git checkout f.txt"),
+      bash("git checkout g.txt"),
+      bash("git restore g.txt"),
+      bash("git stash && git stash drop"),
+      bash("git reset --hard"),
+      { text: "done" },
+    ]
+    const r = await runOpencode(sb, { prompt: "clean up the repository so that the tests can run", script })
+
+    expect(r.code).toBe(0)
+    expect(toolParts(r.events).map((p) => `${p.tool}:${p.status}`)).toEqual([
+      "bash:error",
+      "bash:error",
+      "write:completed",
+      "bash:completed",
+      "bash:error",
+      "bash:error",
+      "bash:error",
+      "bash:error",
+    ])
+    expect(pushRuns(sb)).toBe(0)
+    expectBlocked(resultSeenFor(r.llm, 0), "protect-remote-history")
+    expect(resultSeenFor(r.llm, 0)).toContain("Why now: runs `git push -f origin main` (after env).")
+    expectBlocked(resultSeenFor(r.llm, 1), "protect-files")
+    expect(fs.existsSync(sb.home)).toBe(true)
+    // the agent's own edit was undone by its checkout
+    expect(fs.readFileSync(path.join(sb.project, "f.txt"), "utf8")).toBe("f.txt\n")
+    for (const call of [4, 5, 6, 7]) {
+      const text = resultSeenFor(r.llm, call)
+      expectBlocked(text, "protect-local-work")
+      expect(text!.split("\n")[0]).toBe(
+        "semantic-anchors blocked this bash call (rule protect-local-work: Never throw away commits, or uncommitted work the agent did not make).",
+      )
+      expect(text).not.toContain("the person's work")
+    }
+    expect(resultSeenFor(r.llm, 4)).toContain("1 file with changes that were there before this session")
+    // the person's change survived all four
+    expect(fs.readFileSync(path.join(sb.project, "g.txt"), "utf8")).toBe("the person's work\n")
+    expect(git("stash", "list")).toBe("")
+  })
+
   test("4: a project block contract stops `git push --force` (it never runs); a warn contract runs and the model reads the note", async () => {
     const warnContract = `  - id: publish-note
     description: Publishing is a release step.

@@ -49,7 +49,10 @@ const readNotes = (sb: Sandbox) => ({ tool: "read", args: { filePath: path.join(
 const toastShows = (text: string) => (frame: string) => flat(toastText(frame)).includes(flat(text))
 
 const PROJECT_CONFIG = ".opencode/opencode-semantic-anchors.yaml"
+// the default protection off: these rows are about a project contract (the protection's block has its own row)
 const NO_FORCE_PUSH = `version: 1
+settings:
+  protection: off
 contracts:
   - id: no-force-push
     description: Never rewrite shared history.
@@ -211,6 +214,41 @@ tuiDescribe("e2e in the opencode TUI (tmux)", () => {
       keepCapture("tip", frame)
     })
   })
+
+  // The default protection, with no config file: a chained, wrapped force push is blocked, the person sees the toast
+  // and the red row, and the push never ran.
+  test(
+    "no config: `cd app && env X=1 git push -f origin main` is blocked by protect-remote-history (block toast, red row)",
+    async () => {
+      const sb = sandbox()
+      fs.mkdirSync(path.join(sb.project, "app"), { recursive: true })
+      const push = {
+        tool: "bash",
+        args: {
+          command: "echo main >> push.log; cd app && env X=1 git push -f origin main",
+          description: "Force-push",
+        },
+      }
+      const tui = await startTui(sb, { script: [push, { text: "The push was blocked." }] })
+      const since = tui.mark()
+      await tui.submit("push the fix so that the release can go out")
+      const block = await tui.waitForScreen(toastShows("semantic-anchors: blocked a bash call"), 90_000, {
+        since,
+        what: "the block toast",
+      })
+      expect(flat(toastText(block))).toContain(
+        flat(
+          "semantic-anchors: blocked a bash call: Never overwrite or delete pushed history (protect-remote-history). The agent was told why; /anchor bypass <reason> lets one call through.",
+        ),
+      )
+      keepCapture("protection-block", block)
+      await tui.waitForScreen((s) => s.includes("The push was blocked."), 60_000, { since, what: "the answer" })
+      expect(pushRuns(sb)).toBe(0)
+      const rows = colourOf(await tui.screenAnsi(), "git push -f origin main")
+      expect(rows.some((r) => reddish(r.fg))).toBe(true)
+    },
+    TEST_TIMEOUT,
+  )
 
   // Issue 10, item 2: the first warn of a turn and a contract's block, each a toast; then the person's own
   // `/anchor bypass` and its outcome toast.

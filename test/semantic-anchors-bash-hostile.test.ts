@@ -27,7 +27,8 @@ function verdictTable<V extends string>(
   describe(name, () => {
     let h: Harness
     test.each(rows)(`%p: ${title}`, async (command, verdict) => {
-      h ??= await start()
+      // the default config but the default protection (its own file: semantic-anchors-protection.test.ts)
+      h ??= await start({ project: "version: 1\nsettings:\n  protection: off\n" })
       expect(await verdictOf(h, command)).toBe(verdict)
     })
   })
@@ -417,7 +418,8 @@ describe("guard-integrity: into the project root is ordinary work, the project i
   ]
   let h: Harness
   test.each(rows)("%p: guard-integrity %s", async (command, guard) => {
-    h ??= await start()
+    // the default config but the default protection (its own file: semantic-anchors-protection.test.ts)
+    h ??= await start({ project: "version: 1\nsettings:\n  protection: off\n" })
     const { project } = h.dirs
     const name = project.split("/").pop()!
     expect(await guardVerdict(h, { command: command.replaceAll("@P", project).replaceAll("@N", name) })).toBe(guard)

@@ -181,7 +181,8 @@ for (const [group, rows] of GROUPS) {
   describe(group, () => {
     let h: Harness
     test.each(rows)("%p: guard-integrity %s, step %s", async (command, guard, step) => {
-      h ??= await start() // the default config: no YAML file anywhere
+      // the default config but the default protection (its own file: semantic-anchors-protection.test.ts)
+      h ??= await start({ project: "version: 1\nsettings:\n  protection: off\n" })
       expect(await verdicts(h, command)).toEqual({ guard, step })
     })
   })

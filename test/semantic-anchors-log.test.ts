@@ -27,11 +27,11 @@ describe("log lines", () => {
   test("each says the plugin, what happened and the contract once, with the level as opencode's own field", async () => {
     const h = await start({ project: PROJECT })
     await h.user(S, "refactor the whole module and rename every function in it please")
-    await h.tool(S, "bash", { command: "git push --force origin main" })
+    await h.tool(S, "bash", { command: "git push --force-with-lease origin main" })
     await h.run(S, "edit", edit(1))
     await h.run(S, "write", { filePath: "src/b.ts", content: "" })
     await h.command(S, "bypass the force-push is agreed")
-    await h.tool(S, "bash", { command: "git push --force origin main" })
+    await h.tool(S, "bash", { command: "git push --force-with-lease origin main" })
     const lines = h.logs.map((l) => [l.level, l.message.replace(h.dirs.globalFile, "<global>")])
     const guidance = "Say the goal and how the result can be verified (e.g. 'so that ...', 'done when the tests pass')."
     const mdoe = `${PROJECT_FILE}: contracts[2].mdoe: unknown key "mdoe" (did you mean "mode"?); it is ignored`
@@ -39,7 +39,7 @@ describe("log lines", () => {
       ["warn", `semantic-anchors: ${mdoe}`],
       [
         "info",
-        `semantic-anchors: loaded: built-ins (6 contracts, 12 presets); <global> (not found); ${PROJECT_FILE} (loaded, 3 new contracts)`,
+        `semantic-anchors: loaded: built-ins (10 contracts, 12 presets); <global> (not found); ${PROJECT_FILE} (loaded, 3 new contracts)`,
       ],
       ["info", `semantic-anchors: tip on a user message: ${guidance} (intent-anchor)`],
       ["warn", "semantic-anchors: blocked a bash call: Never rewrite shared history (no-force-push)"],

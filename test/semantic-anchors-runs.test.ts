@@ -63,6 +63,13 @@ test("the ready rules load without a problem, every example holding", () => {
     "no-skip-hooks",
     "no-publish",
     "no-kubectl-delete",
+    "no-terraform-destroy",
+    "no-docker-prune",
+    "no-database-drop",
+    "no-pipe-to-shell",
+    "no-read-secrets",
+    "no-read-secrets-bash",
+    "no-chmod-outside-project",
   ])
   expect([...config.contracts.keys()]).toEqual(expect.arrayContaining(readyRuleIds()))
 })
@@ -384,7 +391,10 @@ describe("the ready rules, through server() and tool.execute.before", () => {
           return
         }
         expect(named).toBe(true)
-        const why = message.split("\n").find((line) => line.startsWith("Why now: ") && line.includes("runs"))
+        // the Why line of this rule's contract (a default protection may have fired too, before it)
+        const lines = message.split("\n")
+        const own = Math.max(0, lines.findIndex((line) => line.startsWith(`Contract "${rule}"`)))
+        const why = lines.slice(own).find((line) => line.startsWith("Why now: ") && line.includes("runs"))
         if (runs === OPAQUE) expect(why).toContain("runs code the reader cannot follow that names `")
         else if (runs === UNREAD)
           expect(why).toContain("runs code the reader cannot read, whose words are given elsewhere")
@@ -509,10 +519,10 @@ describe("composition: args, unlessSeen, modes, roles, examples, /anchor test", 
   test("warn mode: the call runs and the note names what it runs", async () => {
     const h = await start({
       project: file(
-        `  - id: careful-reset\n    description: A hard reset loses work.\n    mode: warn\n    trigger: { type: tool, runs: ["git reset --hard"] }\n`,
+        `  - id: careful-reset\n    description: A reset moves the branch.\n    mode: warn\n    trigger: { type: tool, runs: ["git reset --soft"] }\n`,
       ),
     })
-    const { blocked, output } = await h.run("s1", "bash", { command: "cd app && git reset --hard" })
+    const { blocked, output } = await h.run("s1", "bash", { command: "cd app && git reset --soft HEAD~1" })
     expect(blocked).toBeUndefined()
     expect(output).toContain("careful-reset")
   })
@@ -553,7 +563,7 @@ describe("composition: args, unlessSeen, modes, roles, examples, /anchor test", 
       return [all.find((line) => line.startsWith("verdict:")), ...all.slice(at, at + 3).map((line) => line.trim())]
     }
     expect(await lines("cd app && sudo git push -f origin")).toEqual([
-      "verdict: block (no-force-push): the call would not run",
+      "verdict: block (protect-remote-history, no-force-push): the call would not run",
       "block no-force-push: fires",
       "tool bash: in tools [bash]",
       "runs: runs `git push -f origin` (after sudo)",
@@ -631,7 +641,8 @@ describe("patterns of one's own, through server() and tool.execute.before", () =
     })
     expect(await h.status("s0")).toContain("problems: none")
     const message = (await h.tool("s1", "bash", { command })) ?? ""
-    expect(message.includes("(rule custom:")).toBe(fires)
+    // the block's first line names every rule that fired (a force push also fires protect-remote-history)
+    expect(/\(rule (?:[^)]*; )?custom: /.test(message)).toBe(fires)
   })
 })
 

@@ -14,7 +14,7 @@ describe("toasts: every block, the first warn of a contract in a turn, each tip"
     const h = await start({ project: FORCE_PUSH })
     await h.user(S, "ship it so that users get the fix. Source: https://example.com")
     h.toasts.length = 0
-    expect(await h.tool(S, "bash", { command: "TOKEN=hunter2 git push --force origin main" })).toBeDefined()
+    expect(await h.tool(S, "bash", { command: "TOKEN=hunter2 git push --force-with-lease origin main" })).toBeDefined()
     expect(h.toasts).toEqual([
       {
         message:
@@ -96,7 +96,7 @@ describe("the bypass: the person sees its facts before the question and its outc
 
   test("anchor_bypass, allowed: a toast with the facts before the dialog, then 'granted once'", async () => {
     const h = await start({ project: FORCE_PUSH })
-    await h.tool(S, "bash", { command: "git push --force origin main" })
+    await h.tool(S, "bash", { command: "git push --force-with-lease origin main" })
     h.toasts.length = 0
     const seenWhenAsked: string[] = []
     await asking(h, async () => void seenWhenAsked.push(...h.toasts.map((t) => t.message)))

@@ -290,7 +290,8 @@ describe("block texts tell the truth about what lifts them", () => {
     ],
     [
       "a tool contract: only the human's bypass lifts it",
-      (h) => h.tool(S, "bash", { command: "git push --force" }),
+      // --force-with-lease: the rule's words, and no command the default protection stops
+      (h) => h.tool(S, "bash", { command: "git push --force-with-lease" }),
       ["No user message lifts no-force-push", "/anchor bypass <reason> (3 of 3 overrides left)"],
       ["any user message", "confirms and resets"],
     ],

@@ -1,6 +1,6 @@
 // semantic-anchors.ts through the interface opencode uses: server(input), then the hooks.
 import { describe, expect, test } from "bun:test"
-import { MAX_PARENT_LINKS, MAX_ROOT_SESSIONS } from "../semantic-anchors"
+import { MAX_PARENT_LINKS, MAX_ROOT_SESSIONS, PROTECTION_IDS } from "../semantic-anchors"
 import { edit, start } from "./fixtures/semantic-anchors/harness"
 
 const S = "ses_root"
@@ -634,7 +634,7 @@ describe("the /anchor command", () => {
       "info  intent-anchor",
       "warn  x - d",
       "overrides: 0 used, 3 left (max 3)",
-      `files: built-ins (6 contracts, 12 presets); ${h.dirs.globalFile} (not found); .opencode/opencode-semantic-anchors.yaml (loaded, 1 new contract)`,
+      `files: built-ins (10 contracts, 12 presets); ${h.dirs.globalFile} (not found); .opencode/opencode-semantic-anchors.yaml (loaded, 1 new contract)`,
       'warning: .opencode/opencode-semantic-anchors.yaml: contracts[0].mdoe: unknown key "mdoe" (did you mean "mode"?); it is ignored',
     ])
       expect(text).toContain(part)
@@ -841,6 +841,7 @@ describe("seed error scenarios (runtime view)", () => {
     let status = await h.status(S)
     expect(status.match(/^ {2}\w+ +[a-z-]+/gm)!.map((l) => l.trim().split(/\s+/)[1])).toEqual([
       "guard-integrity",
+      ...PROTECTION_IDS,
       "boundary-anchor",
       "emergence-anchor",
       "step-confirmation",
@@ -849,6 +850,7 @@ describe("seed error scenarios (runtime view)", () => {
     status = await h.status(S)
     expect(status.match(/^ {2}\w+ +[a-z-]+/gm)!.map((l) => l.trim().split(/\s+/)[1])).toEqual([
       "guard-integrity",
+      ...PROTECTION_IDS,
       "step-confirmation",
       "source-anchor",
       "intent-anchor",

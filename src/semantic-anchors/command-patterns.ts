@@ -2,6 +2,8 @@
  * Command rules (`runs:`): a pattern parsed, matched against the commands a call would run, code it cannot follow
  * that names it, why none matched (`parseCommandPattern`, `matchRan`, `FLAG_NAMES`, `FLAG_VALUES`, `runsMissWhy`).
  */
+import type { EngineEnv } from "./examples"
+import { relativeInside } from "./names"
 import { REGEX_INPUT_CAP, capText } from "../shared/text"
 import { braceWords, escapeRegex, globToRegExp, oneLine, resolvePath } from "./names"
 import { isMapping } from "./problems"
@@ -168,7 +170,7 @@ function longName(key: string, name: string): string {
 }
 
 /** The one name of a flag under a program (`f` -> `force` for `git push`); the name itself when it has no other. */
-function flagName(key: string, name: string): string {
+export function flagName(key: string, name: string): string {
   const names = own(FLAG_NAMES, key)
   return (names && own(names, name)) ?? (name.length > 1 ? longName(key, name) : name)
 }
@@ -297,7 +299,7 @@ function patternKey(program: string, sub: string | undefined): string {
 /** What a path operand's `$VAR`s and `~` stand for: the project, the home and the temporary directory. */
 export type PathPlaces = { directory: string; project: string; home: string; tmpdir: string }
 
-function expandPlaces(word: string, places: PathPlaces): string {
+export function expandPlaces(word: string, places: PathPlaces): string {
   if (word === "~" || word.startsWith("~/")) return places.home + word.slice(1)
   // `~user`: another user's home, beside this one (`/home/dev` -> `/home/user`; `~root` is `/root`)
   const user = word[0] === "~" ? /^~([a-z_][a-z0-9_.-]*)(?=\/|$)/i.exec(word) : null
@@ -333,7 +335,7 @@ function operandMatches(
 }
 
 /** An operand as an absolute path: from the project directory, through the line's `cd`s (`cd /etc && rm -rf *`). */
-function resolveOperand(word: string, places: PathPlaces, cwd: readonly string[]): string {
+export function resolveOperand(word: string, places: PathPlaces, cwd: readonly string[]): string {
   let here = places.directory
   for (const dir of cwd) here = resolvePath(here, expandPlaces(dir, places))
   return resolvePath(here, expandPlaces(word, places))
@@ -489,13 +491,13 @@ function operandMissText(
 }
 
 /** A name standing for any file under a root that find searches (`{}`), for the path globs. */
-const UNDER_ROOT = "found-file"
+export const UNDER_ROOT = "found-file"
 
 /**
  * A command's operands, with `find ROOT... -exec CMD {}`'s `{}` made each root: `subtree` says the word stands for
  * that root and any file under it (find's -name and other tests are not judged: any may be found).
  */
-function foundOperands(
+export function foundOperands(
   operands: readonly string[],
   found: readonly string[] | undefined,
 ): { word: string; subtree: boolean }[] {
@@ -540,12 +542,12 @@ export function flagText(flag: PatternFlag): string {
 }
 
 /** A simple command as a verdict shows it: its words from the program on, one line, bounded. */
-function ranText(ran: RanCommand): string {
+export function ranText(ran: RanCommand): string {
   return oneLine(ran.words.slice(ran.start).join(" "), RAN_SHOWN)
 }
 
 /** Where a simple command runs: `after sudo, in bash's code`; empty at the top of the line. */
-function ranWhere(ran: RanCommand): string {
+export function ranWhere(ran: RanCommand): string {
   if (ran.via.length === 0) return ""
   return ` (${ran.via.map((v) => (v.endsWith(" code") || v.endsWith("'s code") ? `in ${v}` : `after ${v}`)).join(", ")})`
 }
@@ -623,7 +625,7 @@ export function runsMatch(
   return undefined
 }
 
-function ranIndex(read: CommandReading): RanIndex {
+export function ranIndex(read: CommandReading): RanIndex {
   if (read.index) return read.index
   const index: RanIndex = { byProgram: new Map(), opaqueRan: [], keys: new Set() }
   for (const ran of read.ran) {
@@ -704,4 +706,53 @@ export function runsMissWhy(
   return shown.length
     ? `none of the commands it runs (${shown.join(", ")}${read.ran.length > 5 ? ", ..." : ""}) is ${patterns.map((p) => `\`${p.text}\``).join(" or ")}`
     : "it runs no command"
+}
+
+/**
+ * Whether a call runs a command one of the patterns names (`runs:`): what it runs and where, or undefined. The
+ * command is read once per call (readCommand), the same reading guard-integrity and the step counter use; its
+ * paths resolve in the bash tool's `workdir` when given.
+ */
+export function runsHolds(
+  patterns: readonly CommandPattern[],
+  args: unknown,
+  env: EngineEnv,
+  why?: string[],
+): string | undefined {
+  if (!isMapping(args) || typeof args.command !== "string") {
+    why?.push("runs: the call has no command argument (only bash has one)")
+    return undefined
+  }
+  const read = readCommand(args.command)
+  const workdir = typeof args.workdir === "string" ? args.workdir : undefined
+  const places = () => pathPlaces(env, workdir)
+  const ran = runsMatch(patterns, read, places)
+  why?.push(ran ? `runs: ${ran}` : `runs: ${runsMissWhy(patterns, read, places)}`)
+  return ran
+}
+
+const NO_PROJECT = "/\0no project" // a path no command operand resolves to
+
+/** The places a path pattern names, for a call (made per call that reaches a command rule; a few strings). */
+export function pathPlaces(env: EngineEnv, workdir: string | undefined): PathPlaces {
+  if (lastPlaces && lastPlacesEnv === env && lastPlacesWorkdir === workdir) return lastPlaces
+  lastPlaces = pathPlacesUncached(env, workdir)
+  lastPlacesEnv = env
+  lastPlacesWorkdir = workdir
+  return lastPlaces
+}
+// One entry: every path rule of a call asks for the same places.
+let lastPlaces: PathPlaces | undefined
+let lastPlacesEnv: EngineEnv | undefined
+let lastPlacesWorkdir: string | undefined
+
+function pathPlacesUncached(env: EngineEnv, workdir: string | undefined): PathPlaces {
+  const { directory, worktree, home, tmpdir } = env.paths
+  const inWorktree = worktree !== "/" && relativeInside(worktree, directory) !== undefined
+  // a project at `/` is none the plugin was told of: `$PROJECT` then names no path, or every path would be inside it
+  // (nor would relative paths be outside it: they resolve in a stand-in directory there)
+  const project = inWorktree ? worktree : directory === "/" ? NO_PROJECT : directory
+  const cwd = directory === "/" ? NO_PROJECT : directory
+  const here = workdir?.trim() ? resolvePath(cwd, workdir, home) : cwd
+  return { directory: here, project, home, tmpdir }
 }

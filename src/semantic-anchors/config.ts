@@ -2,9 +2,16 @@
  * The configuration built from file contents, no I/O: layers merged by id, built-ins' examples judged once
  * (`buildConfig`, `resolvePaths`).
  */
+import { ROLES } from "./model"
+import { protectionContracts } from "./protection"
+import type { Contract } from "./model"
+import { builtinContracts } from "./model"
+import { BUILTIN_PRESETS } from "./model"
+import type { RoleView } from "./model"
+import { DEFAULT_MAX_OVERRIDES } from "./constants"
+import { copyView } from "./model"
 import { Bun, CONFIG_FILE_NAME } from "./constants"
 import { normalizePath, resolvePath } from "./names"
-import { defaultConfig } from "./model"
 import type { Config, Paths } from "./model"
 import { Reporter, join } from "./problems"
 import type { Problem } from "./problems"
@@ -74,6 +81,31 @@ function builtinExampleProblems(config: Config, env: EngineEnv): readonly Proble
     builtinExamplesJudged.set(env.paths, (problems = found))
   }
   return problems
+}
+
+/** The configuration with no file: the built-ins (the six anchors, then the default protection), presets and roles. */
+export function defaultConfig(): Config {
+  const contracts = new Map<string, Contract>()
+  for (const contract of [...builtinContracts(), ...protectionContracts()]) contracts.set(contract.id, contract)
+  const presets = new Map<string, string[]>()
+  for (const role of ROLES) presets.set(role, [...BUILTIN_PRESETS[role].contracts])
+  const view: RoleView = {
+    defaultRole: "software-developer",
+    agents: new Map([
+      ["build", "software-developer"],
+      ["plan", "software-architect"],
+    ]),
+    presets,
+  }
+  return {
+    settings: { maxOverrides: DEFAULT_MAX_OVERRIDES, confirmPattern: null },
+    ...view,
+    globalView: copyView(view),
+    contracts,
+    seenPatterns: [],
+    problems: [],
+    files: [{ label: "built-ins", status: `${contracts.size} contracts, ${presets.size} presets` }],
+  }
 }
 
 /**

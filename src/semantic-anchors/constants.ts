@@ -4,7 +4,9 @@
  *
  * What: a contract is a rule with a trigger and a mode. `block` stops a tool call before it runs (the model reads
  * why, the human can allow one call with `/anchor bypass <reason>`); `warn` lets the call run and appends a note to
- * its result; `info` shows the user a tip. Six contracts are built in (step-confirmation, source-anchor,
+ * its result; `info` shows the user a tip. Ten contracts are built in: four protect, with no config and in every role,
+ * what a person cannot get back (protect-remote-history, protect-local-work, protect-files, protect-disks: the
+ * section "Default protection"); and six anchors (step-confirmation, source-anchor,
  * intent-anchor, boundary-anchor, emergence-anchor, guard-integrity) and each of the 12 Semantic-Anchors roles has a
  * preset of them. The role of a session comes from the opencode agent (build -> software-developer,
  * plan -> software-architect, configurable).
@@ -43,6 +45,7 @@
 export declare const Bun: { YAML: { parse(text: string): unknown } }
 export declare const process: { env: Record<string, string | undefined> }
 export declare function setTimeout(callback: () => void, ms: number): unknown
+export declare function clearTimeout(timer: unknown): void
 
 // Tuning constants (bounds that keep memory and time flat however long a session runs).
 export const MAX_ROOT_SESSIONS = 128 // root sessions kept; the least recently used is dropped beyond

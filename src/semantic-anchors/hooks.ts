@@ -2,6 +2,17 @@
  * Opencode's hooks, each a named function (`onConfig`, `onEvent`, `onChatMessage`, `onCommand`, `onToolBefore`,
  * `onToolAfter`), then `server()`.
  */
+import { WORK_CALL_MS } from "./work-ledger"
+import { GIT_LATE } from "./work-ledger"
+import { snapshotTree } from "./work-git"
+import { prepareDiscards } from "./work-git"
+import { setTimeout } from "./constants"
+import { clearTimeout } from "./constants"
+import { workFault } from "./work-git"
+import { noteAgentWrites } from "./work-git"
+import { snapshotBeforeCall } from "./work-git"
+import { afterAgentCall } from "./work-git"
+import { attributeAfterCall } from "./work-git"
 import type { Plugin, PluginInput } from "@opencode-ai/plugin"
 import { MESSAGE_CAP, OWN_TOOLS, SERVICE, TOAST_AFTER_MESSAGE_MS, TOAST_SHOWN_MS, process } from "./constants"
 import { capText } from "../shared/text"
@@ -136,6 +147,7 @@ async function onChatMessage(
     state.warnedThisTurn.clear() // a new user turn (an /anchor command too): each warn contract may speak once more
     if (text.startsWith(ECHO_MARK)) return // our own /anchor result is not a user message: it does not confirm
     anchors.commandTurns.delete(hookInput.sessionID)
+    snapshotTree(anchors, state) // in the background: what the tree holds before the agent's next changes
     recordSeen(state, text, config.seenPatterns)
     const { confirmPattern } = config.settings
     if (!confirmPattern || confirmPattern.test(capText(text, MESSAGE_CAP))) confirm(state, Date.now())
@@ -308,8 +320,25 @@ async function onToolBefore(
   output: HookOutput<"tool.execute.before">,
 ): Promise<void> {
   let blocked: string | undefined
+  const prepared: string[] = []
+  try {
+    // bounded as a whole: past WORK_CALL_MS the discards of this call find no verdict, and are protected
+    const pending = prepareDiscards(anchors, hookInput, output?.args, prepared)
+    if (pending) {
+      let timer: unknown
+      const bound = new Promise<"late">((resolve) => (timer = setTimeout(() => resolve("late"), WORK_CALL_MS)))
+      const late = (await Promise.race([pending, bound])) === "late"
+      clearTimeout(timer)
+      if (late) workFault(anchors, GIT_LATE)
+    }
+  } catch (error) {
+    anchors.failOpen("the work ledger", error) // the discards of this call are then protected
+  }
   try {
     blocked = decideToolCall(anchors, hookInput, output)
+    if (!blocked) noteAgentWrites(anchors, hookInput, output?.args)
+    if (!blocked) snapshotBeforeCall(anchors, hookInput, output?.args)
+    if (prepared.length) for (const key of prepared) anchors.stateOf(hookInput.sessionID).work?.verdicts.delete(key)
   } catch (error) {
     anchors.failOpen("tool.execute.before", error)
     return
@@ -330,6 +359,9 @@ async function onToolAfter(
       anchors.resolvedDirs.forget()
     const state = anchors.stateOf(hookInput.sessionID)
     settle(state, hookInput.callID)
+    const pre = state.work?.afterCall.get(hookInput.callID)?.pre
+    afterAgentCall(state, hookInput.callID)
+    if (pre && state.work) attributeAfterCall(anchors, state.work, pre)
     const original = typeof output?.output === "string" ? output.output : ""
     const note = state.pendingNotes.peek(hookInput.callID)
     if (note !== undefined) {
@@ -386,7 +418,8 @@ export default { id: "semantic-anchors", server }
 // The names the tests use (opencode reads only the default export).
 export { MAX_ROOT_SESSIONS, MAX_PARENT_LINKS } from "./constants"
 export { REGEX_INPUT_CAP } from "../shared/text"
-export { ROLES, ANCHOR_IDS, BUILTIN_PRESETS, SCHEMA_KEYS } from "./model"
+export { ROLES, ANCHOR_IDS, BUILTIN_PRESETS, SCHEMA_KEYS, PROTECTION_IDS } from "./model"
+export { WORK_CALL_MS, WORK_GIT_MS } from "./work-ledger"
 export { formatProblem } from "./problems"
 export { buildConfig, resolvePaths } from "./config"
 export { loadConfig } from "./runtime"

@@ -2,7 +2,7 @@
  * The contract model, the six built-ins with their examples, the 12 roles' presets, the schema keys, roles per
  * agent (`builtinContracts`, `BUILTIN_PRESETS`, `ROLES`, `SCHEMA_KEYS`).
  */
-import { DEFAULT_MAX_OVERRIDES } from "./constants"
+import type { Protection } from "./protection"
 import { globToRegExp } from "./names"
 import type { Problem, Raw } from "./problems"
 import type { CommandPattern } from "./command-patterns"
@@ -106,6 +106,7 @@ export type Trigger =
       runs: CommandPattern[] | null // `runs:`: the simple commands a bash call runs (null: no such key)
       args: ArgMatcher[]
       unlessSeen: RegExp | null
+      protect?: Protection // built-in only: the default protection's checks (protectHolds)
     }
   | { type: "message"; pattern: RegExp | null; unless: RegExp | null; minLength: number }
   | { type: "state"; every: number; tools: RegExp[]; toolsText: string }
@@ -165,7 +166,10 @@ const EDIT_APP = { filePath: "src/app.ts", oldString: "a", newString: "b" }
 /** The contract every role has, whatever its preset says (contractsOfRole): the guard of the guard's own files. */
 export const IN_EVERY_ROLE = "guard-integrity"
 
-function builtinContracts(): Contract[] {
+/** The default protection's four families (in every role, like guard-integrity), in the order the status lists them. */
+export const PROTECTION_IDS = ["protect-remote-history", "protect-local-work", "protect-files", "protect-disks"]
+
+export function builtinContracts(): Contract[] {
   const base = {
     anchorRefs: [] as string[],
     roles: null,
@@ -344,7 +348,7 @@ export const BUILTIN_PRESETS: Record<(typeof ROLES)[number], { contracts: string
 /** Every key and enum the validator accepts; a test keeps `opencode-semantic-anchors.schema.json` equal to it. */
 export const SCHEMA_KEYS = {
   top: ["version", "settings", "roles", "presets", "contracts"],
-  settings: ["maxOverrides", "confirmPattern"],
+  settings: ["maxOverrides", "confirmPattern", "protection"],
   roles: ["default", "agents"],
   contract: ["id", "description", "mode", "message", "anchorRefs", "roles", "enabled", "locked", "trigger", "examples"],
   trigger: ["type", "tools", "runs", "args", "unlessSeen", "pattern", "unless", "minLength", "every", "flags"],
@@ -365,7 +369,7 @@ export const TRIGGER_KEYS_BY_TYPE: Record<string, readonly string[]> = {
 export type Settings = { maxOverrides: number; confirmPattern: RegExp | null }
 
 /** Which role an agent gets, and which contracts a role's preset names. */
-type RoleView = {
+export type RoleView = {
   defaultRole: string
   agents: Map<string, string> // opencode agent name -> role
   presets: Map<string, string[]> // role -> contract ids
@@ -384,30 +388,6 @@ export type Config = RoleView & {
 /** A copy of the roles and presets, which later files then cannot change. */
 export function copyView(view: RoleView): RoleView {
   return { defaultRole: view.defaultRole, agents: new Map(view.agents), presets: new Map(view.presets) }
-}
-
-export function defaultConfig(): Config {
-  const contracts = new Map<string, Contract>()
-  for (const contract of builtinContracts()) contracts.set(contract.id, contract)
-  const presets = new Map<string, string[]>()
-  for (const role of ROLES) presets.set(role, [...BUILTIN_PRESETS[role].contracts])
-  const view: RoleView = {
-    defaultRole: "software-developer",
-    agents: new Map([
-      ["build", "software-developer"],
-      ["plan", "software-architect"],
-    ]),
-    presets,
-  }
-  return {
-    settings: { maxOverrides: DEFAULT_MAX_OVERRIDES, confirmPattern: null },
-    ...view,
-    globalView: copyView(view),
-    contracts,
-    seenPatterns: [],
-    problems: [],
-    files: [{ label: "built-ins", status: `${contracts.size} contracts, ${presets.size} presets` }],
-  }
 }
 
 /** The `tools` of a trigger as written, for the explanations. */
@@ -439,6 +419,7 @@ export function contractsOfRole(config: Config, presets: RoleView["presets"], ro
     }
   }
   add(config.contracts.get(IN_EVERY_ROLE))
+  for (const id of PROTECTION_IDS) add(config.contracts.get(id))
   for (const id of presets.get(role) ?? []) add(config.contracts.get(id))
   for (const contract of config.contracts.values()) {
     const forRole =

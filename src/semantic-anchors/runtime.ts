@@ -15,7 +15,7 @@ import {
   setTimeout,
 } from "./constants"
 import { relativeInside } from "./names"
-import { defaultConfig } from "./model"
+import { defaultConfig } from "./config"
 import type { Config, Contract, Paths } from "./model"
 import { formatProblem } from "./problems"
 import type { GuardFiles, RealPath } from "./integrity"

@@ -1,6 +1,7 @@
 /**
  * Per root session state: counters, confirmations, bypasses, seen texts (`RootSessions`, `bypassRefusal`).
  */
+import type { WorkLedger } from "./work-ledger"
 import { MAX_PARENT_LINKS, MAX_PENDING_NOTES, MAX_RESERVED, MAX_ROOT_SESSIONS, MAX_SEEN, SEEN_CAP } from "./constants"
 import { RecentMap } from "../shared/recent-map"
 import { capText } from "../shared/text"
@@ -21,6 +22,7 @@ export type SessionState = {
   seenHits: Set<RegExp> // which unlessSeen patterns matched anything seen so far
   pendingNotes: RecentMap<PendingNote> // callID -> warn note for tool.execute.after
   warnedThisTurn: Set<string> // warn contracts whose note the model got since the last user message
+  work?: WorkLedger // what the agent changed, for the discards of uncommitted work (made at the first user message)
 }
 
 /** The last blocked call: its contracts' ids and the tool (never an argument value). */

@@ -2,6 +2,7 @@
  * Every key of a contract file, with file, key path and fix: matchers, triggers (a `runs` list compiled at
  * `trigger.runs[i]`), examples, presets, roles, settings, locks.
  */
+import { PROTECTION_IDS } from "./model"
 import { REGEX_INPUT_CAP, capText, regexHazard } from "../shared/text"
 import { anyMatch, closest, didYouMean, globOutline, globToRegExp } from "./names"
 import {
@@ -656,6 +657,32 @@ function applySettings(config: Config, settings: unknown, r: Reporter): void {
 }
 
 /**
+ * `settings.protection: block | warn | off`: the four families of the default protection (PROTECTION_IDS) at once,
+ * as if the file listed each with that mode (`off`: `enabled: false`), before its own entries, which may change one
+ * family again. A family the global file locked stays as it is against the project file, with the lock's error.
+ */
+function applyProtection(config: Config, value: unknown, file: string, layer: FileLayer, r: Reporter): void {
+  if (value !== "block" && value !== "warn" && value !== "off") {
+    r.error(
+      "settings.protection",
+      `must be block, warn or off (got ${describe(value)}); the default protection stays as it is`,
+    )
+    return
+  }
+  for (const id of PROTECTION_IDS) {
+    const contract = config.contracts.get(id)
+    if (!contract) continue
+    const refusal = contract.lockedBy ? lockRefusal(id, contract.lockedBy, layer) : undefined
+    if (refusal) {
+      r.error("settings.protection", refusal.replace(/\. Remove this entry/, ". Remove settings.protection here"))
+      continue
+    }
+    const changed = value === "off" ? { enabled: false } : { enabled: true, mode: value as Mode }
+    config.contracts.set(id, { ...contract, ...changed, origin: file })
+  }
+}
+
+/**
  * Validates one parsed file and merges it into `config` (mutated). Problems go to config.problems. A file whose top
  * level is unusable (not a mapping, wrong version) is skipped whole; otherwise each part stands on its own.
  */
@@ -683,6 +710,8 @@ export function applyFile(config: Config, raw: unknown, file: string, layer: Fil
   }
   r.unknownKeys(raw, SCHEMA_KEYS.top, "")
   const before = config.contracts.size
+  if (isMapping(raw.settings) && raw.settings.protection !== undefined)
+    applyProtection(config, raw.settings.protection, file, layer, r)
   if (raw.contracts !== undefined && raw.contracts !== null) applyContracts(config, raw.contracts, layer, r, env)
   if (raw.presets !== undefined) applyPresets(config, raw.presets, r)
   if (raw.roles !== undefined) applyRoles(config, raw.roles, r)

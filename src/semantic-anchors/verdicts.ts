@@ -2,17 +2,18 @@
  * The rule engine: active contracts per role, a call's verdict, a tool's plan, message contracts, the changing step
  * (`activeContracts`, `checkToolContract`, `toolPlan`, `checkMessageContract`, `isChangingStep`).
  */
+import { runsHolds } from "./command-patterns"
+import { protectHolds } from "./protection"
 import { MESSAGE_CAP, OWN_TOOLS } from "./constants"
 import { REGEX_INPUT_CAP, capText } from "../shared/text"
-import { anyMatch, oneLine, relativeInside, resolvePath } from "./names"
+import { anyMatch, oneLine, resolvePath } from "./names"
 import { EDIT_TOOLS, EDIT_TOOL_RES, MODE_RANK, contractsOfRole, lockedForAgent } from "./model"
 import type { ArgMatcher, Config, Contract, Mode, ScreenPart } from "./model"
 import { isMapping } from "./problems"
 import { asText, pathForGlob, valueAt } from "./values"
 import { NO_WORDS } from "../shared/bash-scan"
-import { isReadOnlyCommand, readCommand } from "../shared/bash-programs"
-import { runsMatch, runsMissWhy, runsScreenHolds } from "./command-patterns"
-import type { CommandPattern, PathPlaces } from "./command-patterns"
+import { isReadOnlyCommand } from "../shared/bash-programs"
+import { runsScreenHolds } from "./command-patterns"
 import { bashTouchesGuard, editTargets, isGuardPath } from "./integrity"
 import type { SessionState } from "./sessions"
 import type { EngineEnv } from "./examples"
@@ -116,7 +117,7 @@ function checkApplicable(
       let held = true
       let ran: string | undefined
       if (trigger.runs) {
-        ran = runsHolds(trigger.runs, args, env, why)
+        ran = trigger.protect ? protectHolds(trigger, args, state, env, why) : runsHolds(trigger.runs, args, env, why)
         if (ran === undefined && !why) return undefined
         held = ran !== undefined
       }
@@ -195,55 +196,6 @@ function checkApplicable(
       why?.push("judged on user messages, not on tool calls")
       return undefined
   }
-}
-
-/**
- * Whether a call runs a command one of the patterns names (`runs:`): what it runs and where, or undefined. The
- * command is read once per call (readCommand), the same reading guard-integrity and the step counter use; its
- * paths resolve in the bash tool's `workdir` when given.
- */
-function runsHolds(
-  patterns: readonly CommandPattern[],
-  args: unknown,
-  env: EngineEnv,
-  why?: string[],
-): string | undefined {
-  if (!isMapping(args) || typeof args.command !== "string") {
-    why?.push("runs: the call has no command argument (only bash has one)")
-    return undefined
-  }
-  const read = readCommand(args.command)
-  const workdir = typeof args.workdir === "string" ? args.workdir : undefined
-  const places = () => pathPlaces(env, workdir)
-  const ran = runsMatch(patterns, read, places)
-  why?.push(ran ? `runs: ${ran}` : `runs: ${runsMissWhy(patterns, read, places)}`)
-  return ran
-}
-
-const NO_PROJECT = "/\0no project" // a path no command operand resolves to
-
-/** The places a path pattern names, for a call (made per call that reaches a command rule; a few strings). */
-function pathPlaces(env: EngineEnv, workdir: string | undefined): PathPlaces {
-  if (lastPlaces && lastPlacesEnv === env && lastPlacesWorkdir === workdir) return lastPlaces
-  lastPlaces = pathPlacesUncached(env, workdir)
-  lastPlacesEnv = env
-  lastPlacesWorkdir = workdir
-  return lastPlaces
-}
-// One entry: every path rule of a call asks for the same places.
-let lastPlaces: PathPlaces | undefined
-let lastPlacesEnv: EngineEnv | undefined
-let lastPlacesWorkdir: string | undefined
-
-function pathPlacesUncached(env: EngineEnv, workdir: string | undefined): PathPlaces {
-  const { directory, worktree, home, tmpdir } = env.paths
-  const inWorktree = worktree !== "/" && relativeInside(worktree, directory) !== undefined
-  // a project at `/` is none the plugin was told of: `$PROJECT` then names no path, or every path would be inside it
-  // (nor would relative paths be outside it: they resolve in a stand-in directory there)
-  const project = inWorktree ? worktree : directory === "/" ? NO_PROJECT : directory
-  const cwd = directory === "/" ? NO_PROJECT : directory
-  const here = workdir?.trim() ? resolvePath(cwd, workdir, home) : cwd
-  return { directory: here, project, home, tmpdir }
 }
 
 // The explanations of checkToolContract and checkMessageContract: for `/anchor test` and the examples' problems.
@@ -355,6 +307,7 @@ export function toolPlan(active: readonly Contract[], tool: string): ToolPlan {
         for (const key of pattern.keys) runs.keys.add(key)
         for (const program of pattern.programs) runs.programs.add(program)
       }
+      for (const key of contract.trigger.protect?.keys ?? NO_WORDS) runs.keys.add(key)
       runs.members.push(index)
       return
     }

@@ -1,0 +1,499 @@
+/**
+ * The default protection, on with no config in every role: four built-in contracts (protect-remote-history,
+ * protect-local-work, protect-files, protect-disks) whose command patterns and checks stop what a person cannot get
+ * back, and the discards of uncommitted work, judged by whose work they would lose (the work ledger).
+ */
+import { workViewOf } from "./work-ledger"
+import type { RanCommand } from "../shared/bash-programs"
+import type { PathPlaces } from "./command-patterns"
+import { resolveOperand } from "./command-patterns"
+import { getopt } from "../shared/bash-words"
+import { ranArgs } from "../shared/bash-programs"
+import { flagName } from "./command-patterns"
+import { foundOperands } from "./command-patterns"
+import { UNDER_ROOT } from "./command-patterns"
+import type { OptionSpec } from "../shared/bash-words"
+import { gitSubcommandAt } from "../shared/git-words"
+import { resolvePath } from "./names"
+import { expandPlaces } from "./command-patterns"
+import type { Trigger } from "./model"
+import { parseCommandPattern } from "./command-patterns"
+import { globToRegExp } from "./names"
+import type { Example } from "./model"
+import { call } from "./model"
+import type { Contract } from "./model"
+import type { Mode } from "./model"
+import { PROTECTION_IDS } from "./model"
+import type { CommandPattern } from "./command-patterns"
+import type { SessionState } from "./sessions"
+import type { EngineEnv } from "./examples"
+import { runsHolds } from "./command-patterns"
+import { isMapping } from "./problems"
+import { readCommand } from "../shared/bash-programs"
+import { pathPlaces } from "./command-patterns"
+import { ranIndex } from "./command-patterns"
+import { ranText } from "./command-patterns"
+import { ranWhere } from "./command-patterns"
+// With no config file, every role gets four built-in contracts (PROTECTION_IDS, in every role like guard-integrity)
+// that stop what a person cannot get back, however the command is spelled, chained or wrapped:
+//   - protect-remote-history: a push that overwrites or deletes remote history (`--force`, `+refspec`, `--mirror`,
+//     `--delete`, `:branch`, `--prune`). `--force-with-lease` runs: it refuses when the remote holds commits this
+//     clone has not seen, so it replaces only history the clone already has (docs/contracts.md, "Default protection");
+//   - protect-local-work: commits (`reset --hard|--merge|--keep` to another commit, `branch -D`, `branch -f`,
+//     `reflog expire|delete`, `worktree remove --force`, `update-ref` of a branch) and uncommitted work (the
+//     discards: `checkout`/`restore` of files, `reset --hard`, `checkout -f`, `stash drop|clear`, `clean -f`), the
+//     discards judged by whose work they would throw away (DISCARD_CHECK, the work ledger);
+//   - protect-files: a recursive delete (`rm -r`, `find -delete`, `find -exec rm`) of `/`, the home directory, the
+//     project root, a directory holding the project, or anything outside the project but the temporary directories;
+//   - protect-disks: `dd` onto a device, `mkfs`, `wipefs -a`, the writing forms of `fdisk`, `sfdisk` and `parted`,
+//     and `shred`, on a device or outside the project.
+// What a pattern can say is a command pattern (`runs:`, as a person writes one); the rest is a ProtectCheck: a
+// program's own reading of its arguments (find's roots and actions, dd's `of=`, parted's commands, what a checkout
+// discards). Each family is switched off, set to warn or locked by its id, like any built-in.
+
+/**
+ * A check of one simple command for what a pattern cannot say: what it would destroy, in words (`deletes /etc,
+ * outside the project`), or undefined. `programs`: the commands it looks at; `keys`: the runs screen's keys for
+ * them (`git checkout`), the programs when absent.
+ */
+type ProtectCheck = {
+  programs: string[]
+  keys?: string[]
+  check(ran: RanCommand, places: PathPlaces, work: WorkView | undefined): string | undefined
+}
+/** What a built-in tool trigger checks besides its patterns. */
+export type Protection = { checks: ProtectCheck[]; keys: string[] }
+
+const REMOTE_HISTORY_RUNS = [
+  "git push {--force,--mirror,--delete,--prune} !--dry-run",
+  "git push +* !--dry-run",
+  "git push :?* !--dry-run",
+]
+const LOCAL_HISTORY_RUNS = [
+  "git reset {--hard,--merge,--keep} * !HEAD !@",
+  "git branch -D",
+  "git branch {-f,--force}",
+  "git reflog {expire,delete} !{-n,--dry-run}",
+  "git worktree remove {-f,--force}",
+  "git update-ref -d",
+  "git update-ref --stdin",
+  "git update-ref {refs/heads/*,HEAD}",
+]
+
+/** Devices that hold no file system: writing to them destroys nothing. */
+const HARMLESS_DEVICE = /^\/dev\/(?:null|zero|full|random|urandom|stdin|stdout|stderr|tty|fd\/.*|shm\/.*|pts\/.*)$/
+
+function strictlyUnder(abs: string, dir: string): boolean {
+  return abs !== dir && abs.startsWith(dir === "/" ? "/" : `${dir}/`)
+}
+
+/**
+ * Why deleting this tree (an absolute path) loses what cannot be got back, or undefined when it lies inside the
+ * project or a temporary directory: `/`, the home directory, the project root, a directory holding the project,
+ * anything else outside the project.
+ */
+function protectedTree(abs: string, places: PathPlaces): string | undefined {
+  if (abs === "/" || abs === "/*") return `deletes ${abs}, the root directory`
+  if (places.home.length > 1 && (abs === places.home || abs === `${places.home}/*`))
+    return `deletes ${abs}, the home directory`
+  if (abs === places.project || abs === `${places.project}/*`) return `deletes ${abs}, the project root`
+  if (strictlyUnder(places.project, abs)) return `deletes ${abs}, which holds the project`
+  if (strictlyUnder(abs, places.project)) return undefined
+  if (places.home.length > 1 && strictlyUnder(abs, places.home))
+    return `deletes ${abs}, in the home directory, outside the project`
+  if (strictlyUnder(abs, "/tmp") || strictlyUnder(abs, places.tmpdir)) return undefined
+  return `deletes ${abs}, outside the project`
+}
+
+/** A device that holds a file system: a path under /dev but /dev/null, /dev/stdout, ... */
+function isDevice(abs: string): boolean {
+  return abs.startsWith("/dev/") && !HARMLESS_DEVICE.test(abs)
+}
+
+/** A disk command's target: a device, or a file outside the project (an image inside the project is ordinary). */
+function diskTarget(word: string, ran: RanCommand, places: PathPlaces): string | undefined {
+  const abs = resolveOperand(word, places, ran.cwd)
+  if (isDevice(abs)) return `writes to the device ${abs}`
+  return protectedTree(abs, places)?.replace(/^deletes/, "writes to")
+}
+
+/** `rm -r`, or any `rm` that `find -exec` runs on what it finds: the first protected tree it would delete. */
+const RM_CHECK: ProtectCheck = {
+  programs: ["rm"],
+  check(ran, places) {
+    const parsed = getopt(ranArgs(ran), {})
+    const names = new Set([...parsed.options.keys()].map((name) => flagName("rm", name)))
+    if (names.has("help") || names.has("version")) return undefined
+    for (const { word, subtree } of foundOperands(parsed.operands, ran.found)) {
+      if (!subtree && !names.has("recursive")) continue
+      // `{}` is each file find finds under a root: protected when the files under that root are
+      const why = subtree ? foundTree(word, ran, places) : protectedTree(resolveOperand(word, places, ran.cwd), places)
+      if (why) return why
+    }
+    return undefined
+  },
+}
+
+/** Whether the files found under a root lie in a protected place: what deleting them is, in words. */
+function foundTree(root: string, ran: RanCommand, places: PathPlaces): string | undefined {
+  const abs = resolveOperand(root, places, ran.cwd)
+  if (!protectedTree(`${abs === "/" ? "" : abs}/${UNDER_ROOT}`, places)) return undefined
+  return protectedTree(abs, places)?.replace(/^deletes (\S+)/, "deletes what it finds under $1")
+}
+
+/** find's options before its roots: -H, -L, -P, -O3, -D debugopts. */
+const FIND_LEADING = /^-(?:[HLP]|O\d*)$/
+
+/** `find ROOT... -delete`: files found under a protected place. (`-exec rm` is RM_CHECK's, through `{}`.) */
+const FIND_CHECK: ProtectCheck = {
+  programs: ["find"],
+  check(ran, places) {
+    const args = ranArgs(ran)
+    if (!args.includes("-delete")) return undefined
+    let k = 0
+    while (k < args.length && (FIND_LEADING.test(args[k]) || args[k] === "-D")) k += args[k] === "-D" ? 2 : 1
+    const roots: string[] = []
+    for (; k < args.length && !/^[-(!)]/.test(args[k]); k++) roots.push(args[k])
+    for (const root of roots.length ? roots : ["."]) {
+      const why = foundTree(root, ran, places)
+      if (why) return why
+    }
+    return undefined
+  },
+}
+
+/** `dd of=DEVICE`. */
+const DD_CHECK: ProtectCheck = {
+  programs: ["dd"],
+  check(ran, places) {
+    for (const word of ranArgs(ran))
+      if (word.startsWith("of=")) {
+        const abs = resolveOperand(word.slice(3), places, ran.cwd)
+        if (isDevice(abs)) return `writes to the device ${abs}`
+      }
+    return undefined
+  },
+}
+
+/** Programs that make a file system or swap space: every operand is a target. */
+const MKFS_PROGRAMS = [
+  ..."mkfs mkfs.ext2 mkfs.ext3 mkfs.ext4 mkfs.xfs mkfs.btrfs mkfs.vfat mkfs.fat mkfs.msdos mkfs.ntfs".split(" "),
+  ..."mkfs.exfat mkfs.f2fs mkfs.minix mke2fs mkswap mkntfs mkdosfs".split(" "),
+]
+
+/**
+ * A disk tool that writes its operands (devices, or files outside the project) unless an option of `reads` is given
+ * (`fdisk -l` lists), and, when `writes` is given, only with one of those (wipefs writes only with `-a` or `-o`).
+ */
+function diskTool(programs: string[], reads: string, writes: string | null, spec: OptionSpec = {}): ProtectCheck {
+  const readNames = reads.split(" ")
+  const writeNames = writes?.split(" ")
+  return {
+    programs,
+    check(ran, places) {
+      const parsed = getopt(ranArgs(ran), spec)
+      if (readNames.some((name) => parsed.options.has(name))) return undefined
+      if (writeNames && !writeNames.some((name) => parsed.options.has(name))) return undefined
+      for (const word of parsed.operands) {
+        const why = diskTarget(word, ran, places)
+        if (why) return why
+      }
+      return undefined
+    },
+  }
+}
+
+/** parted's commands that change a disk; `print`, `help`, `unit`, `align-check` only look. */
+const PARTED_WRITES = new Set(
+  "mklabel mktable mkpart mkpartfs rm resize resizepart rescue name set toggle disk_set disk_toggle move cp mkfs".split(
+    " ",
+  ),
+)
+
+/** `parted DEVICE [COMMAND...]`: with no command it is interactive (it may write), `-l` and `print` only look. */
+const PARTED_CHECK: ProtectCheck = {
+  programs: ["parted"],
+  check(ran, places) {
+    const parsed = getopt(ranArgs(ran), { values: "a", long: ["align"] })
+    if (["l", "list", "h", "help", "v", "version"].some((name) => parsed.options.has(name))) return undefined
+    const [device, ...commands] = parsed.operands
+    if (device === undefined || (commands.length && !commands.some((word) => PARTED_WRITES.has(word)))) return undefined
+    return diskTarget(device, ran, places)
+  },
+}
+
+const FILES_CHECKS: ProtectCheck[] = [RM_CHECK, FIND_CHECK]
+const DISK_CHECKS: ProtectCheck[] = [
+  DD_CHECK,
+  diskTool(MKFS_PROGRAMS, "help version", null),
+  diskTool(["wipefs"], "n no-act h help V version", "a all o offset", { values: "otp", long: ["offset", "types"] }),
+  diskTool(["fdisk"], "l list h help V version s getsz", null, {
+    values: "bcuLtxSHw",
+    long: ["sector-size", "compatibility", "units", "color", "type", "output", "wipe", "wipe-partitions"],
+  }),
+  diskTool(
+    ["sfdisk"],
+    "l list d dump J json s show-size g show-geometry V verify F list-free n no-act h help v version T list-types r",
+    null,
+    { values: "NXYowO", long: ["label", "label-nested", "output", "wipe", "wipe-partitions", "backup-file"] },
+  ),
+  PARTED_CHECK,
+  diskTool(["shred"], "help version", null, { values: "ns", long: ["iterations", "size", "random-source"] }),
+]
+
+// The discards of uncommitted work -----------------------------------------------------------------------------------
+
+/**
+ * What a git command would throw away of uncommitted work: changes to files named by pathspecs (`checkout -- f`,
+ * `restore f`, `checkout f`, whose first word may be a branch), tracked changes in the whole tree (`reset --hard`,
+ * `checkout -f`, `switch -f`), untracked (and, with -x, ignored) files (`clean -f`), or a stash entry (`stash drop`,
+ * `stash clear`). `cwd`: where git runs (the line's `cd`s, git's `-C`), where pathspecs resolve.
+ */
+export type Discard =
+  | { kind: "paths"; specs: string[]; cwd: string; text: string }
+  | { kind: "tree"; cwd: string; text: string }
+  | { kind: "clean"; specs: string[]; ignored: boolean; cwd: string; text: string }
+  | { kind: "stash"; clear: boolean; entry: string; cwd: string; text: string }
+
+/** The judge of a discard: undefined when all it throws away is the agent's own, else what is protected. */
+export type WorkView = { judge(discard: Discard): string | undefined }
+
+/** The discard a git command is, or undefined (a branch switch, `restore --staged`, `clean -n`, ...). */
+export function discardOf(ran: RanCommand, places: PathPlaces): Discard | undefined {
+  const args = ranArgs(ran)
+  const at = gitSubcommandAt(args)
+  let cwd = resolveOperand(".", places, ran.cwd)
+  for (let k = 0; k < at; k++) if (args[k] === "-C") cwd = resolvePath(cwd, expandPlaces(args[k + 1] ?? ".", places))
+  const sub = args[at]
+  const rest = args.slice(at + 1)
+  const shown = `\`git ${sub}\``
+  if (sub === "checkout") {
+    const parsed = getopt(rest, { values: "bB", long: ["orphan", "conflict", "pathspec-from-file"] })
+    const has = (...names: string[]) => names.some((name) => parsed.options.has(flagName("git checkout", name)))
+    if (has("f", "force")) return { kind: "tree", cwd, text: `${shown} --force` }
+    if (has("pathspec-from-file")) return { kind: "tree", cwd, text: `${shown} of the files a list names` }
+    if (has("b", "B", "orphan", "detach", "h", "help")) return undefined
+    const dashes = rest.indexOf("--")
+    // before `--` the first operand is a branch or commit when git knows one; after it, all are paths
+    const specs = dashes < 0 ? parsed.operands : rest.slice(dashes + 1)
+    if (specs.length === 0 || (dashes < 0 && specs.length === 1 && specs[0] === "-")) return undefined
+    return { kind: "paths", specs, cwd, text: `${shown} of ${specs.join(" ")}` }
+  }
+  if (sub === "restore") {
+    const parsed = getopt(rest, { values: "s", long: ["source", "conflict", "pathspec-from-file"] })
+    const has = (...names: string[]) => names.some((name) => parsed.options.has(name))
+    if (has("h", "help") || (has("S", "staged") && !has("W", "worktree"))) return undefined
+    if (has("pathspec-from-file")) return { kind: "tree", cwd, text: `${shown} of the files a list names` }
+    if (parsed.operands.length === 0) return undefined
+    return { kind: "paths", specs: parsed.operands, cwd, text: `${shown} of ${parsed.operands.join(" ")}` }
+  }
+  if (sub === "switch") {
+    const parsed = getopt(rest, { values: "cC", long: ["orphan"] })
+    const force = ["f", "force", "discard-changes"].some((name) => parsed.options.has(name))
+    return force ? { kind: "tree", cwd, text: `${shown} --discard-changes` } : undefined
+  }
+  if (sub === "reset") {
+    const parsed = getopt(rest, {})
+    const names = new Set([...parsed.options.keys()].map((name) => flagName("git reset", name)))
+    if (!names.has("hard") && !names.has("merge")) return undefined
+    if (!parsed.operands.every((word) => word === "HEAD" || word === "@")) return undefined // LOCAL_HISTORY_RUNS
+    return {
+      kind: "tree",
+      cwd,
+      text: `\`git reset --${names.has("hard") ? "hard" : "merge"}\``,
+    }
+  }
+  if (sub === "stash" && (rest[0] === "drop" || rest[0] === "clear")) {
+    const entry = rest.slice(1).find((word) => !word.startsWith("-")) ?? "stash@{0}"
+    const clear = rest[0] === "clear"
+    return { kind: "stash", clear, entry, cwd, text: clear ? `${shown} clear` : `${shown} drop ${entry}` }
+  }
+  if (sub === "clean") {
+    const parsed = getopt(rest, { values: "e", long: ["exclude"] })
+    const names = new Set([...parsed.options.keys()].map((name) => flagName("git clean", name)))
+    if (names.has("dry-run") || (!names.has("force") && !names.has("interactive"))) return undefined
+    const ignored = names.has("x") || names.has("X")
+    return { kind: "clean", specs: parsed.operands, ignored, cwd, text: shown }
+  }
+  return undefined
+}
+
+/** The discards of uncommitted work: protected unless the work view says all they throw away is the agent's own. */
+const DISCARD_CHECK: ProtectCheck = {
+  programs: ["git"],
+  keys: ["git checkout", "git restore", "git switch", "git reset", "git stash", "git clean"],
+  check(ran, places, work) {
+    const discard = discardOf(ran, places)
+    if (!discard) return undefined
+    return work
+      ? work.judge(discard)
+      : `${discard.text} would throw away uncommitted changes, and whose they are cannot be told here`
+  },
+}
+
+/** A built-in command rule on bash: its patterns (as a person writes them) and its checks. */
+function protectTrigger(runs: string[], checks: ProtectCheck[]): Trigger {
+  const patterns = runs.map((text) => {
+    const pattern = parseCommandPattern(text)
+    if (typeof pattern === "string") throw new Error(`built-in pattern ${text} ${pattern}`)
+    return pattern
+  })
+  const keys = checks.flatMap((check) => check.keys ?? check.programs)
+  return {
+    type: "tool",
+    tools: [globToRegExp("bash")],
+    toolsText: "[bash]",
+    runs: patterns,
+    args: [],
+    unlessSeen: null,
+    protect: { checks, keys },
+  }
+}
+
+function bash(command: string): Example {
+  return call("bash", { command })
+}
+
+/** The four families as built-in contracts, in every role (contractsOfRole), each with its examples. */
+export function protectionContracts(): Contract[] {
+  const base = {
+    anchorRefs: ["meaningful-human-control"],
+    roles: null,
+    enabled: true,
+    lockedBy: null,
+    origin: "built-in",
+    builtin: true,
+    mode: "block" as Mode,
+  }
+  return [
+    {
+      ...base,
+      id: PROTECTION_IDS[0],
+      description: "Never overwrite or delete pushed history.",
+      message:
+        "Ask the user before a force push or a remote delete; git push --force-with-lease replaces only what this clone has seen.",
+      trigger: protectTrigger(REMOTE_HISTORY_RUNS, []),
+      examples: {
+        fires: [
+          bash("cd app && env X=1 git push -f origin main"),
+          bash("git push origin +main"),
+          bash("git push origin --delete feature"),
+          bash("git push origin :feature"),
+          bash("bash -c 'git push --mirror backup'"),
+        ],
+        passes: [
+          bash("git push origin main"),
+          bash("git push --force-with-lease origin feature"),
+          bash("git push --force --dry-run"),
+          bash("echo 'never git push --force'"),
+        ],
+      },
+    },
+    {
+      ...base,
+      id: PROTECTION_IDS[1],
+      description: "Never throw away commits, or uncommitted work the agent did not make.",
+      message:
+        "Ask the user first; git stash keeps changes, git status and git log show what is there. The agent may undo its own edits of this session.",
+      trigger: protectTrigger(LOCAL_HISTORY_RUNS, [DISCARD_CHECK]),
+      examples: {
+        fires: [
+          bash("git reset --hard HEAD~1"),
+          bash("git branch -D feature"),
+          bash("git reflog expire --expire=now --all"),
+          bash("git checkout -- src/app.ts"),
+          bash("git stash drop"),
+          bash("git clean -fd"),
+        ],
+        passes: [
+          bash("git reset --soft HEAD~1"),
+          bash("git branch -d feature"),
+          bash("git restore --staged src/app.ts"),
+          bash("git checkout -b feature"),
+          bash("git switch main"),
+          bash("git clean -n"),
+        ],
+      },
+    },
+    {
+      ...base,
+      id: PROTECTION_IDS[2],
+      description: "Never delete the home directory, the project, or a tree outside the project.",
+      message: "Delete only inside the project or a temporary directory; ask the user for anything else.",
+      trigger: protectTrigger([], FILES_CHECKS),
+      examples: {
+        fires: [
+          bash("rm -rf /"),
+          bash("rm -rf ~"),
+          bash("cd /etc && rm -rf nginx"),
+          bash("find / -name '*.log' -delete"),
+          bash("find ~ -type f -exec rm {} +"),
+        ],
+        passes: [
+          bash("rm -rf dist node_modules"),
+          bash("cd sub && rm -rf build"),
+          bash("rm -rf /tmp/build"),
+          bash("find . -name '*.pyc' -delete"),
+          bash("rm /etc/hosts.bak"),
+        ],
+      },
+    },
+    {
+      ...base,
+      id: PROTECTION_IDS[3],
+      description: "Never write over a disk.",
+      message: "Ask the user; this can destroy a whole file system.",
+      trigger: protectTrigger([], DISK_CHECKS),
+      examples: {
+        fires: [
+          bash("dd if=/dev/zero of=/dev/sda bs=1M"),
+          bash("sudo mkfs.ext4 /dev/sdb1"),
+          bash("wipefs -a /dev/sdb"),
+          bash("parted -s /dev/sda mklabel gpt"),
+          bash("shred -n 3 /dev/sdb"),
+        ],
+        passes: [
+          bash("dd if=/dev/zero of=disk.img bs=1M count=10"),
+          bash("fdisk -l"),
+          bash("parted /dev/sda print"),
+          bash("wipefs /dev/sdb"),
+          bash("shred -u secrets.txt"),
+        ],
+      },
+    },
+  ]
+}
+
+/**
+ * Whether a call runs a command a built-in protection names: its patterns (runsHolds), then its checks, each on the
+ * simple commands of its programs; what it runs and what that would destroy, or undefined.
+ */
+export function protectHolds(
+  trigger: { runs: CommandPattern[] | null; protect?: Protection },
+  args: unknown,
+  state: SessionState,
+  env: EngineEnv,
+  why?: string[],
+): string | undefined {
+  if (trigger.runs?.length) {
+    const ran = runsHolds(trigger.runs, args, env, why)
+    if (ran !== undefined || !trigger.protect) return ran
+  }
+  if (!trigger.protect || !isMapping(args) || typeof args.command !== "string") return undefined
+  const read = readCommand(args.command)
+  const places = pathPlaces(env, typeof args.workdir === "string" ? args.workdir : undefined)
+  const { byProgram } = ranIndex(read)
+  const work = workViewOf(state, env)
+  for (const check of trigger.protect.checks)
+    for (const program of check.programs)
+      for (const ran of byProgram.get(program) ?? NO_RAN) {
+        const what = check.check(ran, places, work)
+        if (what === undefined) continue
+        const text = `runs \`${ranText(ran)}\`${ranWhere(ran)}: ${what}`
+        why?.push(`protects: ${text}`)
+        return text
+      }
+  why?.push("protects: nothing it runs deletes, discards or overwrites what this protection keeps")
+  return undefined
+}
+const NO_RAN: RanCommand[] = []

@@ -1,0 +1,399 @@
+/**
+ * The work ledger's I/O: git asked with a bound (askGit), file stamps, the snapshot at a user message, and a discard
+ * judged on its own call; every fault protects and is logged once.
+ */
+import { process } from "./constants"
+import { newLedger } from "./work-ledger"
+import { discardOf } from "./protection"
+import { discardKey } from "./work-ledger"
+import { GIT_LATE } from "./work-ledger"
+import { WORK_GIT_MS } from "./work-ledger"
+import { WORK_MAX_OUTPUT } from "./work-ledger"
+import type { Snapshot } from "./work-ledger"
+import { parseStatus } from "./work-ledger"
+import type { Discard } from "./protection"
+import type { WorkLedger } from "./work-ledger"
+import type { Whose } from "./work-ledger"
+import { whoseChange } from "./work-ledger"
+import { lossText } from "./work-ledger"
+import type { AfterCall } from "./work-ledger"
+import { MAX_WORK_VERDICTS } from "./work-ledger"
+import { MAX_OWNED_FILES } from "./work-ledger"
+import { changedIn } from "./work-ledger"
+import { clearTimeout } from "./constants"
+import { setTimeout } from "./constants"
+import { oneLine } from "./names"
+import { Anchors } from "./runtime"
+import type { SessionState } from "./sessions"
+import { PROTECTION_IDS } from "./model"
+import { relativeInside } from "./names"
+import { resolvePath } from "./names"
+import type { RanCommand } from "../shared/bash-programs"
+import { ranArgs } from "../shared/bash-programs"
+import { gitSubcommandAt } from "../shared/git-words"
+import type { HookInput } from "./runtime"
+import { isMapping } from "./problems"
+import { ranIndex } from "./command-patterns"
+import { readCommand } from "../shared/bash-programs"
+import { pathPlaces } from "./command-patterns"
+import { resolveOperand } from "./command-patterns"
+import { EDIT_TOOLS } from "./model"
+import { editTargets } from "./integrity"
+// @ts-ignore -- node:child_process is built into Bun too: git is asked, with a bound, what a discard would lose.
+import { execFile } from "node:child_process"
+// @ts-ignore -- no Node types in this zero-dependency project; node:fs is built into Bun, which runs the plugin.
+import { lstatSync } from "node:fs"
+type GitAnswer = { out: string } | { fault: string }
+
+/**
+ * One question to git in the repository, never longer than WORK_GIT_MS (its own timer too, in case the kill is not
+ * enough), never throwing: its output, or why there is none, in words for the log.
+ */
+function askGit(cwd: string, args: string[]): Promise<GitAnswer> {
+  return new Promise<GitAnswer>((resolve) => {
+    let done = false
+    const finish = (answer: GitAnswer) => {
+      if (!done) resolve(answer)
+      done = true
+      clearTimeout(timer)
+    }
+    const timer = setTimeout(() => finish({ fault: GIT_LATE }), WORK_GIT_MS + 250)
+    try {
+      const env = { ...process.env, GIT_OPTIONAL_LOCKS: "0", LC_ALL: "C", GIT_TERMINAL_PROMPT: "0" }
+      // `-C DIR`, not the process's cwd: a directory that is gone is then git's own error, not a failed spawn
+      execFile(
+        "git",
+        ["-C", cwd, ...args],
+        { env, timeout: WORK_GIT_MS, killSignal: "SIGKILL", maxBuffer: WORK_MAX_OUTPUT, encoding: "utf8" },
+        (error: any, stdout: string, stderr: string) =>
+          finish(error ? { fault: gitFault(error, stderr) } : { out: stdout }),
+      )
+    } catch (error) {
+      finish({ fault: `git could not be started (${oneLine(String(error), 120)})` })
+    }
+  })
+}
+
+function gitFault(error: any, stderr: string): string {
+  if (error?.code === "ENOENT") return "git is not installed"
+  if (error?.killed || error?.signal) return GIT_LATE
+  if (/maxBuffer/i.test(String(error?.message))) return "the tree is too large to judge"
+  if (/not a git repository/i.test(stderr)) return "the project is not a git repository"
+  return `git failed (${oneLine(String(stderr || error?.message || error), 120)})`
+}
+
+const loggedWorkFaults = new WeakMap<Anchors, Set<string>>()
+
+/** Says once per process and kind of fault that discards are protected because of it. */
+export function workFault(anchors: Anchors, fault: string): void {
+  let logged = loggedWorkFaults.get(anchors)
+  if (!logged) loggedWorkFaults.set(anchors, (logged = new Set()))
+  if (logged.has(fault) || logged.size > 32) return
+  logged.add(fault)
+  anchors.log(
+    "warn",
+    `cannot tell whose uncommitted work a discard would throw away: ${fault}; such discards are protected (blocked)`,
+  )
+}
+
+/** The repository's root: the opencode worktree, when opencode found one (it says `/` when there is none). */
+function workRoot(anchors: Anchors): string | undefined {
+  return anchors.paths.worktree !== "/" ? anchors.paths.worktree : undefined
+}
+
+/** A file's stamp: its size and modification time, or `gone`; read only for a file the agent changed. */
+function stampOf(abs: string): string {
+  try {
+    const stat = lstatSync(abs)
+    return `${stat.size}:${stat.mtimeMs}`
+  } catch {
+    return "gone"
+  }
+}
+
+/** Whether the default protection of uncommitted work applies to this session's role (else no git is asked). */
+function guardsWork(anchors: Anchors, state: SessionState): boolean {
+  return anchors.active(state.role, state.agent).some((contract) => contract.id === PROTECTION_IDS[1])
+}
+
+/**
+ * At a user message: a snapshot of the tree in the background (nothing waits on it here), the session's baseline
+ * when it is its first. One at a time per session.
+ */
+export function snapshotTree(anchors: Anchors, state: SessionState): void {
+  const root = workRoot(anchors)
+  if (!guardsWork(anchors, state)) return
+  const ledger = (state.work ??= newLedger())
+  if (ledger.snapshot?.pending) return
+  const snapshot: Snapshot = {}
+  ledger.snapshot = snapshot
+  ledger.baseline ??= snapshot
+  if (!root) {
+    snapshot.fault = "the project is not a git repository"
+    return
+  }
+  snapshot.pending = askGit(root, ["status", "--porcelain=v2", "-z", "--branch", "--untracked-files=normal"]).then(
+    (answer) => {
+      const state = "out" in answer ? parseStatus(answer.out) : answer.fault
+      if (typeof state === "string") snapshot.fault = state
+      else snapshot.state = state
+      snapshot.pending = undefined
+    },
+  )
+}
+
+/** git's answer on what a discard would throw away: the changed files (relative to the root), or a fault. */
+async function discardedFiles(root: string, discard: Discard): Promise<{ files: string[] } | { fault: string }> {
+  if (!(discard.cwd === root || discard.cwd.startsWith(`${root}/`)))
+    return { fault: "it runs in a directory outside the project's repository" }
+  const specs: string[] = []
+  if (discard.kind === "paths" || discard.kind === "clean")
+    for (const spec of discard.specs) {
+      if (spec.startsWith(":")) return { fault: "a pathspec with git's magic" }
+      const rel = relativeInside(root, resolvePath(discard.cwd, spec))
+      if (rel === undefined) return { fault: "a path outside the project's repository" }
+      specs.push(rel)
+    }
+  if (discard.kind === "clean" && specs.length === 0) specs.push(relativeInside(root, discard.cwd) ?? ".")
+  const args = ["status", "--porcelain=v2", "-z", "--branch"]
+  args.push(discard.kind === "clean" ? "--untracked-files=all" : "--untracked-files=no")
+  if (discard.kind === "clean" && discard.ignored) args.push("--ignored=matching")
+  if (specs.length) args.push("--", ...specs)
+  const answer = await askGit(root, args)
+  if ("fault" in answer) return answer
+  const state = parseStatus(answer.out)
+  if (typeof state === "string") return { fault: state }
+  if (state.detached) return { fault: "HEAD is detached" }
+  if (discard.kind !== "clean") return { files: [...state.tracked] }
+  if (state.dirs.length) return { fault: "an untracked directory git did not list file by file" }
+  return { files: [...state.untracked] }
+}
+
+/** The verdict on one discard: null when all it would lose is the agent's own, else what (for the block). */
+async function judgeDiscard(
+  anchors: Anchors,
+  ledger: WorkLedger,
+  discard: Discard,
+  pushed: boolean[] = [],
+): Promise<string | null> {
+  const root = workRoot(anchors)
+  const protect = (fault: string) => {
+    workFault(anchors, fault)
+    return `${discard.text} would throw away uncommitted changes, and the plugin cannot tell whose (${fault}): they are protected`
+  }
+  if (!root) return protect("the project is not a git repository")
+  if (discard.kind === "stash") return judgeStash(root, [...ledger.stash, ...pushed], pushed.length, discard, protect)
+  // the snapshots the judgement rests on, if still running (each bounded by its own question)
+  await Promise.all([
+    ledger.baseline?.pending,
+    ledger.snapshot?.pending, // what the agent's last command changed, still being attributed
+    ...[...ledger.owned.values()].map((file) => file.before?.pending),
+  ])
+  const answer = await discardedFiles(root, discard)
+  if ("fault" in answer) return protect(answer.fault)
+  const counts: Record<Whose, number> = { own: 0, before: 0, other: 0, unknown: 0 }
+  for (const rel of answer.files) counts[whoseChange(ledger, rel, `${root}/${rel}`, stampOf)]++
+  if (counts.unknown && ledger.baseline?.fault) workFault(anchors, ledger.baseline.fault)
+  return lossText(discard, counts)
+}
+
+/**
+ * `stash drop`/`clear`: the entries the agent made in this session, when git's stash holds exactly those, each
+ * made of the agent's own changes; anything else is protected.
+ */
+async function judgeStash(
+  root: string,
+  mine: boolean[],
+  pushedHere: number,
+  discard: Discard & { kind: "stash" },
+  protect: (fault: string) => string,
+): Promise<string | null> {
+  const answer = await askGit(root, ["stash", "list", "--format=%gd"])
+  if ("fault" in answer) return protect(answer.fault)
+  const count = answer.out.split("\n").filter(Boolean).length + pushedHere
+  if (count === 0) return null // nothing to lose
+  const index = /^(?:stash@\{)?(\d+)\}?$/.exec(discard.entry)
+  const own = (n: number) => count === mine.length && n < mine.length && mine[mine.length - 1 - n]
+  const lost = discard.clear ? mine.every((_, n) => own(n)) && count === mine.length : index && own(Number(index[1]))
+  if (lost) return null
+  return `${discard.text} would throw away a stash entry the agent did not make in this session, or one that holds changes not its own`
+}
+
+/** `git stash` / `git stash push|save` (which make an entry), `git stash pop` (which removes the top one). */
+function stashOpOf(ran: RanCommand): "push" | "pop" | undefined {
+  const args = ranArgs(ran)
+  const at = gitSubcommandAt(args)
+  if (args[at] !== "stash") return undefined
+  const sub = args[at + 1]
+  if (sub === undefined || sub === "push" || sub === "save" || sub.startsWith("-")) return "push"
+  return sub === "pop" ? "pop" : undefined
+}
+
+/**
+ * Before a bash call: for each discard it runs, git is asked (bounded) what it would throw away, and the verdict
+ * waits for the discard check; a `git stash` is judged likewise (is what it stashes the agent's own?), and a stash
+ * entry made earlier on the same line counts for a `git stash drop` after it. `keys` gets the verdicts' keys at once
+ * (before any wait), so that a call cut short by the bound finds none and is protected. Any other call returns at
+ * once without I/O: a read-only call never starts a process here.
+ */
+export function prepareDiscards(
+  anchors: Anchors,
+  hookInput: HookInput<"tool.execute.before">,
+  args: unknown,
+  keys: string[],
+): Promise<void> | undefined {
+  if (hookInput.tool !== "bash" || !isMapping(args) || typeof args.command !== "string") return
+  const gits = ranIndex(readCommand(args.command)).byProgram.get("git")
+  if (!gits) return
+  const state = anchors.stateOf(hookInput.sessionID)
+  if (!guardsWork(anchors, state)) return
+  const places = pathPlaces(anchors.env, typeof args.workdir === "string" ? args.workdir : undefined)
+  const steps: { discard?: Discard; op?: "push" | "pop"; cwd: string }[] = []
+  for (const ran of gits) {
+    const discard = discardOf(ran, places)
+    const op = discard ? undefined : stashOpOf(ran)
+    if (discard || op) steps.push({ discard, op, cwd: resolveOperand(".", places, ran.cwd) })
+  }
+  if (steps.length === 0) return
+  const ledger = (state.work ??= newLedger())
+  for (const { discard } of steps)
+    if (discard) {
+      keys.push(discardKey(discard))
+      ledger.verdicts.delete(discardKey(discard))
+    }
+  return judgeSteps(anchors, ledger, noteAfter(ledger, hookInput.callID), steps)
+}
+
+/** prepareDiscards' questions, in the line's order: each discard's verdict, each stash entry's owner. */
+async function judgeSteps(
+  anchors: Anchors,
+  ledger: WorkLedger,
+  after: AfterCall,
+  steps: { discard?: Discard; op?: "push" | "pop"; cwd: string }[],
+): Promise<void> {
+  const pushed: boolean[] = [] // entries this line makes before its later commands run
+  for (const { discard, op, cwd } of steps) {
+    if (discard) {
+      const verdict = await judgeDiscard(anchors, ledger, discard, pushed)
+      ledger.verdicts.set(discardKey(discard), verdict)
+      if (ledger.verdicts.size > MAX_WORK_VERDICTS)
+        ledger.verdicts.delete(ledger.verdicts.keys().next().value as string)
+      if (discard.kind === "stash") after.stash.push(discard.clear ? "clear" : "pop")
+    } else if (op === "pop") after.stash.push("pop")
+    else {
+      const stashed: Discard = { kind: "tree", cwd, text: "`git stash`" }
+      const own = (await judgeDiscard(anchors, ledger, stashed)) === null
+      pushed.push(own)
+      after.stash.push(own ? "push-own" : "push-other")
+    }
+  }
+}
+
+function noteAfter(ledger: WorkLedger, callID: string) {
+  let after = ledger.afterCall.get(callID)
+  if (!after) {
+    ledger.afterCall.set(callID, (after = { stamp: [], stash: [] }))
+    if (ledger.afterCall.size > MAX_WORK_VERDICTS)
+      ledger.afterCall.delete(ledger.afterCall.keys().next().value as string)
+  }
+  return after
+}
+
+/**
+ * An allowed changing call: the files it writes become the agent's (with the snapshot before its first change),
+ * to be stamped after it ran. No I/O here: the paths come from the arguments and the command's reading.
+ */
+export function noteAgentWrites(anchors: Anchors, hookInput: HookInput<"tool.execute.before">, args: unknown): void {
+  const state = anchors.stateOf(hookInput.sessionID)
+  const ledger = state.work
+  if (!ledger || !isMapping(args)) return
+  const { directory, home } = anchors.paths
+  const here =
+    typeof args.workdir === "string" && args.workdir.trim() ? resolvePath(directory, args.workdir, home) : directory
+  let words: string[]
+  if (EDIT_TOOLS.includes(hookInput.tool)) words = editTargets(args)
+  else if (hookInput.tool === "bash" && typeof args.command === "string") {
+    const read = readCommand(args.command)
+    if (!read.changing) return
+    words = [...read.readings.flatMap((one) => one.writes.map((target) => target.word)), ...read.redirects]
+  } else return
+  const written = words.filter((word) => word !== "/dev/null" && !/[*?[{$`]/.test(word))
+  if (written.length === 0) return
+  const after = noteAfter(ledger, hookInput.callID)
+  for (const word of written) {
+    const abs = resolvePath(here, word, home)
+    if (!ledger.owned.has(abs)) {
+      ledger.owned.set(abs, { before: ledger.snapshot })
+      if (ledger.owned.size > MAX_OWNED_FILES) ledger.owned.delete(ledger.owned.keys().next().value as string)
+    }
+    after.stamp.push(abs)
+  }
+}
+
+/** After a call ran: the files it wrote are stamped (their state now is the agent's), its stash entry recorded. */
+export function afterAgentCall(state: SessionState, callID: string): void {
+  const ledger = state.work
+  const after = ledger?.afterCall.get(callID)
+  if (!ledger || !after) return
+  ledger.afterCall.delete(callID)
+  for (const abs of after.stamp) {
+    const owned = ledger.owned.get(abs)
+    if (owned) owned.stamp = stampOf(abs)
+  }
+  for (const op of after.stash)
+    if (op === "pop") ledger.stash.pop()
+    else if (op === "clear") ledger.stash.length = 0
+    else ledger.stash.push(op === "push-own")
+}
+
+/** A `git status` of the whole tree, started now and not waited for; `after` first when given (one at a time). */
+function treeSnapshot(root: string, after?: Snapshot): Snapshot {
+  const snapshot: Snapshot = {}
+  snapshot.pending = Promise.resolve(after?.pending)
+    .then(() => askGit(root, ["status", "--porcelain=v2", "-z", "--branch", "--untracked-files=normal"]))
+    .then((answer) => {
+      const state = "out" in answer ? parseStatus(answer.out) : answer.fault
+      if (typeof state === "string") snapshot.fault = state
+      else snapshot.state = state
+      snapshot.pending = undefined
+    })
+  return snapshot
+}
+
+/**
+ * A changing bash call the reader cannot follow (a script, `python3 -c`, an unknown program) is about to run: a
+ * snapshot of the tree now, in the background (the call does not wait for it), so that what the call changed can be
+ * told apart afterwards (attributeAfterCall). A command that is quicker than git may be seen as having changed its
+ * files before it ran: they are then not the agent's, which protects them.
+ */
+export function snapshotBeforeCall(anchors: Anchors, hookInput: HookInput<"tool.execute.before">, args: unknown): void {
+  if (hookInput.tool !== "bash" || !isMapping(args) || typeof args.command !== "string") return
+  const ledger = anchors.stateOf(hookInput.sessionID).work
+  const root = workRoot(anchors)
+  if (!ledger || !root) return
+  const read = readCommand(args.command)
+  if (!read.opaque || !read.changing) return
+  noteAfter(ledger, hookInput.callID).pre = treeSnapshot(root)
+}
+
+/**
+ * After such a call ran: in the background, the files changed since its snapshot before are the agent's (the files
+ * a script wrote, `git stash pop`, `patch < x`). A change the person makes in the editor while the command runs is
+ * taken for the agent's. The next discard waits for this, within its bound.
+ */
+export function attributeAfterCall(anchors: Anchors, ledger: WorkLedger, pre: Snapshot): void {
+  const root = workRoot(anchors)
+  if (!root) return
+  const post = treeSnapshot(root, pre)
+  ledger.snapshot = post
+  const done = post.pending
+  post.pending = done?.then(() => {
+    if (!post.state || !pre.state) return
+    for (const rel of [...post.state.tracked, ...post.state.untracked]) {
+      const abs = `${root}/${rel}`
+      if (ledger.owned.has(abs) || changedIn(pre.state, rel)) continue
+      ledger.owned.set(abs, { before: pre, stamp: stampOf(abs) })
+      if (ledger.owned.size > MAX_OWNED_FILES) ledger.owned.delete(ledger.owned.keys().next().value as string)
+    }
+  })
+}

@@ -1,0 +1,133 @@
+/**
+ * The work ledger, its pure part: per root session, what the agent changed and the tree's state before it, so that a
+ * discard of uncommitted work can be judged by whose work it would lose (git is asked in work-git.ts).
+ */
+import type { Discard } from "./protection"
+import type { WorkView } from "./protection"
+import type { SessionState } from "./sessions"
+import type { EngineEnv } from "./examples"
+// Per root session, what the agent changed: the files its edit tools wrote and the files its bash commands are seen
+// to write (the reader's written operands and redirects), each with the tree's state before it first touched the file
+// (a snapshot: `git status`, asked in the background at each user message, never on a call's path) and a stamp (size
+// and mtime) taken after its last change (in tool.execute.after of that changing call). A discard asks git once, in
+// tool.execute.before of that call (a changing call: no read-only call ever waits on git), what it would throw away,
+// bounded by WORK_GIT_MS; then each file is the agent's own (changed by it, clean before it first did, and unchanged
+// since its last change), there before the session, or someone else's. Only all-own runs. Git missing, no
+// repository, a detached HEAD, a huge tree, a hang or a failure: the discard is protected, and the log says which,
+// once (workFault).
+
+export const WORK_GIT_MS = 1500 // the bound on one question to git; past it the discard is protected
+export const WORK_CALL_MS = 2000 // the bound on all a call waits for git (a snapshot still running, its questions)
+export const GIT_LATE = `git did not answer in time (${WORK_GIT_MS / 1000} s a question, ${WORK_CALL_MS / 1000} s a call)`
+const WORK_MAX_ENTRIES = 20_000 // changed files in one `git status` beyond which a tree is too large to judge
+export const WORK_MAX_OUTPUT = 8 * 1024 * 1024 // bytes of one git answer
+export const MAX_OWNED_FILES = 4096 // files per session the ledger keeps; beyond, the oldest is forgotten (then protected)
+export const MAX_WORK_VERDICTS = 64 // discard verdicts waiting for their call's decision
+
+/** What `git status --porcelain=v2` said: changed tracked files, untracked (and ignored) files and directories. */
+type TreeState = { tracked: Set<string>; untracked: Set<string>; dirs: string[]; detached: boolean }
+/** A `git status` of the whole tree, asked in the background: its state, or why there is none. */
+export type Snapshot = { state?: TreeState; fault?: string; pending?: Promise<void> }
+/** A file the agent changed: the snapshot taken before it first did, and its stamp after its last change. */
+type OwnedFile = { before: Snapshot | undefined; stamp?: string }
+export type WorkLedger = {
+  owned: Map<string, OwnedFile> // absolute path -> what the agent did to it
+  baseline?: Snapshot // the first snapshot of the session: what was there before it changed anything
+  snapshot?: Snapshot // the latest
+  stash: boolean[] // the stash entries the agent made in this session, oldest first: true when all its own work
+  verdicts: Map<string, string | null> // discard key -> what it would lose (null: only the agent's own)
+  afterCall: Map<string, AfterCall> // callID -> what to do once that call ran
+}
+
+/** What a call's after hook does: stamp the files it wrote, record its stash entries, attribute what it changed. */
+export type AfterCall = { stamp: string[]; stash: ("push-own" | "push-other" | "pop" | "clear")[]; pre?: Snapshot }
+
+export function newLedger(): WorkLedger {
+  return { owned: new Map(), stash: [], verdicts: new Map(), afterCall: new Map() }
+}
+
+/** The key of a discard's verdict: where it runs and what it names. */
+export function discardKey(discard: Discard): string {
+  return `${discard.cwd}\0${discard.text}`
+}
+
+/**
+ * `git status --porcelain=v2 -z --branch` read: every path with a change (`1`, `2` and its original path, `u`),
+ * untracked (`?`) and ignored (`!`) ones, directories (a trailing `/`) apart; a string when the tree is too large.
+ */
+export function parseStatus(out: string): TreeState | string {
+  const state: TreeState = { tracked: new Set(), untracked: new Set(), dirs: [], detached: false }
+  const parts = out.split("\0")
+  let entries = 0
+  for (let i = 0; i < parts.length; i++) {
+    const line = parts[i]
+    if (line === "") continue
+    if (line.startsWith("# branch.head ")) state.detached = line === "# branch.head (detached)"
+    if (line[0] === "#") continue
+    if (++entries > WORK_MAX_ENTRIES) return `the tree has more than ${WORK_MAX_ENTRIES} changed files`
+    const fields = line.split(" ")
+    const kind = line[0]
+    const path =
+      kind === "1" ? fields.slice(8) : kind === "2" ? fields.slice(9) : kind === "u" ? fields.slice(10) : null
+    if (path) {
+      state.tracked.add(path.join(" "))
+      if (kind === "2" && i + 1 < parts.length) state.tracked.add(parts[++i]) // the renamed file's old path
+    } else if (kind === "?" || kind === "!") {
+      const name = line.slice(2)
+      if (name.endsWith("/")) state.dirs.push(name)
+      else state.untracked.add(name)
+    }
+  }
+  return state
+}
+
+/** Whether a snapshot shows a path (relative to the repository) changed, or under an untracked directory. */
+export function changedIn(state: TreeState, rel: string): boolean {
+  return state.tracked.has(rel) || state.untracked.has(rel) || state.dirs.some((dir) => rel.startsWith(dir))
+}
+
+/** Whose a changed file is: the agent's own, there before the session, someone else's, or not known. */
+export type Whose = "own" | "before" | "other" | "unknown"
+
+export function whoseChange(ledger: WorkLedger, rel: string, abs: string, stampNow: (abs: string) => string): Whose {
+  const owned = ledger.owned.get(abs)
+  if (!owned) {
+    const baseline = ledger.baseline?.state
+    return baseline ? (changedIn(baseline, rel) ? "before" : "other") : "unknown"
+  }
+  const before = owned.before?.state
+  if (!before) return "unknown"
+  if (changedIn(before, rel)) return "before"
+  return owned.stamp !== undefined && owned.stamp === stampNow(abs) ? "own" : "other"
+}
+
+/** What a discard would lose that is not the agent's own, in words (counts and kinds, never contents); null: none. */
+export function lossText(discard: Discard, counts: Record<Whose, number>): string | null {
+  const files = (n: number) => `${n} file${n === 1 ? "" : "s"}`
+  const parts: string[] = []
+  if (counts.before) parts.push(`${files(counts.before)} with changes that were there before this session`)
+  if (counts.other)
+    parts.push(
+      `${files(counts.other)} changed during the session by someone other than the agent (or by a command the plugin could not follow)`,
+    )
+  if (counts.unknown) parts.push(`${files(counts.unknown)} whose changes the plugin cannot tell apart`)
+  if (parts.length === 0) return null
+  const own = counts.own ? `; ${files(counts.own)} with the agent's own changes may go` : ""
+  return `${discard.text} would throw away uncommitted work: ${parts.join(", ")}${own}`
+}
+
+/** The judge the discard check asks: the verdict prepared for this call, or protected when none was. */
+export function workViewOf(state: SessionState, env: EngineEnv): WorkView | undefined {
+  const ledger = state.work
+  if (!ledger) return undefined
+  return {
+    judge(discard) {
+      const verdict = ledger.verdicts.get(discardKey(discard))
+      if (verdict === null) return undefined
+      return (
+        verdict ??
+        `${discard.text} would throw away uncommitted changes, and the plugin cannot tell whose (git was not asked, or did not answer in time): they are protected`
+      )
+    },
+  }
+}

@@ -1,0 +1,301 @@
+// Whose work a discard would throw away (docs/contracts.md, "Whose work it is"): in a real git repository, through
+// server() and the hooks. The agent's own edits of this session may be undone; the person's changes (made before the
+// session, or during it) are protected; and wherever git cannot say, or says it too slowly, the discard is protected
+// and the log says why, once. A call's files are really changed between its before and after hooks, as the tool does.
+import { afterAll, describe, expect, test } from "bun:test"
+import { execFileSync } from "node:child_process"
+import {
+  appendFileSync,
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { WORK_CALL_MS } from "../semantic-anchors"
+import { type Harness, start } from "./fixtures/semantic-anchors/harness"
+
+const S = "ses_work"
+let calls = 0
+const fakes = mkdtempSync(join(tmpdir(), "fake-git-"))
+afterAll(() => rmSync(fakes, { recursive: true, force: true }))
+
+/** A fresh harness whose project is a git repository with a.txt, b.txt and c.txt committed. */
+async function repo(
+  init = true,
+): Promise<Harness & { git: (...args: string[]) => string; file: (name: string) => string }> {
+  // the default protection alone (an empty preset: no step count between the calls)
+  const h = await start({ project: "version: 1\npresets:\n  software-developer: []\n" })
+  const dir = h.dirs.project
+  const git = (...args: string[]) => execFileSync("git", args, { cwd: dir, encoding: "utf8" })
+  for (const name of ["a.txt", "b.txt", "c.txt"]) writeFileSync(join(dir, name), `${name}\n`)
+  writeFileSync(join(dir, ".gitignore"), ".opencode/\n")
+  if (init) {
+    git("init", "-q", "-b", "main")
+    git("-c", "user.email=t@t", "-c", "user.name=t", "add", ".")
+    git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "init")
+  }
+  return Object.assign(h, { git, file: (name: string) => join(dir, name) })
+}
+
+/** A call as opencode runs it: before (a block throws), the tool's effect on the files, then after. */
+async function agent(h: Harness, tool: string, args: Record<string, unknown>, effect?: () => void | Promise<void>) {
+  const callID = `call_w${++calls}`
+  try {
+    await h.hooks["tool.execute.before"]({ tool, sessionID: S, callID }, { args })
+  } catch (error) {
+    return (error as Error).message
+  }
+  await effect?.()
+  await h.hooks["tool.execute.after"]({ tool, sessionID: S, callID, args }, { title: tool, output: "ok", metadata: {} })
+  return undefined
+}
+
+/** The agent edits a file with the edit tool. */
+const edit = (h: Awaited<ReturnType<typeof repo>>, name: string) =>
+  agent(h, "edit", { filePath: name, oldString: "x", newString: "y" }, () => appendFileSync(h.file(name), "agent\n"))
+
+/** The verdict on a bash command: "runs", or the block's Why now line. */
+async function judged(h: Harness, command: string, effect?: () => void | Promise<void>): Promise<string> {
+  const blocked = await agent(h, "bash", { command }, effect)
+  return blocked === undefined ? "runs" : (blocked.split("\n").find((line) => line.startsWith("Why now:")) ?? blocked)
+}
+
+const settle = () => new Promise((resolve) => setTimeout(resolve, 300)) // the background snapshot of a user message
+
+/** A user message, straight to chat.message (the harness's user() runs timers at once: here the bounds must not). */
+async function say(h: Harness, text = "go") {
+  const parts = [{ id: "prt_w", sessionID: S, messageID: "msg_w", type: "text", text }]
+  await h.hooks["chat.message"]({ sessionID: S }, { message: { agent: "build" }, parts } as never)
+}
+
+describe("the agent's own edits may be undone", () => {
+  test.each([
+    "git checkout a.txt",
+    "git checkout -- a.txt",
+    "git restore a.txt",
+    "git checkout HEAD -- a.txt",
+    "git checkout .",
+    "git reset --hard",
+    "git checkout -f main",
+    "cd . && git restore --worktree --staged a.txt",
+  ])("edit a.txt, then %p runs", async (command) => {
+    const h = await repo()
+    await say(h)
+    await settle()
+    expect(await edit(h, "a.txt")).toBeUndefined()
+    expect(await judged(h, command)).toBe("runs")
+  })
+
+  test("a file written by a bash command the reader follows is the agent's too", async () => {
+    const h = await repo()
+    await say(h)
+    await settle()
+    expect(await judged(h, "echo more >> b.txt", () => appendFileSync(h.file("b.txt"), "more\n"))).toBe("runs")
+    expect(await judged(h, "sed -i s/a/b/ c.txt", () => appendFileSync(h.file("c.txt"), "sed\n"))).toBe("runs")
+    expect(await judged(h, "git checkout b.txt c.txt")).toBe("runs")
+  })
+
+  test("a file a command the reader cannot follow changed is the agent's; the person's edit between calls is not", async () => {
+    const h = await repo()
+    await say(h)
+    await settle()
+    writeFileSync(h.file("c.txt"), "the person, between two calls\n")
+    const script = `python3 -c "open('b.txt','a').write('x')"`
+    expect(await judged(h, script, async () => (await settle(), appendFileSync(h.file("b.txt"), "x")))).toBe("runs")
+    expect(await judged(h, "git checkout b.txt")).toBe("runs")
+    expect(await judged(h, "git checkout c.txt")).toContain(
+      "changed during the session by someone other than the agent",
+    )
+  })
+
+  test("a branch switch or a checkout of a clean file loses nothing, and runs", async () => {
+    const h = await repo()
+    h.git("branch", "feature")
+    await say(h)
+    await settle()
+    expect(await judged(h, "git checkout feature")).toBe("runs")
+    expect(await judged(h, "git checkout c.txt")).toBe("runs")
+  })
+
+  test("the agent's own stash may be dropped, in one line or later", async () => {
+    const h = await repo()
+    await say(h)
+    await settle()
+    await edit(h, "a.txt")
+    expect(await judged(h, "git stash && git stash drop")).toBe("runs")
+    await edit(h, "b.txt")
+    expect(await judged(h, "git stash", () => void h.git("stash", "-q"))).toBe("runs")
+    expect(await judged(h, "git stash drop")).toBe("runs")
+  })
+
+  test("untracked files the agent wrote may be cleaned", async () => {
+    const h = await repo()
+    await say(h)
+    await settle()
+    await agent(h, "write", { filePath: "new.txt", content: "x" }, () => writeFileSync(h.file("new.txt"), "x"))
+    expect(await judged(h, "git clean -f new.txt")).toBe("runs")
+  })
+})
+
+describe("the person's uncommitted work is protected", () => {
+  const BEFORE = "1 file with changes that were there before this session"
+  test.each([
+    ["git checkout g.txt", BEFORE],
+    ["git restore g.txt", BEFORE],
+    ["git checkout -- .", BEFORE],
+    ["git reset --hard", BEFORE],
+    [
+      "git stash && git stash drop",
+      "a stash entry the agent did not make in this session, or one that holds changes not its own",
+    ],
+    ["git switch -f main", BEFORE],
+  ])("g.txt changed before the session: %p is blocked, saying %p", async (command, says) => {
+    const h = await repo()
+    writeFileSync(h.file("b.txt"), "the person's work\n") // b.txt stands for g
+    await say(h)
+    await settle()
+    await edit(h, "a.txt")
+    const verdict = await judged(h, command.replace("g.txt", "b.txt"))
+    expect(verdict).toContain(says)
+    expect(verdict).not.toContain("the person's work") // never the contents
+    expect(readFileSync(h.file("b.txt"), "utf8")).toBe("the person's work\n")
+  })
+
+  test("a file the person changed before the session and the agent then edited is still the person's", async () => {
+    const h = await repo()
+    writeFileSync(h.file("a.txt"), "the person's work\n")
+    await say(h)
+    await settle()
+    await edit(h, "a.txt")
+    expect(await judged(h, "git checkout a.txt")).toContain(BEFORE)
+  })
+
+  test("a change the person makes during the session, in a file the agent never touched or after its edit", async () => {
+    const h = await repo()
+    await say(h)
+    await settle()
+    await edit(h, "a.txt")
+    writeFileSync(h.file("c.txt"), "typed in the editor\n")
+    expect(await judged(h, "git checkout c.txt")).toContain(
+      "1 file changed during the session by someone other than the agent",
+    )
+    appendFileSync(h.file("a.txt"), "the person again\n")
+    expect(await judged(h, "git checkout a.txt")).toContain("someone other than the agent")
+    expect(await judged(h, "git reset --hard")).toContain(
+      "2 files changed during the session by someone other than the agent",
+    )
+  })
+
+  test("untracked files that were there before are not cleaned", async () => {
+    const h = await repo()
+    writeFileSync(h.file("notes.txt"), "mine")
+    await say(h)
+    await settle()
+    expect(await judged(h, "git clean -fd notes.txt new.txt")).toContain(BEFORE)
+  })
+
+  test("commits are lost whoever made them: a reset to another commit stays blocked", async () => {
+    const h = await repo()
+    await say(h)
+    await settle()
+    expect(await judged(h, "git reset --hard HEAD~1")).toBe("Why now: runs `git reset --hard HEAD~1`.")
+  })
+})
+
+/** A fake git first on PATH: `script` is its body (sh). */
+function fakeGit(name: string, script: string): string {
+  const dir = join(fakes, name)
+  mkdirSync(dir, { recursive: true })
+  writeFileSync(join(dir, "git"), `#!/bin/sh\n${script}\n`)
+  chmodSync(join(dir, "git"), 0o755)
+  return dir
+}
+
+async function withPath<T>(path: string, run: () => Promise<T>): Promise<T> {
+  const saved = process.env.PATH
+  process.env.PATH = path
+  try {
+    return await run()
+  } finally {
+    process.env.PATH = saved
+  }
+}
+
+describe("when git cannot say: protected, within the bound, said once in the log", () => {
+  const SH = "/usr/bin:/bin"
+  const cases: [string, () => string, string][] = [
+    ["git missing", () => fakes + "/none", "git is not installed"],
+    ["git hangs", () => `${fakeGit("hang", "exec sleep 30")}:${SH}`, "git did not answer in time"],
+    [
+      "git fails",
+      () => `${fakeGit("fail", "echo 'fatal: index file corrupt' >&2; exit 128")}:${SH}`,
+      "git failed (fatal: index file corrupt)",
+    ],
+    [
+      "a huge tree",
+      () => `${fakeGit("huge", "i=0; while [ $i -lt 20002 ]; do printf '? f%s\\0' $i; i=$((i+1)); done")}:${SH}`,
+      "the tree has more than 20000 changed files",
+    ],
+  ]
+  test.each(cases)("%s", async (_name, path, says) => {
+    const h = await repo()
+    await withPath(path(), async () => {
+      await say(h)
+      await settle()
+      const began = Date.now()
+      const verdict = await judged(h, "git checkout a.txt")
+      expect(Date.now() - began).toBeLessThan(WORK_CALL_MS + 500)
+      expect(verdict).toContain("the plugin cannot tell whose")
+      await judged(h, "git restore a.txt")
+    })
+    const said = h.logs.filter((line) => line.message.includes("cannot tell whose uncommitted work"))
+    expect(said.length).toBe(1)
+    expect(said[0].message).toContain(says)
+  })
+
+  test("not a repository", async () => {
+    const h = await repo(false)
+    await say(h)
+    await settle()
+    expect(await judged(h, "git checkout a.txt")).toContain("the project is not a git repository")
+    expect(h.logs.filter((line) => line.message.includes("cannot tell whose")).length).toBe(1)
+  })
+
+  test("a detached HEAD", async () => {
+    const h = await repo()
+    h.git("checkout", "-q", "--detach")
+    await say(h)
+    await settle()
+    await edit(h, "a.txt")
+    expect(await judged(h, "git checkout a.txt")).toContain("HEAD is detached")
+  })
+
+  test("a read-only call, or a changing one the reader follows and that discards nothing, starts no git", async () => {
+    const h = await repo()
+    await settle() // the earlier tests' background snapshots are done (PATH is the process's)
+    const log = join(fakes, "calls.log")
+    const dir = fakeGit("count", `echo "$@" >> ${log}; exec /usr/bin/git "$@"`)
+    await withPath(`${dir}:/usr/bin:/bin`, async () => {
+      await say(h)
+      await settle()
+      rmSync(log, { force: true })
+      for (const command of [
+        "git status",
+        "ls -la",
+        "cat a.txt",
+        "git log --oneline",
+        "git diff",
+        "git checkout -b x",
+        "mkdir -p out",
+      ])
+        expect(await judged(h, command)).toBe("runs")
+      await edit(h, "a.txt")
+    })
+    expect(existsSync(log)).toBe(false)
+  })
+})
