@@ -3999,19 +3999,24 @@ type Snapshot = { state?: TreeState; fault?: string; pending?: Promise<void> }
 /** A file the agent changed: the snapshot taken before it first did, and its stamp after its last change. */
 type OwnedFile = { before: Snapshot | undefined; stamp?: string }
 type WorkLedger = {
-  owned: Map<string, OwnedFile> // absolute path -> what the agent did to it
+  owned: RecentMap<OwnedFile> // absolute path -> what the agent did to it; beyond MAX_OWNED_FILES the oldest is forgotten
   baseline?: Snapshot // the first snapshot of the session: what was there before it changed anything
   snapshot?: Snapshot // the latest
   stash: boolean[] // the stash entries the agent made in this session, oldest first: true when all its own work
-  verdicts: Map<string, string | null> // discard key -> what it would lose (null: only the agent's own)
-  afterCall: Map<string, AfterCall> // callID -> what to do once that call ran
+  verdicts: RecentMap<string | null> // discard key -> what it would lose (null: only the agent's own)
+  afterCall: RecentMap<AfterCall> // callID -> what to do once that call ran
 }
 
 /** What a call's after hook does: stamp the files it wrote, record its stash entries, attribute what it changed. */
 type AfterCall = { stamp: string[]; stash: ("push-own" | "push-other" | "pop" | "clear")[]; pre?: Snapshot }
 
 function newLedger(): WorkLedger {
-  return { owned: new Map(), stash: [], verdicts: new Map(), afterCall: new Map() }
+  return {
+    owned: new RecentMap(MAX_OWNED_FILES),
+    stash: [],
+    verdicts: new RecentMap(MAX_WORK_VERDICTS),
+    afterCall: new RecentMap(MAX_WORK_VERDICTS),
+  }
 }
 
 /** The key of a discard's verdict: where it runs and what it names. */
@@ -4058,7 +4063,7 @@ function changedIn(state: TreeState, rel: string): boolean {
 type Whose = "own" | "before" | "other" | "unknown"
 
 function whoseChange(ledger: WorkLedger, rel: string, abs: string, stampNow: (abs: string) => string): Whose {
-  const owned = ledger.owned.get(abs)
+  const owned = ledger.owned.peek(abs)
   if (!owned) {
     const baseline = ledger.baseline?.state
     return baseline ? (changedIn(baseline, rel) ? "before" : "other") : "unknown"
@@ -4090,7 +4095,7 @@ function workViewOf(state: SessionState, env: EngineEnv): WorkView | undefined {
   if (!ledger) return undefined
   return {
     judge(discard) {
-      const verdict = ledger.verdicts.get(discardKey(discard))
+      const verdict = ledger.verdicts.peek(discardKey(discard))
       if (verdict === null) return undefined
       return (
         verdict ??
@@ -7122,8 +7127,6 @@ async function judgeSteps(
     if (discard) {
       const verdict = await judgeDiscard(anchors, ledger, discard, pushed)
       ledger.verdicts.set(discardKey(discard), verdict)
-      if (ledger.verdicts.size > MAX_WORK_VERDICTS)
-        ledger.verdicts.delete(ledger.verdicts.keys().next().value as string)
       if (discard.kind === "stash") after.stash.push(discard.clear ? "clear" : "pop")
     } else if (op === "pop") after.stash.push("pop")
     else {
@@ -7136,12 +7139,8 @@ async function judgeSteps(
 }
 
 function noteAfter(ledger: WorkLedger, callID: string) {
-  let after = ledger.afterCall.get(callID)
-  if (!after) {
-    ledger.afterCall.set(callID, (after = { stamp: [], stash: [] }))
-    if (ledger.afterCall.size > MAX_WORK_VERDICTS)
-      ledger.afterCall.delete(ledger.afterCall.keys().next().value as string)
-  }
+  let after = ledger.afterCall.peek(callID)
+  if (!after) ledger.afterCall.set(callID, (after = { stamp: [], stash: [] }))
   return after
 }
 
@@ -7170,7 +7169,6 @@ function noteAgentWrites(anchors: Anchors, hookInput: HookInput<"tool.execute.be
     const abs = resolvePath(here, word, home)
     if (!ledger.owned.has(abs)) {
       ledger.owned.set(abs, { before: ledger.snapshot })
-      if (ledger.owned.size > MAX_OWNED_FILES) ledger.owned.delete(ledger.owned.keys().next().value as string)
     }
     after.stamp.push(abs)
   }
@@ -7179,11 +7177,11 @@ function noteAgentWrites(anchors: Anchors, hookInput: HookInput<"tool.execute.be
 /** After a call ran: the files it wrote are stamped (their state now is the agent's), its stash entry recorded. */
 function afterAgentCall(state: SessionState, callID: string): void {
   const ledger = state.work
-  const after = ledger?.afterCall.get(callID)
+  const after = ledger?.afterCall.peek(callID)
   if (!ledger || !after) return
   ledger.afterCall.delete(callID)
   for (const abs of after.stamp) {
-    const owned = ledger.owned.get(abs)
+    const owned = ledger.owned.peek(abs)
     if (owned) owned.stamp = stampOf(abs)
   }
   for (const op of after.stash)
@@ -7239,7 +7237,6 @@ function attributeAfterCall(anchors: Anchors, ledger: WorkLedger, pre: Snapshot)
       const abs = `${root}/${rel}`
       if (ledger.owned.has(abs) || changedIn(pre.state, rel)) continue
       ledger.owned.set(abs, { before: pre, stamp: stampOf(abs) })
-      if (ledger.owned.size > MAX_OWNED_FILES) ledger.owned.delete(ledger.owned.keys().next().value as string)
     }
   })
 }
@@ -7559,7 +7556,7 @@ async function onToolAfter(
       anchors.resolvedDirs.forget()
     const state = anchors.stateOf(hookInput.sessionID)
     settle(state, hookInput.callID)
-    const pre = state.work?.afterCall.get(hookInput.callID)?.pre
+    const pre = state.work?.afterCall.peek(hookInput.callID)?.pre
     afterAgentCall(state, hookInput.callID)
     if (pre && state.work) attributeAfterCall(anchors, state.work, pre)
     const original = typeof output?.output === "string" ? output.output : ""

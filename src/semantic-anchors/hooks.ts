@@ -359,7 +359,7 @@ async function onToolAfter(
       anchors.resolvedDirs.forget()
     const state = anchors.stateOf(hookInput.sessionID)
     settle(state, hookInput.callID)
-    const pre = state.work?.afterCall.get(hookInput.callID)?.pre
+    const pre = state.work?.afterCall.peek(hookInput.callID)?.pre
     afterAgentCall(state, hookInput.callID)
     if (pre && state.work) attributeAfterCall(anchors, state.work, pre)
     const original = typeof output?.output === "string" ? output.output : ""

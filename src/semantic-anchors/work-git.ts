@@ -17,8 +17,6 @@ import type { Whose } from "./work-ledger"
 import { whoseChange } from "./work-ledger"
 import { lossText } from "./work-ledger"
 import type { AfterCall } from "./work-ledger"
-import { MAX_WORK_VERDICTS } from "./work-ledger"
-import { MAX_OWNED_FILES } from "./work-ledger"
 import { changedIn } from "./work-ledger"
 import { clearTimeout } from "./constants"
 import { setTimeout } from "./constants"
@@ -276,8 +274,6 @@ async function judgeSteps(
     if (discard) {
       const verdict = await judgeDiscard(anchors, ledger, discard, pushed)
       ledger.verdicts.set(discardKey(discard), verdict)
-      if (ledger.verdicts.size > MAX_WORK_VERDICTS)
-        ledger.verdicts.delete(ledger.verdicts.keys().next().value as string)
       if (discard.kind === "stash") after.stash.push(discard.clear ? "clear" : "pop")
     } else if (op === "pop") after.stash.push("pop")
     else {
@@ -290,12 +286,8 @@ async function judgeSteps(
 }
 
 function noteAfter(ledger: WorkLedger, callID: string) {
-  let after = ledger.afterCall.get(callID)
-  if (!after) {
-    ledger.afterCall.set(callID, (after = { stamp: [], stash: [] }))
-    if (ledger.afterCall.size > MAX_WORK_VERDICTS)
-      ledger.afterCall.delete(ledger.afterCall.keys().next().value as string)
-  }
+  let after = ledger.afterCall.peek(callID)
+  if (!after) ledger.afterCall.set(callID, (after = { stamp: [], stash: [] }))
   return after
 }
 
@@ -324,7 +316,6 @@ export function noteAgentWrites(anchors: Anchors, hookInput: HookInput<"tool.exe
     const abs = resolvePath(here, word, home)
     if (!ledger.owned.has(abs)) {
       ledger.owned.set(abs, { before: ledger.snapshot })
-      if (ledger.owned.size > MAX_OWNED_FILES) ledger.owned.delete(ledger.owned.keys().next().value as string)
     }
     after.stamp.push(abs)
   }
@@ -333,11 +324,11 @@ export function noteAgentWrites(anchors: Anchors, hookInput: HookInput<"tool.exe
 /** After a call ran: the files it wrote are stamped (their state now is the agent's), its stash entry recorded. */
 export function afterAgentCall(state: SessionState, callID: string): void {
   const ledger = state.work
-  const after = ledger?.afterCall.get(callID)
+  const after = ledger?.afterCall.peek(callID)
   if (!ledger || !after) return
   ledger.afterCall.delete(callID)
   for (const abs of after.stamp) {
-    const owned = ledger.owned.get(abs)
+    const owned = ledger.owned.peek(abs)
     if (owned) owned.stamp = stampOf(abs)
   }
   for (const op of after.stash)
@@ -393,7 +384,6 @@ export function attributeAfterCall(anchors: Anchors, ledger: WorkLedger, pre: Sn
       const abs = `${root}/${rel}`
       if (ledger.owned.has(abs) || changedIn(pre.state, rel)) continue
       ledger.owned.set(abs, { before: pre, stamp: stampOf(abs) })
-      if (ledger.owned.size > MAX_OWNED_FILES) ledger.owned.delete(ledger.owned.keys().next().value as string)
     }
   })
 }

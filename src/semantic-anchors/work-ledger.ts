@@ -2,6 +2,7 @@
  * The work ledger, its pure part: per root session, what the agent changed and the tree's state before it, so that a
  * discard of uncommitted work can be judged by whose work it would lose (git is asked in work-git.ts).
  */
+import { RecentMap } from "../shared/recent-map"
 import type { Discard } from "./protection"
 import type { WorkView } from "./protection"
 import type { SessionState } from "./sessions"
@@ -31,19 +32,24 @@ export type Snapshot = { state?: TreeState; fault?: string; pending?: Promise<vo
 /** A file the agent changed: the snapshot taken before it first did, and its stamp after its last change. */
 type OwnedFile = { before: Snapshot | undefined; stamp?: string }
 export type WorkLedger = {
-  owned: Map<string, OwnedFile> // absolute path -> what the agent did to it
+  owned: RecentMap<OwnedFile> // absolute path -> what the agent did to it; beyond MAX_OWNED_FILES the oldest is forgotten
   baseline?: Snapshot // the first snapshot of the session: what was there before it changed anything
   snapshot?: Snapshot // the latest
   stash: boolean[] // the stash entries the agent made in this session, oldest first: true when all its own work
-  verdicts: Map<string, string | null> // discard key -> what it would lose (null: only the agent's own)
-  afterCall: Map<string, AfterCall> // callID -> what to do once that call ran
+  verdicts: RecentMap<string | null> // discard key -> what it would lose (null: only the agent's own)
+  afterCall: RecentMap<AfterCall> // callID -> what to do once that call ran
 }
 
 /** What a call's after hook does: stamp the files it wrote, record its stash entries, attribute what it changed. */
 export type AfterCall = { stamp: string[]; stash: ("push-own" | "push-other" | "pop" | "clear")[]; pre?: Snapshot }
 
 export function newLedger(): WorkLedger {
-  return { owned: new Map(), stash: [], verdicts: new Map(), afterCall: new Map() }
+  return {
+    owned: new RecentMap(MAX_OWNED_FILES),
+    stash: [],
+    verdicts: new RecentMap(MAX_WORK_VERDICTS),
+    afterCall: new RecentMap(MAX_WORK_VERDICTS),
+  }
 }
 
 /** The key of a discard's verdict: where it runs and what it names. */
@@ -90,7 +96,7 @@ export function changedIn(state: TreeState, rel: string): boolean {
 export type Whose = "own" | "before" | "other" | "unknown"
 
 export function whoseChange(ledger: WorkLedger, rel: string, abs: string, stampNow: (abs: string) => string): Whose {
-  const owned = ledger.owned.get(abs)
+  const owned = ledger.owned.peek(abs)
   if (!owned) {
     const baseline = ledger.baseline?.state
     return baseline ? (changedIn(baseline, rel) ? "before" : "other") : "unknown"
@@ -122,7 +128,7 @@ export function workViewOf(state: SessionState, env: EngineEnv): WorkView | unde
   if (!ledger) return undefined
   return {
     judge(discard) {
-      const verdict = ledger.verdicts.get(discardKey(discard))
+      const verdict = ledger.verdicts.peek(discardKey(discard))
       if (verdict === null) return undefined
       return (
         verdict ??
