@@ -17,8 +17,8 @@
 // Prints the blocks by family and every block with its command and `Why now`, to be judged by hand (the target is 0
 // blocks of work a person would let run), the discards seen and how many ran; then the cost of tool.execute.before
 // per real bash call, mean and median, for this plugin and for the one of `git show BASE:semantic-anchors.ts`
-// (the second argument, default 86fb395, the commit before the protection), same calls, same order, each plugin run
-// twice in turn and its second pass measured.
+// (the second argument, default 86fb395, the commit before the protection): both plugins get each trajectory in
+// turn, in one pass (a second, measured, after a warm-up pass), so that a load that changes weighs on both alike.
 import { execFileSync } from "node:child_process"
 import { chmodSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -114,76 +114,97 @@ async function start(project: string, root: string, plugin?: any): Promise<any> 
   }
 }
 
-/** One pass over every trajectory: the blocks, the discards, and the cost of each bash call's before hook. */
-async function pass(dir: string, root: string, dirtyFile: string, plugin?: any) {
+/**
+ * One pass over every trajectory, both plugins on each in turn (the base one over the whole trajectory, then this
+ * one, then a pause for this one's background git to end, so that it never lands in the base's time): this plugin's
+ * blocks and discards, and for each bash call the time of each plugin's before hook.
+ */
+async function pass(dir: string, root: string, dirtyFile: string, base: any) {
   const blocks: Block[] = []
   const costs: number[] = []
-  let bashCalls = 0
-  let discards = 0
-  let discardsRan = 0
-  const DISCARD =
-    /\bgit\b[^|;&]*\b(?:checkout|restore|stash\s+(?:drop|clear)|clean|reset\s+--hard|switch\s+(?:-f|--discard))/
-  for (const { file: system, trajectories } of loadTraces(dir)) {
+  const baseCosts: number[] = []
+  const counts = { bashCalls: 0, discards: 0, discardsRan: 0 }
+  for (const { file: system, trajectories } of loadTraces(dir))
     for (const trajectory of trajectories as Trajectory[]) {
-      const project = projectOf(trajectory)
-      const hooks = await start(project, root, plugin)
-      const sessionID = `ses_p_${system}/${trajectory.id}`
-      const dirty = new Set<string>()
-      writeFileSync(dirtyFile, "")
-      let n = 0
-      for (const turn of trajectory.turns) {
-        const parts = [{ id: "prt_u", sessionID, messageID: "msg_u", type: "text", text: "go on" }]
-        await hooks["chat.message"]({ sessionID }, { message: { agent: "build" }, parts })
-        for (const call of turn) {
-          n++
-          const callID = `${sessionID}#${n}`
-          const command = (call.args as { command?: unknown } | undefined)?.command
-          const bash = call.tool === "bash" && typeof command === "string"
-          let blocked: string | undefined
-          const began = now()
-          try {
-            await hooks["tool.execute.before"]({ tool: call.tool, sessionID, callID }, { args: call.args })
-          } catch (error) {
-            blocked = error instanceof Error ? error.message : String(error)
+      await replay(system, trajectory, root, dirtyFile, base, baseCosts, [], undefined)
+      await replay(system, trajectory, root, dirtyFile, undefined, costs, blocks, counts)
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+  return { blocks, costs, baseCosts, ...counts }
+}
+
+const DISCARD =
+  /\bgit\b[^|;&]*\b(?:checkout|restore|stash\s+(?:drop|clear)|clean|reset\s+--hard|switch\s+(?:-f|--discard))/
+
+/** One trajectory through one plugin: the time of each bash call's before hook, and (for this one) its blocks. */
+async function replay(
+  system: string,
+  trajectory: Trajectory,
+  root: string,
+  dirtyFile: string,
+  plugin: any,
+  costs: number[],
+  blocks: Block[],
+  counts: { bashCalls: number; discards: number; discardsRan: number } | undefined,
+) {
+  const project = projectOf(trajectory)
+  const hooks = await start(project, root, plugin)
+  const sessionID = `ses_p_${system}/${trajectory.id}`
+  const dirty = new Set<string>()
+  writeFileSync(dirtyFile, "")
+  let n = 0
+  for (const turn of trajectory.turns) {
+    const parts = [{ id: "prt_u", sessionID, messageID: "msg_u", type: "text", text: "go on" }]
+    await hooks["chat.message"]({ sessionID }, { message: { agent: "build" }, parts })
+    for (const call of turn) {
+      n++
+      const callID = `${sessionID}#${n}`
+      const command = (call.args as { command?: unknown } | undefined)?.command
+      const bash = call.tool === "bash" && typeof command === "string"
+      let blocked: string | undefined
+      const began = now()
+      try {
+        await hooks["tool.execute.before"]({ tool: call.tool, sessionID, callID }, { args: call.args })
+      } catch (error) {
+        blocked = error instanceof Error ? error.message : String(error)
+      }
+      const took = now() - began
+      if (bash) {
+        costs.push(took)
+        if (counts) {
+          counts.bashCalls++
+          if (DISCARD.test(command as string)) {
+            counts.discards++
+            if (blocked === undefined) counts.discardsRan++
           }
-          const took = now() - began
-          if (bash) {
-            bashCalls++
-            costs.push(took)
-            if (DISCARD.test(command as string)) {
-              discards++
-              if (blocked === undefined) discardsRan++
-            }
-          }
-          if (blocked !== undefined) {
-            const families = [...blocked.matchAll(/^Contract "([a-z0-9-]+)":/gm)].map((m) => m[1])
-            if (families.some((id) => FAMILIES.includes(id))) {
-              const why = [...blocked.matchAll(/^Why now: (.*)$/gm)].map((m) => m[1])
-              const text = bash ? (command as string) : JSON.stringify(call.args)
-              blocks.push({ system, id: trajectory.id, call: n, families, command: text.slice(0, 300), why })
-            }
-            continue
-          }
-          if (EDIT_TOOLS.has(call.tool)) {
-            const file = (call.args as { filePath?: unknown } | undefined)?.filePath
-            if (typeof file === "string") {
-              const abs = path.resolve(project, file)
-              const rel = path.relative(project, abs)
-              if (!rel.startsWith("..") && !dirty.has(rel)) {
-                dirty.add(rel)
-                writeFileSync(dirtyFile, [...dirty].join("\n") + "\n")
-              }
-            }
-          }
-          await hooks["tool.execute.after"](
-            { tool: call.tool, sessionID, callID, args: call.args },
-            { title: "", output: call.obs ?? "", metadata: {} },
-          )
         }
       }
+      if (blocked !== undefined) {
+        const families = [...blocked.matchAll(/^Contract "([a-z0-9-]+)":/gm)].map((m) => m[1])
+        if (counts && families.some((id) => FAMILIES.includes(id))) {
+          const why = [...blocked.matchAll(/^Why now: (.*)$/gm)].map((m) => m[1])
+          const text = bash ? (command as string) : JSON.stringify(call.args)
+          blocks.push({ system, id: trajectory.id, call: n, families, command: text.slice(0, 300), why })
+        }
+        continue
+      }
+      if (EDIT_TOOLS.has(call.tool)) {
+        const file = (call.args as { filePath?: unknown } | undefined)?.filePath
+        if (typeof file === "string") {
+          const abs = path.resolve(project, file)
+          const rel = path.relative(project, abs)
+          if (!rel.startsWith("..") && !dirty.has(rel)) {
+            dirty.add(rel)
+            writeFileSync(dirtyFile, [...dirty].join("\n") + "\n")
+          }
+        }
+      }
+      await hooks["tool.execute.after"](
+        { tool: call.tool, sessionID, callID, args: call.args },
+        { title: "", output: call.obs ?? "", metadata: {} },
+      )
     }
   }
-  return { blocks, costs, bashCalls, discards, discardsRan }
 }
 
 export async function replayProtection(dir: string, base = "86fb395") {
@@ -199,12 +220,10 @@ export async function replayProtection(dir: string, base = "86fb395") {
   const baseFile = path.join(root, "base-semantic-anchors.ts")
   writeFileSync(baseFile, execFileSync("git", ["show", `${base}:semantic-anchors.ts`], { encoding: "utf8" }))
   try {
-    // each twice, alternating: the first pass of each warms the JIT and the caches; the second is measured
-    const base = await pluginAt(baseFile)
-    await pass(dir, root, dirtyFile, base)
-    await pass(dir, root, dirtyFile)
-    const before = await pass(dir, root, dirtyFile, base)
-    const after = await pass(dir, root, dirtyFile)
+    // twice: the first pass warms the JIT and the caches; the second is measured
+    const basePlugin = await pluginAt(baseFile)
+    await pass(dir, root, dirtyFile, basePlugin)
+    const after = await pass(dir, root, dirtyFile, basePlugin)
     const byFamily: Record<string, number> = {}
     for (const b of after.blocks) for (const id of b.families) byFamily[id] = (byFamily[id] ?? 0) + 1
     console.log(`\nthe default protection, no config file, over the ${after.bashCalls} bash calls of ${dir}`)
@@ -224,7 +243,7 @@ export async function replayProtection(dir: string, base = "86fb395") {
       const mean = xs.reduce((a, b) => a + b, 0) / xs.length
       return { mean, median: s.median }
     }
-    const b = stats(before.costs)
+    const b = stats(after.baseCosts)
     const a = stats(after.costs)
     const us = (ns: number) => `${(ns / 1000).toFixed(2)} us`
     console.log(`\ntool.execute.before per real bash call (${after.costs.length} calls), base ${base} vs this plugin\n`)

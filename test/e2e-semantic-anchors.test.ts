@@ -76,6 +76,71 @@ function expectBlocked(text: string | undefined, contract: string) {
 }
 
 describe("e2e semantic-anchors in opencode run", () => {
+  test("the default protection when git hangs: each discard is protected within the bound, the log says why once", async () => {
+    const sb = sandbox()
+    // a git that hangs on the plugin's questions (porcelain v2) and is the real one for opencode's own work
+    const bin = path.join(sb.root, "slow-git")
+    fs.mkdirSync(bin)
+    const realGit = execFileSync("sh", ["-c", "command -v git"], { encoding: "utf8" }).trim()
+    fs.writeFileSync(
+      path.join(bin, "git"),
+      `#!/bin/sh\ncase "$*" in *porcelain=v2*|*"stash list"*) exec sleep 30 ;; esac\nexec ${realGit} "$@"\n`,
+    )
+    fs.chmodSync(path.join(bin, "git"), 0o755)
+    sb.env.PATH = `${bin}:${sb.env.PATH}`
+    const bash = (command: string) => ({ tool: "bash", args: { command, description: "step" } })
+    const script = [bash("git checkout README.md"), bash("git stash drop"), bash("echo ok > ok.log"), { text: "done" }]
+    const began = Date.now()
+    const r = await runOpencode(sb, { prompt: "undo the change so that the tests run", script })
+
+    expect(r.code).toBe(0)
+    expect(toolParts(r.events).map((p) => `${p.tool}:${p.status}`)).toEqual([
+      "bash:error",
+      "bash:error",
+      "bash:completed",
+    ])
+    for (const call of [0, 1]) {
+      expectBlocked(resultSeenFor(r.llm, call), "protect-local-work")
+      expect(resultSeenFor(r.llm, call)).toContain("the plugin cannot tell whose")
+    }
+    const said = sb
+      .log()
+      .split("\n")
+      .filter((line) => line.includes("cannot tell whose uncommitted work"))
+    expect(said.length).toBe(1)
+    expect(said[0]).toContain("git did not answer in time (1.5 s a question, 2 s a call)")
+    expect(Date.now() - began).toBeLessThan(80_000)
+  })
+
+  test("the default protection when git cannot say (the project is no repository): the discard is protected, the log says why once", async () => {
+    const sb = sandbox()
+    fs.rmSync(path.join(sb.project, ".git"), { recursive: true, force: true })
+    fs.writeFileSync(path.join(sb.project, "f.txt"), "f\n")
+    const bash = (command: string) => ({ tool: "bash", args: { command, description: "step" } })
+    const script = [bash("git checkout f.txt"), bash("git restore f.txt"), bash("echo ok > ok.log"), { text: "done" }]
+    const r = await runOpencode(sb, { prompt: "undo the change so that the tests run", script })
+
+    expect(r.code).toBe(0)
+    expect(toolParts(r.events).map((p) => `${p.tool}:${p.status}`)).toEqual([
+      "bash:error",
+      "bash:error",
+      "bash:completed",
+    ])
+    for (const call of [0, 1]) {
+      expectBlocked(resultSeenFor(r.llm, call), "protect-local-work")
+      expect(resultSeenFor(r.llm, call)).toContain(
+        "the plugin cannot tell whose (the project is not a git repository): they are protected",
+      )
+    }
+    const said = sb
+      .log()
+      .split("\n")
+      .filter((line) => line.includes("cannot tell whose uncommitted work"))
+    expect(said.length).toBe(1)
+    expect(said[0]).toContain("the project is not a git repository; such discards are protected (blocked)")
+    expect(fs.readFileSync(path.join(sb.project, "ok.log"), "utf8")).toBe("ok\n")
+  })
+
   test("the default protection, no config, in a real git repository: the push, rm -rf ~ and the person's uncommitted work are stopped; the agent's own edit is undone", async () => {
     const sb = sandbox()
     const git = (...args: string[]) =>
