@@ -5999,20 +5999,23 @@ type FileRead = { path: string; label: string; layer: FileLayer; text?: string; 
 
 /**
  * The built-ins' examples judged (a test keeps them passing; a problem here would name the built-in). They are the
- * same contracts at every load and judged with no file-system access, so the answer depends only on the paths: it is
- * worked out once per Paths object (the plugin keeps one for its life), not at every load and reload.
+ * same contracts at every load, so they are judged once per process, in a stand-in layout (a project at
+ * /srv/project, a home at /home/user): judged in the person's own layout, an example such as `find ~ -exec rm` would
+ * fail where the home lies inside the project, and the person would read an error about a built-in they never wrote.
  */
-const builtinExamplesJudged = new WeakMap<Paths, readonly Problem[]>()
-function builtinExampleProblems(config: Config, env: EngineEnv): readonly Problem[] {
-  let problems = builtinExamplesJudged.get(env.paths)
-  if (!problems) {
+const BUILTIN_EXAMPLE_PATHS = { directory: "/srv/project", worktree: "/srv/project" }
+const BUILTIN_EXAMPLE_ENV = { HOME: "/home/user", TMPDIR: "/tmp" }
+let builtinExamplesJudged: readonly Problem[] | undefined
+function builtinExampleProblems(config: Config): readonly Problem[] {
+  if (!builtinExamplesJudged) {
     const found: Problem[] = []
     const builtins = new Reporter("built-ins", found)
+    const env = exampleEnv(resolvePaths(BUILTIN_EXAMPLE_PATHS, BUILTIN_EXAMPLE_ENV))
     for (const contract of config.contracts.values())
       if (contract.examples) checkExamples(contract, join(contract.id, "examples"), "it stays in force", env, builtins)
-    builtinExamplesJudged.set(env.paths, (problems = found))
+    builtinExamplesJudged = found
   }
-  return problems
+  return builtinExamplesJudged
 }
 
 /** The configuration with no file: the built-ins (the six anchors, then the default protection), presets and roles. */
@@ -6047,7 +6050,7 @@ function defaultConfig(): Config {
 export function buildConfig(reads: FileRead[], paths: Paths = resolvePaths({}, {})): Config {
   const config = defaultConfig()
   const env = exampleEnv(paths)
-  config.problems.push(...builtinExampleProblems(config, env))
+  config.problems.push(...builtinExampleProblems(config))
   for (const read of reads) {
     if (read.text !== undefined) {
       config.files.push({ label: read.label, status: applyText(config, read.text, read.label, read.layer, env) })

@@ -2,7 +2,7 @@
 // it destroys what a person cannot get back, however the command is spelled, and its near misses run. Table-driven,
 // through server() and tool.execute.before like the other suites; each row is a fresh session (no step count).
 import { describe, expect, test } from "bun:test"
-import { PROTECTION_IDS } from "../semantic-anchors"
+import { PROTECTION_IDS, buildConfig, formatProblem, resolvePaths } from "../semantic-anchors"
 import { type Harness, start } from "./fixtures/semantic-anchors/harness"
 import { readyRuleYaml } from "./fixtures/semantic-anchors/ready-rules"
 
@@ -345,5 +345,24 @@ describe("ready rules for what is not for everyone: opt-in, dry runs and preview
     expect(await h.tool("ses_rs", "read", { filePath: "certs/server.key" })).toContain('Contract "no-read-secrets"')
     expect(await h.tool("ses_rs", "read", { filePath: ".env.example" })).toBeUndefined()
     expect(await h.tool("ses_rs", "read", { filePath: "src/config/env.ts" })).toBeUndefined()
+  })
+})
+
+describe("the built-ins' own examples hold in any layout", () => {
+  // judged in the person's layout, `find ~ -exec rm` (an example of protect-files) failed where the home lies inside
+  // the project, and `install.sh --check` then reported an error in a built-in
+  const layouts: [string, { directory: string }, Record<string, string>][] = [
+    [
+      "a project under /tmp, the home inside it",
+      { directory: "/tmp/work" },
+      { HOME: "/tmp/work/home", TMPDIR: "/tmp/work/tmp" },
+    ],
+    ["a project that is the home directory", { directory: "/home/dev" }, { HOME: "/home/dev" }],
+    ["a project holding the home", { directory: "/home" }, { HOME: "/home/dev" }],
+    ["a project in /etc", { directory: "/etc" }, { HOME: "/root" }],
+  ]
+  test.each(layouts)("%s: no problem", (_name, input, env) => {
+    const config = buildConfig([], resolvePaths(input, env))
+    expect(config.problems.map(formatProblem)).toEqual([])
   })
 })
