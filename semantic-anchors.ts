@@ -6984,6 +6984,7 @@ function snapshotTree(anchors: Anchors, state: SessionState): void {
   ledger.baseline ??= snapshot
   if (!root) {
     snapshot.fault = "the project is not a git repository"
+    workFault(anchors, snapshot.fault) // said at the first message, not only at a discard: the log has it early
     return
   }
   snapshot.pending = askGit(root, ["status", "--porcelain=v2", "-z", "--branch", "--untracked-files=normal"]).then(
