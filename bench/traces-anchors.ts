@@ -454,7 +454,7 @@ const REPLAY_PROJECT = "/srv/replay-project"
  * The directory a trajectory worked in, as its own calls name it (the corpus records no working directory): the
  * absolute directory it most often `cd`s to (`cd /testbed && ...`), else REPLAY_PROJECT. Printed with every hit.
  */
-function projectOf(trajectory: Trajectory): string {
+export function projectOf(trajectory: Trajectory): string {
   const counts = new Map<string, number>()
   for (const call of trajectory.turns.flat()) {
     const command = (call.args as { command?: unknown } | undefined)?.command

@@ -26,31 +26,14 @@ import path from "node:path"
 import { now, printColumns, summarize } from "./lib.ts"
 import { startAnchors } from "./semantic-anchors.ts"
 import { loadTraces } from "./traces.ts"
+import { projectOf } from "./traces-anchors.ts"
 
 type Call = { tool: string; args: unknown; obs?: string; err?: boolean }
 type Trajectory = { id: string; system: string; turns: Call[][] }
 
 const FAMILIES = ["protect-remote-history", "protect-local-work", "protect-files", "protect-disks", "guard-integrity"]
 const REPLAY_HOME = "/home/replay"
-const REPLAY_PROJECT = "/srv/replay-project"
 const EDIT_TOOLS = new Set(["edit", "write", "patch", "multiedit", "apply_patch"])
-
-/** The directory a trajectory works in: the absolute directory it most often `cd`s to (as the ready rules' replay). */
-function projectOf(trajectory: Trajectory): string {
-  const counts = new Map<string, number>()
-  for (const call of trajectory.turns.flat()) {
-    const command = (call.args as { command?: unknown } | undefined)?.command
-    if (call.tool !== "bash" || typeof command !== "string") continue
-    for (const [, dir] of command.matchAll(/(?:^|[;&|(]\s*)cd\s+["']?(\/[^\s"';&|)]*)/g)) {
-      const clean = dir.replace(/\/+$/, "") || "/"
-      counts.set(clean, (counts.get(clean) ?? 0) + 1)
-    }
-  }
-  let best = REPLAY_PROJECT
-  let most = 0
-  for (const [dir, n] of counts) if (n > most && dir !== "/" && !dir.startsWith("/tmp")) [best, most] = [dir, n]
-  return best
-}
 
 /**
  * The stand-in git: `status ... -- SPECS` lists as changed each spec that looks like a file, and every file of
