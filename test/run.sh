@@ -5,9 +5,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-# Install when node_modules is absent or older than the lock file (a fresh clone has none). `npm install`, not
-# `npm ci`: the lock file lists only the opencode platform binaries the registry served when it was written, and
-# `npm ci` refuses such a lock as "out of sync" while `npm install` takes it as it is.
+# Install when node_modules is absent or older than the lock file (a fresh clone has none). The lock lists every
+# platform binary of opencode-ai, so `npm ci` works as well; `npm install` keeps an up-to-date tree as it is.
 if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   echo "installing the dev toolchain (npm install)..."
   npm install --no-audit --no-fund --loglevel=error || { echo "npm install failed"; echo "0 passed, 1 failed"; exit 1; }

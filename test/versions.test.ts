@@ -117,3 +117,19 @@ describe("the code that reads it holds no copy", () => {
     expect(read(file)).not.toMatch(/\b1\.\d+\.\d+\b/)
   })
 })
+
+describe("package-lock.json is whole", () => {
+  // `npm ci` refuses a lock that lacks any optional dependency of a locked package ("Missing: opencode-darwin-arm64@
+  // from lock file"), even one it would skip on this platform: every platform binary of opencode-ai is listed.
+  test("every optional dependency of opencode-ai has an entry, with the platform it is for", () => {
+    const lock = JSON.parse(read("package-lock.json"))
+    const host = lock.packages["node_modules/opencode-ai"]
+    expect(host.version).toBe(pinned)
+    for (const [name, version] of Object.entries(host.optionalDependencies as Record<string, string>)) {
+      const entry = lock.packages[`node_modules/${name}`]
+      expect({ name, version: entry?.version, optional: entry?.optional }).toEqual({ name, version, optional: true })
+      expect(entry.os.length).toBe(1)
+      expect(entry.cpu.length).toBe(1)
+    }
+  })
+})
