@@ -1916,10 +1916,11 @@ describe("session state: compaction resets the history, not the turn", () => {
 })
 
 describe("the adapter: export form", () => {
-  test("default export is { id, server } so opencode ignores the named helpers", () => {
+  test("default export is { id, server, setup } (v1 calls server, v2 setup; no tui key) so hosts ignore the named helpers", () => {
     expect(plugin.id).toBe("loop-guard")
     expect(typeof plugin.server).toBe("function")
-    expect(Object.keys(plugin).sort()).toEqual(["id", "server"])
+    expect(typeof plugin.setup).toBe("function")
+    expect(Object.keys(plugin).sort()).toEqual(["id", "server", "setup"])
   })
 })
 

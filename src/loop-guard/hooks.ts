@@ -2,6 +2,7 @@
  * The opencode adapter: each hook a named function that hands opencode's input to the rules (findLoop) and acts on
  * the verdict: a block (the hook throws; the model reads the message), a note in warn mode, the toast and the log,
  * the stop at the turn's limit. Fails open: an internal error lets the call through and is logged once per session.
+ * v1 hosts call `server`; OpenCode 2 hosts call `setup`, which translates their hooks into these (setupV2).
  */
 import type { Hooks, Plugin, PluginInput } from "@opencode-ai/plugin"
 import { globMatcher, ignoredKeys, signature } from "./signatures"
@@ -11,7 +12,17 @@ import { historyCapacity } from "./cycle"
 import { expectedWait, waitSeconds } from "./waits"
 import { findLoop } from "./rules"
 import type { Rules } from "./rules"
-import { ESCALATE_AT, blockMessage, blockToast, describe, facts, stopToast, warnNote, warnToast } from "./texts"
+import {
+  ESCALATE_AT,
+  blockMessage,
+  blockToast,
+  describe,
+  facts,
+  inHostNames,
+  stopToast,
+  warnNote,
+  warnToast,
+} from "./texts"
 import type { Finding } from "./texts"
 import { readSettings, readStreamMode } from "./settings"
 import type { Settings } from "./settings"
@@ -20,6 +31,7 @@ import type { SessionState } from "./sessions"
 import { aborter, clockOf, environment, logger, toaster } from "./host"
 import type { Log, Toast } from "./host"
 import { streamGuard, streamHooks } from "./stream-guard"
+import { V2_NAMES, claimHost, setupV2 } from "../shared/v2-host"
 
 /** One plugin instance: its settings and rules, the sessions it watches, and its channels to the host. */
 type Guard = {
@@ -32,6 +44,8 @@ type Guard = {
   log: Log
   toast: Toast
   abort: (sessionID: string) => void
+  /** v1's tool names as the host names them in what the model and the person read (empty on a v1 host) */
+  hostNames: Readonly<Record<string, string>>
 }
 
 /** The verdict on one call, decided synchronously so parallel calls of one step see each other's records. */
@@ -57,11 +71,12 @@ function judge(guard: Guard, sessionID: string, tool: string, callID: string, ar
     const asked = waitSeconds(tool, args)
     const wait = expectedWait(state.history, identity.signature, asked)
     const call = newCall(identity, callID, wait, asked, guard.clock(), step, changesProject(tool, args))
-    const finding = findLoop(state, call, guard.rules)
-    if (!finding) {
+    const found = findLoop(state, call, guard.rules)
+    if (!found) {
       record(state, call, capacity)
       return null
     }
+    const finding = inHostNames(found, guard.hostNames)
     const extra = { sessionID, ...facts(finding) }
     if (settings.mode === "warn") {
       call.note = warnNote(finding)
@@ -185,7 +200,11 @@ function onToolPart(guard: Guard, update: NonNullable<ReturnType<typeof toolPart
 }
 
 /** One plugin instance from the environment (read once; problems are logged) and the host's channels. */
-function startGuard(input: PluginInput | undefined, options: Record<string, unknown> | undefined) {
+function startGuard(
+  input: PluginInput | undefined,
+  options: Record<string, unknown> | undefined,
+  hostNames: Readonly<Record<string, string>> = {},
+) {
   const log = logger(input?.client)
   const toast = toaster(input?.client)
   const abort = aborter(input?.client)
@@ -204,14 +223,19 @@ function startGuard(input: PluginInput | undefined, options: Record<string, unkn
     log,
     toast,
     abort,
+    hostNames,
   }
   return { guard, stream }
 }
 
-// The adapter: opencode's hooks, each handed to its named function above; the stream's watchers see every event
-// first (streamHooks).
-const server: Plugin = async (input, options) => {
-  const { guard, stream } = startGuard(input, options)
+/** The hooks of one plugin instance: opencode's hooks, each handed to its named function above; the stream's
+ * watchers see every event first (streamHooks). */
+function hooksFor(
+  input: PluginInput | undefined,
+  options: Record<string, unknown> | undefined,
+  hostNames?: Readonly<Record<string, string>>,
+): Hooks {
+  const { guard, stream } = startGuard(input, options, hostNames)
   if (guard.settings.mode === "off") return stream ? streamHooks(stream) : {}
   const hooks: Hooks = {
     "tool.execute.before": (hookInput, output) => onToolBefore(guard, hookInput, output),
@@ -221,7 +245,32 @@ const server: Plugin = async (input, options) => {
   return stream ? { ...hooks, ...streamHooks(stream, hooks.event) } : hooks
 }
 
-export default { id: "loop-guard", server }
+const ID = "loop-guard"
+
+// The v1 adapter: opencode 1.x calls server() once per project; nothing when the v2 entry already runs there.
+const server: Plugin = async (input, options) => {
+  if (claimHost(ID, input?.directory, "v1")) return hooksFor(input, options)
+  logger(input?.client)("info", `${ID}: the v2 entry already runs for this project; the v1 entry stays off`)
+  return {}
+}
+
+// The v2 adapter: OpenCode 2 calls setup(ctx); its hooks and events are translated into the same hooks (setupV2).
+const setup = (ctx: unknown) =>
+  setupV2(
+    {
+      id: ID,
+      start: (input) => hooksFor(input, {}, V2_NAMES),
+      offWithout: {
+        tool: "tool calls are not checked for loops",
+        event: "turns do not reset the block count, and the stream check is off",
+        interrupt: "a looping answer and the turn's block limit cannot stop the run",
+        prompt: "a repetition the person asked for is not recognised",
+      },
+    },
+    ctx,
+  )
+
+export default { id: ID, server, setup }
 
 // The names the tests use (opencode reads only the default export).
 export { canonicalize, LEAF_DIGEST_MIN, digest, fallbackDigest, IGNORED_KEYS, signature } from "./signatures"

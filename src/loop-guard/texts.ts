@@ -13,6 +13,16 @@ import type { Streak } from "./failure-streak"
  */
 export type Finding = Cycle | StepRepeat | CallStreak | Streak | WaitOver
 
+/**
+ * The finding with its tools named as the host names them (`names`: v1's name to the host's; on an OpenCode 2 host
+ * `bash` is `shell`): the rules compare v1's names, the model and the person read the host's.
+ */
+export function inHostNames(finding: Finding, names: Readonly<Record<string, string>>): Finding {
+  const name = (tool: string) => (Object.prototype.hasOwnProperty.call(names, tool) ? names[tool] : tool)
+  if ("tools" in finding) return { ...finding, tools: finding.tools.map(name) }
+  return { ...finding, tool: name(finding.tool) }
+}
+
 /** Blocks from this one on escalate: the agent is told to stop calling tools and report. */
 export const ESCALATE_AT = 3
 

@@ -1,6 +1,6 @@
 /**
  * Opencode's hooks, each a named function (`onConfig`, `onEvent`, `onChatMessage`, `onCommand`, `onToolBefore`,
- * `onToolAfter`), then `server()`.
+ * `onToolAfter`), then `server()` for v1 hosts and `setup()` for OpenCode 2, which translates its hooks into these.
  */
 import { WORK_CALL_MS } from "./work-ledger"
 import { GIT_LATE } from "./work-ledger"
@@ -13,7 +13,7 @@ import { noteAgentWrites } from "./work-git"
 import { snapshotBeforeCall } from "./work-git"
 import { afterAgentCall } from "./work-git"
 import { attributeAfterCall } from "./work-git"
-import type { Plugin, PluginInput } from "@opencode-ai/plugin"
+import type { Hooks, Plugin, PluginInput } from "@opencode-ai/plugin"
 import { MESSAGE_CAP, OWN_TOOLS, SERVICE, TOAST_AFTER_MESSAGE_MS, TOAST_SHOWN_MS, process } from "./constants"
 import { capText } from "../shared/text"
 import { roleForAgent } from "./model"
@@ -50,6 +50,7 @@ import {
 } from "./runtime"
 import type { HookInput, HookOutput, Part } from "./runtime"
 import { anchorTools, runAnchorCommand, testText } from "./anchor-command"
+import { V2_NAMES, claimHost, setupV2 } from "../shared/v2-host"
 
 // The hooks: what opencode calls, and what we decide. Each fails open: an internal error allows and is logged once.
 
@@ -130,14 +131,7 @@ async function onChatMessage(
     if (root !== hookInput.sessionID) return
     const state = anchors.sessions.state(root, config.defaultRole)
     const fromTemplate = anchors.templateTurns.delete(hookInput.sessionID)
-    const agent = (output?.message as { agent?: string } | undefined)?.agent ?? hookInput.agent
-    if (agent !== undefined) {
-      if (state.agent !== undefined && state.agent !== agent) {
-        resetCounters(state)
-      }
-      state.agent = agent
-      state.role = roleForAgent(config, agent)
-    }
+    noteAgent(anchors, state, (output?.message as { agent?: string } | undefined)?.agent ?? hookInput.agent)
     refreshStatus(anchors, hookInput.sessionID, (output?.parts ?? []) as Part[])
     const text = ((output?.parts ?? []) as Part[])
       .filter((part) => part?.type === "text" && !part.synthetic && !part.ignored && typeof part.text === "string")
@@ -166,6 +160,17 @@ async function onChatMessage(
   } catch (error) {
     anchors.failOpen("chat.message", error)
   }
+}
+
+/**
+ * The session's agent, which sets its role: from the person's message (v1), or from each call (an OpenCode 2 host
+ * names the agent on the call, not on the message). Another agent starts the step counters over.
+ */
+function noteAgent(anchors: Anchors, state: SessionState, agent: unknown): void {
+  if (typeof agent !== "string" || agent === state.agent) return
+  if (state.agent !== undefined) resetCounters(state)
+  state.agent = agent
+  state.role = roleForAgent(anchors.config, agent)
 }
 
 /**
@@ -239,6 +244,10 @@ function decideToolCall(
   if (OWN_TOOLS.has(hookInput.tool)) return undefined
   const { tool, sessionID } = hookInput
   const state = anchors.stateOf(sessionID)
+  const call = hookInput as { agent?: unknown }
+  if (call.agent !== undefined && anchors.sessions.rootOf(sessionID) === sessionID)
+    noteAgent(anchors, state, call.agent)
+  const shown = Object.prototype.hasOwnProperty.call(anchors.hostNames, tool) ? anchors.hostNames[tool] : tool
   const plan = anchors.planFor(anchors.active(state.role, state.agent), tool)
   const facts: CallFacts = { tool, args: output?.args }
   const verdict = evaluatePlan(plan, facts, state, anchors.env)
@@ -250,16 +259,16 @@ function decideToolCall(
   if (verdict.mode === "block") {
     const blocking = verdict.hits.filter((hit) => hit.contract.mode === "block")
     const ids = blocking.map((hit) => hit.contract.id).join(", ")
-    state.lastBlocked = { contracts: ids, tool }
+    state.lastBlocked = { contracts: ids, tool: shown }
     if (state.passes === 0) {
-      anchors.log("warn", `blocked ${aTool(tool)} call: ${rulesInWords(blocking)}`, { sessionID })
-      anchors.toast(blockToast(tool, blocking), "warning")
+      anchors.log("warn", `blocked ${aTool(shown)} call: ${rulesInWords(blocking)}`, { sessionID })
+      anchors.toast(blockToast(shown, blocking), "warning")
       // A warn of the same call speaks in the block text instead (the call never gets a result to append it to).
       const warns = verdict.hits.filter(
         (hit) => hit.contract.mode === "warn" && !state.warnedThisTurn.has(hit.contract.id),
       )
       for (const hit of warns) state.warnedThisTurn.add(hit.contract.id)
-      return blockMessage(tool, blocking, warns, state, anchors.config.settings)
+      return blockMessage(shown, blocking, warns, state, anchors.config.settings, anchors.askTool)
     }
     state.passes--
     anchors.log("info", `bypass used: ${aTool(tool)} call blocked by ${ids} ran once`, { sessionID })
@@ -377,7 +386,7 @@ async function onToolAfter(
 }
 
 /** Startup: paths from the plugin input, then the files read and validated. No client call is awaited here. */
-function startAnchors(input: PluginInput | undefined): Anchors {
+function startAnchors(input: PluginInput | undefined, v2 = false): Anchors {
   const paths = resolvePaths(input ?? {}, process.env)
   const guard = withResolvedLinks(guardFiles(paths), realpathOf)
   const resolvedDirs = new ResolvedDirs()
@@ -388,6 +397,10 @@ function startAnchors(input: PluginInput | undefined): Anchors {
     realpath: (abs) => resolvedDirs.resolve(abs),
   }
   const anchors = new Anchors(input?.client, paths, env, resolvedDirs)
+  if (v2) {
+    anchors.askTool = false
+    anchors.hostNames = V2_NAMES
+  }
   try {
     anchors.install(loadConfig(paths))
   } catch (error) {
@@ -398,22 +411,72 @@ function startAnchors(input: PluginInput | undefined): Anchors {
   return anchors
 }
 
-// The adapter: opencode's hooks, each handed to its named function above.
-const server: Plugin = async (input) => {
-  const anchors = startAnchors(input)
+/** The hooks both hosts have: tool calls, the person's messages, and events. */
+function callHooks(anchors: Anchors): Hooks {
   return {
-    tool: anchorTools(anchors),
-    config: (cfg) => onConfig(anchors, cfg),
     event: (hookInput) => onEvent(anchors, hookInput),
     "chat.message": (hookInput, output) => onChatMessage(anchors, hookInput, output),
-    "command.execute.before": (hookInput, output) => onCommand(anchors, hookInput, output),
-    "experimental.chat.system.transform": (hookInput, output) => onSystem(anchors, hookInput, output),
     "tool.execute.before": (hookInput, output) => onToolBefore(anchors, hookInput, output),
     "tool.execute.after": (hookInput, output) => onToolAfter(anchors, hookInput, output),
   }
 }
 
-export default { id: "semantic-anchors", server }
+const ID = "semantic-anchors"
+
+// The v1 adapter: opencode's hooks, each handed to its named function above; nothing when the v2 entry already runs
+// for this project (a v1 host that boots the v2 core calls both).
+const server: Plugin = async (input) => {
+  if (!claimHost(ID, input?.directory, "v1")) {
+    new Anchors(input?.client, resolvePaths(input ?? {}, process.env), {} as EngineEnv).log(
+      "info",
+      "the v2 entry already runs for this project; the v1 entry stays off",
+    )
+    return {}
+  }
+  const anchors = startAnchors(input)
+  return {
+    ...callHooks(anchors),
+    tool: anchorTools(anchors),
+    config: (cfg) => onConfig(anchors, cfg),
+    "command.execute.before": (hookInput, output) => onCommand(anchors, hookInput, output),
+    "experimental.chat.system.transform": (hookInput, output) => onSystem(anchors, hookInput, output),
+  }
+}
+
+/**
+ * The v2 adapter: OpenCode 2 calls setup(ctx), whose hooks and events setupV2 translates into the same hooks. No
+ * tools (a v2 plugin tool cannot ask the human, so anchor_bypass has no port: the block tells the model to ask the
+ * user to type /anchor bypass); /anchor is a v2 command whose answer is printed without waking the model.
+ */
+const setup = (ctx: unknown) => {
+  let anchors: Anchors | undefined
+  return setupV2(
+    {
+      id: ID,
+      start: (input) => callHooks((anchors = startAnchors(input, true))),
+      offWithout: {
+        tool: "tool calls are not checked against the contracts",
+        prompt: "user messages do not confirm, earn tips or count as evidence",
+        event: "subagents count in their own session, and a failed call is not given back its count",
+        command: "/anchor is off",
+      },
+      commands: () =>
+        anchors
+          ? [
+              {
+                name: "anchor",
+                description: "semantic-anchors: status | test <tool> <arguments> | bypass <reason> | reload",
+                run: (sessionID, args) =>
+                  anchorCommandText(stripArgumentQuotes(args), runAnchorCommand(anchors!, sessionID, args)),
+              },
+            ]
+          : [],
+    },
+    ctx,
+  )
+}
+
+export default { id: ID, server, setup }
 
 // The names the tests use (opencode reads only the default export).
 export { MAX_ROOT_SESSIONS, MAX_PARENT_LINKS } from "./constants"

@@ -170,6 +170,10 @@ export class Anchors {
   readonly sessions = new RootSessions()
   private activeCache = new Map<string, Map<string, Contract[]>>() // role -> agent ("" for none) -> contracts
   private readonly loggedFailures = new Set<string>()
+  /** Whether the model's anchor_bypass can ask the human (a v1 host); on OpenCode 2 the user types /anchor bypass. */
+  askTool = true
+  /** v1's tool names as the host names them in what the model and the person read (OpenCode 2: bash is shell). */
+  hostNames: Readonly<Record<string, string>> = {}
   /** Whether a user message has come in this process (the first one re-sends the config-problems toast). */
   heardUser = false
   /** Sessions whose current turn is an /anchor command: the model is told to answer it in one line. */

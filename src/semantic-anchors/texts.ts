@@ -31,9 +31,17 @@ function clause(text: string): string {
 /**
  * The block text. Line 1 is for the human (what was blocked, by which rule); the rest tells the model why, what
  * else the call would have triggered (a warn of the same call, e.g. emergence-anchor, which would otherwise never be
- * seen: the block comes first), and exactly what lifts the block. No Markdown: the TUI shows it raw.
+ * seen: the block comes first), and exactly what lifts the block. No Markdown: the TUI shows it raw. `askTool`: the
+ * host lets anchor_bypass ask the human (v1); an OpenCode 2 host has no way to, so the model asks the user to type it.
  */
-export function blockMessage(tool: string, hits: Hit[], warns: Hit[], state: SessionState, settings: Settings): string {
+export function blockMessage(
+  tool: string,
+  hits: Hit[],
+  warns: Hit[],
+  state: SessionState,
+  settings: Settings,
+  askTool = true,
+): string {
   const rules = hits.map(({ contract }) => `${contract.id}: ${clause(contract.description)}`).join("; ")
   const lines = [`semantic-anchors blocked this ${tool} call (rule ${rules}).`]
   for (const { contract, detail } of hits) {
@@ -51,7 +59,7 @@ export function blockMessage(tool: string, hits: Hit[], warns: Hit[], state: Ses
   const left = Math.max(0, settings.maxOverrides - state.overridesUsed)
   lines.push(
     left > 0
-      ? `Only the human can let one blocked call through: /anchor bypass <reason> (${left} of ${settings.maxOverrides} overrides left); you may call anchor_bypass with a reason, which asks the human.`
+      ? `Only the human can let one blocked call through: /anchor bypass <reason> (${left} of ${settings.maxOverrides} overrides left); ${askTool ? "you may call anchor_bypass with a reason, which asks the human." : "if the call is needed, ask the user to type /anchor bypass followed by the reason."}`
       : `No overrides are left in this session (max ${settings.maxOverrides}); the human can run /anchor reload after changing the config.`,
   )
   return lines.join("\n")
