@@ -11,9 +11,10 @@
 # The opencode versions come from opencode-versions.json beside this script (the one source, also read by the doctor
 # and the tests): "oldest" to "pinned" is the tested range. A version in it installs silently; a newer one of the same
 # major version (or one of the range the matrix could not install, "notInstallable") installs with a warning (not yet
-# tested; --check proves it on the machine); an older one, another
-# major version (a new plugin API) or none at all is refused (exit 4) unless --force. How to tune: widen the range
-# only to versions the version matrix (npm run test:hosts) passed on.
+# tested; --check proves it on the machine); OpenCode 2 ("v2follows": the release whose plugin API the v2 entry
+# follows) installs with a note (single files in plugins/ are what it discovers; --check there asks `opencode plugin
+# list`); an older one, another major version (a new plugin API) or none at all is refused (exit 4) unless --force.
+# How to tune: widen the range only to versions the version matrix (npm run test:hosts) passed on.
 #
 # The version of the plugins is "version" in package.json beside this script, the one source (CHANGELOG.md says what
 # changed in each): an install prints it, and --check says whether the installed files are this checkout's.
@@ -56,7 +57,9 @@ product_label() {
 # The tested range, from opencode-versions.json: sets OLDEST_OPENCODE and PINNED_OPENCODE (the newest tested), and
 # UNTESTED_OPENCODE: the releases inside the range the matrix could not install (matrix.notInstallable), which are
 # treated as not yet tested. A missing or unreadable file is an error of this checkout, not of the user's opencode.
-OLDEST_OPENCODE="" PINNED_OPENCODE="" UNTESTED_OPENCODE=""
+# V2_FOLLOWS and V2_COMMIT: the OpenCode 2 release and source commit the plugins' v2 entry follows (tested in a
+# stand-in host built from that source, not in a released v2 host).
+OLDEST_OPENCODE="" PINNED_OPENCODE="" UNTESTED_OPENCODE="" V2_FOLLOWS="" V2_COMMIT=""
 version_key() { sed -n "s/^ *\"$1\": *\"\([0-9][0-9.]*\)\".*/\1/p" "$versions_file" 2>/dev/null | head -n1; }
 load_versions() {
   [ -z "$PINNED_OPENCODE" ] || return 0
@@ -64,6 +67,8 @@ load_versions() {
     OLDEST_OPENCODE=$(version_key oldest || true)
     PINNED_OPENCODE=$(version_key pinned || true)
     UNTESTED_OPENCODE=$(sed -n 's/^ *"notInstallable": *\[\(.*\)\].*/\1/p' "$versions_file" | tr -d '" ' | tr ',' ' ' || true)
+    V2_FOLLOWS=$(version_key v2follows || true)
+    V2_COMMIT=$(sed -n 's/^ *"v2commit": *"\([0-9a-f]*\)".*/\1/p' "$versions_file" | head -n1 || true)
   fi
   if ! printf '%s\n%s\n' "$OLDEST_OPENCODE" "$PINNED_OPENCODE" | grep -Eqx '[0-9]+\.[0-9]+\.[0-9]+'; then
     fail "$EXIT_ERROR" "$versions_file is missing or has no \"oldest\" and \"pinned\" version: run install.sh from a complete checkout"
@@ -111,8 +116,9 @@ Options:
 
 Tested opencode versions (the end-to-end suite passed on each): $range
 When opencode is on PATH (or given with --opencode), a tested version installs silently, a newer one of the same
-major version installs with a warning (not yet tested: --check proves it on this machine), and an older one,
-another major version or no version at all is refused unless --force.
+major version installs with a warning (not yet tested: --check proves it on this machine), OpenCode 2 installs
+with a note (its plugin API at $V2_FOLLOWS, tested in a stand-in host), and an older one, another major version or
+no version at all is refused unless --force.
 
 Exit codes:
   0  done, or nothing to do
@@ -361,14 +367,15 @@ version_compare() {
 
 # The verdict on an opencode version, one word: tested (in the tested range), untested (newer than the newest tested
 # with the same major version, a pre-release/build of a version from the oldest tested on, or a release of the range
-# the suite could not be run on), older (below the range), major (another major version: a new plugin API), none
-# (no version). The one place of this decision.
+# the suite could not be run on), older (below the range), v2 (OpenCode 2, whose API the v2 entry follows), major
+# (another major version: a new plugin API), none (no version). The one place of this decision.
 version_verdict() {
   load_versions
   local v=$1 core
   core=$(printf '%s' "$v" | grep -Eo '^[0-9]+\.[0-9]+\.[0-9]+' || true)
   if [ -z "$core" ]; then echo none; return; fi
   if [ "${core%%.*}" != "${PINNED_OPENCODE%%.*}" ]; then
+    if [ -n "$V2_FOLLOWS" ] && [ "${core%%.*}" = "${V2_FOLLOWS%%.*}" ]; then echo v2; return; fi
     if [ "$(version_compare "$core" "$PINNED_OPENCODE")" = 1 ]; then echo major; else echo older; fi
     return
   fi
@@ -392,6 +399,7 @@ verdict_reason() { # verdict_reason VERDICT VERSION
       fi
       ;;
     older) printf 'older than %s, the oldest tested version (tested: %s)' "$OLDEST_OPENCODE" "$(tested_range)" ;;
+    v2) printf 'OpenCode 2: the plugins follow its plugin API at %s (anomalyco/opencode %s), tested in a stand-in host built from that source, not yet in a released OpenCode 2' "$V2_FOLLOWS" "$(printf '%s' "$V2_COMMIT" | cut -c1-7)" ;;
     major) printf 'another major version than the tested %s (a new plugin API these plugins were not written for)' "$(tested_range)" ;;
   esac
 }
@@ -416,6 +424,10 @@ version_gate() {
       ;;
     untested)
       warn "opencode $opencode_version ($opencode_bin) is $(verdict_reason untested "$opencode_version"). Installing anyway; run ./install.sh --check to prove on this machine that the plugins load and block in it."
+      return 0
+      ;;
+    v2)
+      warn "opencode $opencode_version ($opencode_bin) is $(verdict_reason v2). Installing; restart OpenCode (opencode service restart), then run ./install.sh --check to see that it lists both plugins as loaded."
       return 0
       ;;
     none) what="did not report a version (\`$opencode_bin --version\` failed or printed none)" ;;
@@ -878,6 +890,34 @@ installed_version() { # installed_version "NAME..."
   fi
 }
 
+# --check on OpenCode 2: whether the host lists each installed plugin as loaded (`opencode plugin list`, run with a
+# throw-away config dir holding copies of the installed files, so the person's config and service are not touched).
+# A line naming the plugin and "failed" or "error" is a failed check; no line at all proves nothing, and says so. What
+# cannot be proven here (a block in a real session: the doctor's scripted model speaks to v1 hosts) is said plainly.
+check_v2_listing() { # check_v2_listing "FILE..."
+  local sandbox out="" rc=0 name id line
+  sandbox=$(mktemp -d "${TMPDIR:-/tmp}/opencode-guards-v2.XXXXXX")
+  mkdir -p "$sandbox/config/opencode/plugins" "$sandbox/home"
+  for name in $1; do cp "$plugins_dir/$name" "$sandbox/config/opencode/plugins/$name"; done
+  local run=(env HOME="$sandbox/home" XDG_CONFIG_HOME="$sandbox/config" OPENCODE_CONFIG_DIR="$sandbox/config/opencode")
+  ! command -v timeout >/dev/null 2>&1 || run+=(timeout 60)
+  out=$(cd "$sandbox" && "${run[@]}" "$opencode_bin" plugin list </dev/null 2>&1) || rc=$?
+  rm -rf "$sandbox"
+  for name in $1; do
+    id=${name%.ts}
+    line=$(printf '%s\n' "$out" | grep -F -- "$id" | head -n1 | sed 's/^ *//' || true)
+    if [ -z "$line" ]; then
+      say "OpenCode 2 loads $name: not proven (\`opencode plugin list\` exited $rc and did not name it: $(printf '%s\n' "$out" | grep -v '^ *$' | tail -n1))"
+    elif printf '%s' "$line" | grep -Eqi 'fail|error'; then
+      check_failed "OpenCode 2 loads $name" "opencode plugin list says: $line"
+    else
+      check_ok "OpenCode 2 loads $name" "opencode plugin list: $line"
+    fi
+  done
+  say "not proven on OpenCode 2: that the plugins block in a real session (the doctor's scripted session drives opencode 1.x"
+  say "  only); their v2 entry passed the end-to-end scenarios in a stand-in host built from OpenCode $V2_FOLLOWS's source."
+}
+
 run_check() {
   load_versions
   locate_opencode
@@ -915,6 +955,7 @@ run_check() {
       case $verdict in
         tested) check_ok "opencode version" "$opencode_version: $(verdict_reason tested)" ;;
         untested) check_ok "opencode version" "$opencode_version: $(verdict_reason untested "$opencode_version"); the checks below are the proof on this machine" ;;
+        v2) check_ok "opencode version" "$opencode_version: $(verdict_reason v2)" ;;
         *) check_failed "opencode version" "$opencode_version: $(verdict_reason "$verdict" "$opencode_version"); install.sh refuses it without --force" ;;
       esac
     fi
@@ -946,6 +987,15 @@ run_check() {
   fi
   if [ -z "$plugins" ] || [ -z "$opencode_version" ]; then
     stop_check
+  fi
+
+  # 4. OpenCode 2: what its own command can show (check_v2_listing); the doctor's scripted session drives v1 hosts.
+  if [ "$verdict" = v2 ]; then
+    check_v2_listing "$plugins"
+    say "$checks_ok ok, $checks_failed failed"
+    [ "$checks_failed" = 0 ] || exit "$EXIT_CHECK_FAILED"
+    [ "$contract_errors" = 0 ] || exit "$EXIT_CONTRACT_ERRORS"
+    return 0
   fi
 
   # 4. Discovery, blocking and loading, in the sandbox (doctor/check.mjs prints those checks and the summary).

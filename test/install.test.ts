@@ -24,7 +24,7 @@ const PRODUCT_FILES = [
   "doctor/fake-llm.mjs",
   "doctor/sandbox.mjs",
 ]
-const VERSIONS: { pinned: string; oldest: string } = JSON.parse(
+const VERSIONS: { pinned: string; oldest: string; v2follows: string; v2commit: string } = JSON.parse(
   fs.readFileSync(path.join(repo, "opencode-versions.json"), "utf8"),
 )
 const RANGE = VERSIONS.oldest === VERSIONS.pinned ? VERSIONS.pinned : `${VERSIONS.oldest} to ${VERSIONS.pinned}`
@@ -33,7 +33,9 @@ const patchOf = (v: string, by: number) => {
   const [major, minor, patch] = v.split(".").map(Number)
   return `${major}.${minor}.${Math.max(0, patch! + by)}`
 }
-const majorAbove = `${Number(VERSIONS.pinned.split(".")[0]) + 1}.0.0`
+// OpenCode 2 (the major version of VERSIONS.v2follows) installs with a note; the major version after it is refused.
+const majorAbove = `${Number(VERSIONS.v2follows.split(".")[0]) + 1}.0.0`
+const v2Release = VERSIONS.v2follows
 /** An older version than the oldest tested one (a lower minor if the patch level is already 0). */
 const belowRange = (() => {
   const [major, minor, patch] = VERSIONS.oldest.split(".").map(Number)
@@ -613,6 +615,14 @@ describe("version gate", () => {
     ],
     ["the next major version", majorAbove, 0, [], 4, `${refused(majorAbove)}, another major version`],
     [
+      "OpenCode 2",
+      v2Release,
+      0,
+      [],
+      0,
+      `is OpenCode 2: the plugins follow its plugin API at ${v2Release} (anomalyco/opencode ${VERSIONS.v2commit.slice(0, 7)}), tested in a stand-in host built from that source, not yet in a released OpenCode 2. Installing;`,
+    ],
+    [
       "a version below the tested range",
       belowRange,
       0,
@@ -641,7 +651,9 @@ describe("version gate", () => {
       expect(fs.existsSync(path.join(w.plugins, "loop-guard.ts"))).toBe(true)
     }
     // Silent means silent: no warning for a tested version; an untested one is named with the way to prove it.
-    if (message.includes("not yet tested") || message.includes("not a tested release")) {
+    if (message.includes("is OpenCode 2")) {
+      expect(r.stderr).toContain("run ./install.sh --check to see that it lists both plugins as loaded")
+    } else if (message.includes("not yet tested") || message.includes("not a tested release")) {
       expect(r.stderr).toContain("warning: ")
       expect(r.stderr).toContain("run ./install.sh --check to prove on this machine")
     } else if (code === 0 && !args.includes("--force")) {
@@ -1184,6 +1196,63 @@ describe("--check (doctor) on the real opencode of the dev toolchain", () => {
       expect(r.code).toBe(0)
     },
     CHECK_TIMEOUT,
+  )
+})
+
+// --check on OpenCode 2: no v2 host is reachable here, so a stand-in opencode answers --version with the release the
+// v2 entry follows, runs scripts on the real Bun (as opencode's BUN_BE_BUN=1 does: the contract check) and answers
+// `plugin list` from the plugins it finds in the config dir it is given, each with the status the test asks for.
+describe("--check on OpenCode 2", () => {
+  const bun = path.join(repo, "node_modules", ".bin", "bun")
+  function stubV2(dir: string, status: string): string {
+    const file = path.join(dir, "opencode")
+    const list = status
+      ? `for f in "$OPENCODE_CONFIG_DIR"/plugins/*.ts; do n=$(basename "$f" .ts); echo "  $n  local  ${status}"; done`
+      : "echo 'No plugins.'"
+    fs.writeFileSync(
+      file,
+      `#!/bin/sh\nif [ "$BUN_BE_BUN" = 1 ]; then exec '${bun}' "$@"; fi\ncase "$1" in\n  --version) echo ${v2Release} ;;\n  plugin) ${list} ;;\n  *) exit 1 ;;\nesac\n`,
+    )
+    fs.chmodSync(file, 0o755)
+    return file
+  }
+
+  test.each([
+    [
+      "lists both as loaded",
+      "loaded",
+      0,
+      [
+        "OpenCode 2 loads loop-guard.ts: ok (opencode plugin list: loop-guard  local  loaded)",
+        "OpenCode 2 loads semantic-anchors.ts: ok",
+      ],
+    ],
+    [
+      "lists them as failed",
+      "failed",
+      5,
+      ["OpenCode 2 loads semantic-anchors.ts: failed: opencode plugin list says: semantic-anchors  local  failed"],
+    ],
+    [
+      "names neither",
+      "",
+      0,
+      ["OpenCode 2 loads loop-guard.ts: not proven (`opencode plugin list` exited 0 and did not name it: No plugins.)"],
+    ],
+  ])(
+    "the host %s",
+    (_name, status, code, lines) => {
+      const w = world("repo")
+      stubV2(w.bin, status)
+      expect(runInstaller(w, []).code).toBe(0)
+      const r = runInstaller(w, ["--check"], { timeoutMs: 60_000 })
+      expect(r.out).toContain(`opencode version: ok (${v2Release}: OpenCode 2: the plugins follow its plugin API`)
+      expect(r.out).toContain("contract files: 0 errors, 0 warnings")
+      for (const line of lines) expect(r.out).toContain(line)
+      expect(r.out).toContain("not proven on OpenCode 2: that the plugins block in a real session")
+      expect(r.code).toBe(code)
+    },
+    60_000,
   )
 })
 
