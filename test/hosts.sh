@@ -78,27 +78,32 @@ for v in "${versions[@]}"; do
 done
 
 # Installs opencode-ai@VERSION into the cache (once); sets host_bin to the binary's path. It installs into a temporary
-# directory and renames it, so a run in parallel (another checkout's npm test) never sees half an install.
+# directory and renames it, so a run in parallel (another checkout's npm test) never sees half an install. A release
+# whose opencode-ai wrapper the registry lacks but whose Linux x64 binary package it serves (1.18.34:
+# opencode-linux-x64@1.18.34) is installed from that package: the binary is the same one the wrapper would run.
 host_bin=""
 install_host() {
   local v=$1 dir=$cache/$1
-  local bin=$dir/node_modules/.bin/opencode
+  local bin=$dir/node_modules/.bin/opencode platform_bin=$dir/node_modules/opencode-linux-x64/bin/opencode
   host_bin=""
-  if [ ! -x "$bin" ]; then
+  if [ ! -x "$bin" ] && [ ! -x "$platform_bin" ]; then
     local tmp=$cache/.installing-$v-$$
     rm -rf "$tmp"
     mkdir -p "$tmp" && echo '{"private":true}' >"$tmp/package.json" || return 1
     if ! bounded 900 npm install --prefix "$tmp" --no-audit --no-fund --loglevel=error "opencode-ai@$v" \
-      >"$cache/logs/$v.install.log" 2>&1; then
+      >"$cache/logs/$v.install.log" 2>&1 &&
+      ! bounded 900 npm install --prefix "$tmp" --no-audit --no-fund --loglevel=error "opencode-linux-x64@$v" \
+        >>"$cache/logs/$v.install.log" 2>&1; then
       rm -rf "$tmp"
       return 1
     fi
-    [ -x "$bin" ] || { rm -rf "$dir" && mv "$tmp" "$dir"; } || return 1
+    { [ -x "$bin" ] || [ -x "$platform_bin" ]; } || { rm -rf "$dir" && mv "$tmp" "$dir"; } || return 1
     rm -rf "$tmp"
     # npm can succeed without the platform package that holds the binary (the registry lacks it).
-    [ -x "$bin" ] || { echo "npm installed opencode-ai@$v but no opencode binary" >>"$cache/logs/$v.install.log" && return 1; }
+    [ -x "$bin" ] || [ -x "$platform_bin" ] ||
+      { echo "npm installed opencode-ai@$v but no opencode binary" >>"$cache/logs/$v.install.log" && return 1; }
   fi
-  host_bin=$bin
+  if [ -x "$bin" ]; then host_bin=$bin; else host_bin=$platform_bin; fi
 }
 
 if [ "$install_only" = 1 ]; then
