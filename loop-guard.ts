@@ -3282,8 +3282,10 @@ type Finding = Cycle | StepRepeat | CallStreak | Streak | WaitOver
  */
 function inHostNames(finding: Finding, names: Readonly<Record<string, string>>): Finding {
   const name = (tool: string) => (Object.prototype.hasOwnProperty.call(names, tool) ? names[tool] : tool)
-  if ("tools" in finding) return { ...finding, tools: finding.tools.map(name) }
-  return { ...finding, tool: name(finding.tool) }
+  const named = { ...finding } as Finding & { tool?: string; tools?: string[] }
+  if (named.tools) named.tools = named.tools.map(name)
+  if (named.tool !== undefined) named.tool = name(named.tool)
+  return named
 }
 
 /** Blocks from this one on escalate: the agent is told to stop calling tools and report. */
@@ -4956,6 +4958,8 @@ async function setupV2(plugin: V2Plugin, context: unknown): Promise<(() => void)
   const log = consoleLog()
   const has = (domain: V2Domain) => PROBES[domain].has(ctx)
   if (!has("tool") && !has("event") && !has("prompt")) return // registration only: nothing to watch here
+  // Without tool hooks there is no guard to run; claiming the project would only switch a v1 entry off.
+  if (!has("tool")) return log("warn", `${plugin.id}: v2 host has no ${PROBES.tool.path}: the plugin stays off`)
   const directory = ctx.location?.directory
   if (!claimHost(plugin.id, directory, "v2")) {
     log("info", `${plugin.id}: the v1 entry already runs for this project; the v2 entry stays off`)
@@ -4972,15 +4976,22 @@ async function setupV2(plugin: V2Plugin, context: unknown): Promise<(() => void)
     const odd = oddOnce(plugin.id, log)
     if (has("tool")) registrations.push(...(await toolHooks(ctx, hooks, odd)))
     if (has("prompt") && hooks["chat.message"]) registrations.push(await promptHook(ctx, hooks))
-    if (has("event") && hooks.event) void events(ctx, hooks, controller.signal, odd, log, plugin.id)
+    if (has("event") && hooks.event) void events(ctx, hooks, controller.signal, odd, log, plugin.id, directory)
     if (has("command") && plugin.commands) await addCommands(ctx, plugin.commands(log), log, plugin.id)
   } catch (error) {
     log("error", `${plugin.id}: internal error while starting on the v2 host, partly off (fail-open): ${String(error)}`)
   }
   return () => {
-    controller.abort()
-    for (const registration of registrations) void registration?.dispose?.()
     releaseV2(plugin.id, directory)
+    controller.abort()
+    for (const registration of registrations) {
+      try {
+        const pending = registration?.dispose?.() as { catch?: (f: () => void) => void } | undefined
+        pending?.catch?.(() => {}) // the host disposes them at unload too
+      } catch {
+        // already disposed
+      }
+    }
   }
 }
 
@@ -5068,7 +5079,11 @@ async function promptHook(ctx: V2Context, hooks: Hooks): Promise<Registration> {
   )
 }
 
-/** The event stream, each event the v1 event it means; ends at cleanup. */
+/**
+ * The event stream, each event the v1 event it means; ends at cleanup. A v2 service runs one instance per location
+ * and each sees every location's events: one whose envelope names another directory is not ours. A stream that ends
+ * before cleanup is said in the log (turn resets, the stream check and subagent links stop with it).
+ */
 async function events(
   ctx: V2Context,
   hooks: Hooks,
@@ -5076,10 +5091,12 @@ async function events(
   odd: (what: string) => void,
   log: HostLog,
   id: string,
+  directory: unknown,
 ) {
   try {
     for await (const envelope of ctx.event!.subscribe!({ signal })) {
       try {
+        if (elsewhere(envelope, directory)) continue
         const event = v1Event(envelope)
         if (event) await hooks.event!({ event: event as never })
         else if (isRecord(envelope) && /^session\.(text|reasoning)\./.test(String(envelope.type)))
@@ -5088,9 +5105,16 @@ async function events(
         // one event we cannot read changes nothing
       }
     }
+    if (!(signal as { aborted?: boolean }).aborted) log("warn", `${id}: the v2 event stream ended; events are off`)
   } catch (error) {
     if (!(signal as { aborted?: boolean }).aborted) log("error", `${id}: the v2 event stream ended: ${String(error)}`)
   }
+}
+
+/** Whether an event's envelope names a location other than this instance's. */
+function elsewhere(envelope: unknown, directory: unknown): boolean {
+  const location = isRecord(envelope) && isRecord(envelope.location) ? envelope.location : undefined
+  return typeof location?.directory === "string" && typeof directory === "string" && location.directory !== directory
 }
 
 /** The plugin's commands: each answer printed in the session as a synthetic message that does not wake the model. */

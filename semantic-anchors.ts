@@ -6517,7 +6517,19 @@ class Anchors {
     this.config = next
     this.activeCache = new Map()
     this.plans = new WeakMap()
+    this.roles = new Map()
   }
+
+  /** The role of an agent under the config in force (kept per config: an OpenCode 2 host names it on every call). */
+  roleFor(agent: string): string {
+    let role = this.roles.get(agent)
+    if (role === undefined) {
+      if (this.roles.size >= MAX_TOOL_PLANS) this.roles.clear()
+      this.roles.set(agent, (role = roleForAgent(this.config, agent)))
+    }
+    return role
+  }
+  private roles = new Map<string, string>()
 
   /** The active contracts of a role and agent (locks follow the agent), computed once per config. */
   active(role: string, agent: string | undefined): Contract[] {
@@ -7510,6 +7522,8 @@ async function setupV2(plugin: V2Plugin, context: unknown): Promise<(() => void)
   const log = consoleLog()
   const has = (domain: V2Domain) => PROBES[domain].has(ctx)
   if (!has("tool") && !has("event") && !has("prompt")) return // registration only: nothing to watch here
+  // Without tool hooks there is no guard to run; claiming the project would only switch a v1 entry off.
+  if (!has("tool")) return log("warn", `${plugin.id}: v2 host has no ${PROBES.tool.path}: the plugin stays off`)
   const directory = ctx.location?.directory
   if (!claimHost(plugin.id, directory, "v2")) {
     log("info", `${plugin.id}: the v1 entry already runs for this project; the v2 entry stays off`)
@@ -7526,15 +7540,22 @@ async function setupV2(plugin: V2Plugin, context: unknown): Promise<(() => void)
     const odd = oddOnce(plugin.id, log)
     if (has("tool")) registrations.push(...(await toolHooks(ctx, hooks, odd)))
     if (has("prompt") && hooks["chat.message"]) registrations.push(await promptHook(ctx, hooks))
-    if (has("event") && hooks.event) void events(ctx, hooks, controller.signal, odd, log, plugin.id)
+    if (has("event") && hooks.event) void events(ctx, hooks, controller.signal, odd, log, plugin.id, directory)
     if (has("command") && plugin.commands) await addCommands(ctx, plugin.commands(log), log, plugin.id)
   } catch (error) {
     log("error", `${plugin.id}: internal error while starting on the v2 host, partly off (fail-open): ${String(error)}`)
   }
   return () => {
-    controller.abort()
-    for (const registration of registrations) void registration?.dispose?.()
     releaseV2(plugin.id, directory)
+    controller.abort()
+    for (const registration of registrations) {
+      try {
+        const pending = registration?.dispose?.() as { catch?: (f: () => void) => void } | undefined
+        pending?.catch?.(() => {}) // the host disposes them at unload too
+      } catch {
+        // already disposed
+      }
+    }
   }
 }
 
@@ -7622,7 +7643,11 @@ async function promptHook(ctx: V2Context, hooks: Hooks): Promise<Registration> {
   )
 }
 
-/** The event stream, each event the v1 event it means; ends at cleanup. */
+/**
+ * The event stream, each event the v1 event it means; ends at cleanup. A v2 service runs one instance per location
+ * and each sees every location's events: one whose envelope names another directory is not ours. A stream that ends
+ * before cleanup is said in the log (turn resets, the stream check and subagent links stop with it).
+ */
 async function events(
   ctx: V2Context,
   hooks: Hooks,
@@ -7630,10 +7655,12 @@ async function events(
   odd: (what: string) => void,
   log: HostLog,
   id: string,
+  directory: unknown,
 ) {
   try {
     for await (const envelope of ctx.event!.subscribe!({ signal })) {
       try {
+        if (elsewhere(envelope, directory)) continue
         const event = v1Event(envelope)
         if (event) await hooks.event!({ event: event as never })
         else if (isRecord(envelope) && /^session\.(text|reasoning)\./.test(String(envelope.type)))
@@ -7642,9 +7669,16 @@ async function events(
         // one event we cannot read changes nothing
       }
     }
+    if (!(signal as { aborted?: boolean }).aborted) log("warn", `${id}: the v2 event stream ended; events are off`)
   } catch (error) {
     if (!(signal as { aborted?: boolean }).aborted) log("error", `${id}: the v2 event stream ended: ${String(error)}`)
   }
+}
+
+/** Whether an event's envelope names a location other than this instance's. */
+function elsewhere(envelope: unknown, directory: unknown): boolean {
+  const location = isRecord(envelope) && isRecord(envelope.location) ? envelope.location : undefined
+  return typeof location?.directory === "string" && typeof directory === "string" && location.directory !== directory
 }
 
 /** The plugin's commands: each answer printed in the session as a synthetic message that does not wake the model. */
@@ -7789,10 +7823,10 @@ async function onChatMessage(
  * names the agent on the call, not on the message). Another agent starts the step counters over.
  */
 function noteAgent(anchors: Anchors, state: SessionState, agent: unknown): void {
-  if (typeof agent !== "string" || agent === state.agent) return
-  if (state.agent !== undefined) resetCounters(state)
+  if (typeof agent !== "string") return
+  if (state.agent !== undefined && state.agent !== agent) resetCounters(state)
   state.agent = agent
-  state.role = roleForAgent(anchors.config, agent)
+  state.role = anchors.roleFor(agent) // again each time: /anchor reload may have mapped it anew
 }
 
 /**
@@ -8066,6 +8100,24 @@ const server: Plugin = async (input) => {
 }
 
 /**
+ * `/anchor test` as an OpenCode 2 user types it (`test shell git push -f`, `test read {"path": "a"}`), in the names the
+ * contracts use (`bash`, `filePath`); the other subcommands as they are.
+ */
+function inV1Names(args: string): string {
+  const match = /^(\s*test\s+)(\S+)(\s*)([\s\S]*)$/i.exec(args)
+  if (!match) return args
+  const [, head, tool, gap, rest] = match
+  let json: unknown
+  try {
+    json = rest.trimStart().startsWith("{") ? JSON.parse(rest) : undefined
+  } catch {
+    json = undefined // not JSON: the tool's main argument as text, or an error /anchor test explains
+  }
+  const call = v1Call(tool, json)
+  return `${head}${call.tool}${gap}${json === undefined ? rest : JSON.stringify(call.args)}`
+}
+
+/**
  * The v2 adapter: OpenCode 2 calls setup(ctx), whose hooks and events setupV2 translates into the same hooks. No
  * tools (a v2 plugin tool cannot ask the human, so anchor_bypass has no port: the block tells the model to ask the
  * user to type /anchor bypass); /anchor is a v2 command whose answer is printed without waking the model.
@@ -8089,7 +8141,7 @@ const setup = (ctx: unknown) => {
                 name: "anchor",
                 description: "semantic-anchors: status | test <tool> <arguments> | bypass <reason> | reload",
                 run: (sessionID, args) =>
-                  anchorCommandText(stripArgumentQuotes(args), runAnchorCommand(anchors!, sessionID, args)),
+                  anchorCommandText(stripArgumentQuotes(args), runAnchorCommand(anchors!, sessionID, inV1Names(args))),
               },
             ]
           : [],

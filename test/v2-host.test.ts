@@ -129,6 +129,36 @@ describe("loop-guard on v2", () => {
     expect(host.interrupts).toEqual([S])
   })
 
+  test("the same two calls made at once in three steps, in any order: the block names shell", async () => {
+    const { host } = await start(LOOP_GUARD, project().dir)
+    const orders = [
+      ["a.txt", "f.txt"],
+      ["f.txt", "a.txt"],
+      ["a.txt", "f.txt"],
+    ]
+    const outcomes = []
+    for (const [step, order] of orders.entries())
+      for (const file of order)
+        outcomes.push(await host.call(S, "shell", { command: `cat ${file}` }, `msg_step${step}`))
+    expect(outcomes.map((it) => it.status)).toEqual([
+      "completed",
+      "completed",
+      "completed",
+      "completed",
+      "completed",
+      "error",
+    ])
+    expect(errorOf(outcomes[5]).split("\n")[0]).toBe("loop-guard blocked this shell call: it was not run.")
+    expect(errorOf(outcomes[5])).toContain("steps each made the same 2 tool calls at once")
+  })
+
+  test("another location's looping answer is not this instance's to stop", async () => {
+    const { host } = await start(LOOP_GUARD, project().dir)
+    const looping = Array.from({ length: 40 }, () => "I will check the configuration file again to be sure. ")
+    expect(await host.stream(S, looping, "text", { directory: "/somewhere/else" })).toBe(40)
+    expect(host.interrupts).toEqual([])
+  })
+
   test("a reasoning loop is interrupted too", async () => {
     const { host } = await start(LOOP_GUARD, project().dir)
     const sent = await host.stream(
@@ -218,6 +248,17 @@ describe("semantic-anchors on v2, with no config", () => {
     expect(readFileSync(join(p.dir, "push.log"), "utf8")).toBe("ran\n")
   })
 
+  test("/anchor test takes v2's names: shell and path", async () => {
+    const p = project(true)
+    const { host } = await start(ANCHORS, p.dir, p.env)
+    await host.command(S, "anchor", "test shell git push -f origin main")
+    // the echo is what the person typed; the call is judged as the contracts name it (tools: [bash])
+    expect(host.synthetic[0].text).toStartWith("[semantic-anchors] /anchor test shell git push -f origin main\n")
+    expect(host.synthetic[0].text).toContain("verdict: block (protect-remote-history)")
+    await host.command(S, "anchor", 'test write {"path": "/etc/passwd", "content": "x"}')
+    expect(host.synthetic[1].text).toContain('call: write {"content":"x","filePath":"/etc/passwd"}')
+  })
+
   test("no ctx.command: one log line says /anchor is off; the protection works", async () => {
     const p = project(true)
     const { host, lines } = await start(ANCHORS, p.dir, p.env, ["command"])
@@ -290,6 +331,18 @@ describe("one host generation per plugin and project: no call is judged twice", 
       expect(await plugin.server(v1Input(p.dir, logs), {})).toEqual({})
       expect(logs.at(-1)).toBe(`${plugin.id}: the v2 entry already runs for this project; the v1 entry stays off`)
     }
+  })
+
+  test("a context with events but no tool hooks: setup stays off and says so; server's hooks judge as before", async () => {
+    const dir = project().dir
+    output = captureConsole()
+    const host = new StandIn(dir, { without: ["tool"] })
+    hosts.push(host)
+    await loopGuard.setup(host.context())
+    expect(host.hooks.size).toBe(0)
+    expect(output.lines).toEqual(["loop-guard: v2 host has no ctx.tool.hook: the plugin stays off"])
+    const hooks = (await loopGuard.server(v1Input(dir, []), {})) as any
+    expect(typeof hooks["tool.execute.before"]).toBe("function")
   })
 
   test("a registration-only setup on a v1 host changes nothing: server's hooks judge as before", async () => {

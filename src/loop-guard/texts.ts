@@ -19,8 +19,10 @@ export type Finding = Cycle | StepRepeat | CallStreak | Streak | WaitOver
  */
 export function inHostNames(finding: Finding, names: Readonly<Record<string, string>>): Finding {
   const name = (tool: string) => (Object.prototype.hasOwnProperty.call(names, tool) ? names[tool] : tool)
-  if ("tools" in finding) return { ...finding, tools: finding.tools.map(name) }
-  return { ...finding, tool: name(finding.tool) }
+  const named = { ...finding } as Finding & { tool?: string; tools?: string[] }
+  if (named.tools) named.tools = named.tools.map(name)
+  if (named.tool !== undefined) named.tool = name(named.tool)
+  return named
 }
 
 /** Blocks from this one on escalate: the agent is told to stop calling tools and report. */

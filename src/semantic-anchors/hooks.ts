@@ -16,7 +16,6 @@ import { attributeAfterCall } from "./work-git"
 import type { Hooks, Plugin, PluginInput } from "@opencode-ai/plugin"
 import { MESSAGE_CAP, OWN_TOOLS, SERVICE, TOAST_AFTER_MESSAGE_MS, TOAST_SHOWN_MS, process } from "./constants"
 import { capText } from "../shared/text"
-import { roleForAgent } from "./model"
 import { isMapping } from "./problems"
 import type { Raw } from "./problems"
 import { guardFiles } from "./integrity"
@@ -50,7 +49,7 @@ import {
 } from "./runtime"
 import type { HookInput, HookOutput, Part } from "./runtime"
 import { anchorTools, runAnchorCommand, testText } from "./anchor-command"
-import { V2_NAMES, claimHost, setupV2 } from "../shared/v2-host"
+import { V2_NAMES, claimHost, setupV2, v1Call } from "../shared/v2-host"
 
 // The hooks: what opencode calls, and what we decide. Each fails open: an internal error allows and is logged once.
 
@@ -167,10 +166,10 @@ async function onChatMessage(
  * names the agent on the call, not on the message). Another agent starts the step counters over.
  */
 function noteAgent(anchors: Anchors, state: SessionState, agent: unknown): void {
-  if (typeof agent !== "string" || agent === state.agent) return
-  if (state.agent !== undefined) resetCounters(state)
+  if (typeof agent !== "string") return
+  if (state.agent !== undefined && state.agent !== agent) resetCounters(state)
   state.agent = agent
-  state.role = roleForAgent(anchors.config, agent)
+  state.role = anchors.roleFor(agent) // again each time: /anchor reload may have mapped it anew
 }
 
 /**
@@ -444,6 +443,24 @@ const server: Plugin = async (input) => {
 }
 
 /**
+ * `/anchor test` as an OpenCode 2 user types it (`test shell git push -f`, `test read {"path": "a"}`), in the names the
+ * contracts use (`bash`, `filePath`); the other subcommands as they are.
+ */
+function inV1Names(args: string): string {
+  const match = /^(\s*test\s+)(\S+)(\s*)([\s\S]*)$/i.exec(args)
+  if (!match) return args
+  const [, head, tool, gap, rest] = match
+  let json: unknown
+  try {
+    json = rest.trimStart().startsWith("{") ? JSON.parse(rest) : undefined
+  } catch {
+    json = undefined // not JSON: the tool's main argument as text, or an error /anchor test explains
+  }
+  const call = v1Call(tool, json)
+  return `${head}${call.tool}${gap}${json === undefined ? rest : JSON.stringify(call.args)}`
+}
+
+/**
  * The v2 adapter: OpenCode 2 calls setup(ctx), whose hooks and events setupV2 translates into the same hooks. No
  * tools (a v2 plugin tool cannot ask the human, so anchor_bypass has no port: the block tells the model to ask the
  * user to type /anchor bypass); /anchor is a v2 command whose answer is printed without waking the model.
@@ -467,7 +484,7 @@ const setup = (ctx: unknown) => {
                 name: "anchor",
                 description: "semantic-anchors: status | test <tool> <arguments> | bypass <reason> | reload",
                 run: (sessionID, args) =>
-                  anchorCommandText(stripArgumentQuotes(args), runAnchorCommand(anchors!, sessionID, args)),
+                  anchorCommandText(stripArgumentQuotes(args), runAnchorCommand(anchors!, sessionID, inV1Names(args))),
               },
             ]
           : [],

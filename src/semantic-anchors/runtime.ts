@@ -15,6 +15,7 @@ import {
   setTimeout,
 } from "./constants"
 import { relativeInside } from "./names"
+import { roleForAgent } from "./model"
 import { defaultConfig } from "./config"
 import type { Config, Contract, Paths } from "./model"
 import { formatProblem } from "./problems"
@@ -269,7 +270,19 @@ export class Anchors {
     this.config = next
     this.activeCache = new Map()
     this.plans = new WeakMap()
+    this.roles = new Map()
   }
+
+  /** The role of an agent under the config in force (kept per config: an OpenCode 2 host names it on every call). */
+  roleFor(agent: string): string {
+    let role = this.roles.get(agent)
+    if (role === undefined) {
+      if (this.roles.size >= MAX_TOOL_PLANS) this.roles.clear()
+      this.roles.set(agent, (role = roleForAgent(this.config, agent)))
+    }
+    return role
+  }
+  private roles = new Map<string, string>()
 
   /** The active contracts of a role and agent (locks follow the agent), computed once per config. */
   active(role: string, agent: string | undefined): Contract[] {

@@ -157,9 +157,9 @@ export class StandIn {
     })()
   }
 
-  /** An event to every subscriber, in v2's envelope. */
-  publish(type: string, data: unknown): void {
-    const envelope = { id: `evt_${++this.events}`, created: Date.now(), type, data }
+  /** An event to every subscriber, in v2's envelope (a service's subscribers see every location's events). */
+  publish(type: string, data: unknown, location?: { directory: string }): void {
+    const envelope = { id: `evt_${++this.events}`, created: Date.now(), type, data, ...(location ? { location } : {}) }
     for (const subscriber of this.subscribers) {
       subscriber.queue.push(envelope)
       subscriber.wake?.()
@@ -265,15 +265,20 @@ export class StandIn {
    * A run whose answer streams `pieces`, one delta at a time, until it ends or the session is interrupted: the
    * pieces sent before the stop.
    */
-  async stream(sessionID: string, pieces: string[], kind: "text" | "reasoning" = "text"): Promise<number> {
+  async stream(
+    sessionID: string,
+    pieces: string[],
+    kind: "text" | "reasoning" = "text",
+    location?: { directory: string },
+  ): Promise<number> {
     const assistantMessageID = `msg_s${++this.calls}`
     this.publish("session.execution.started", { sessionID })
-    this.publish(`session.${kind}.started`, { sessionID, assistantMessageID, ordinal: 0 })
+    this.publish(`session.${kind}.started`, { sessionID, assistantMessageID, ordinal: 0 }, location)
     await this.settle()
     let sent = 0
     for (const delta of pieces) {
       if (this.interrupts.includes(sessionID)) break
-      this.publish(`session.${kind}.delta`, { sessionID, assistantMessageID, ordinal: 0, delta })
+      this.publish(`session.${kind}.delta`, { sessionID, assistantMessageID, ordinal: 0, delta }, location)
       sent++
       await this.settle()
     }
