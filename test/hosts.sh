@@ -79,8 +79,8 @@ done
 
 # Installs opencode-ai@VERSION into the cache (once); sets host_bin to the binary's path. It installs into a temporary
 # directory and renames it, so a run in parallel (another checkout's npm test) never sees half an install. A release
-# whose opencode-ai wrapper the registry lacks but whose Linux x64 binary package it serves (1.18.34:
-# opencode-linux-x64@1.18.34) is installed from that package: the binary is the same one the wrapper would run.
+# whose opencode-ai wrapper the registry lacks but whose Linux x64 binary package it serves (opencode-linux-x64@VERSION)
+# is installed from that package: the binary is the same one the wrapper would run.
 host_bin=""
 install_host() {
   local v=$1 dir=$cache/$1
