@@ -54,18 +54,21 @@ product_label() {
   if [ -n "$v" ]; then printf 'opencode-guards %s' "$v"; else printf 'opencode-guards (version unknown: no package.json in %s)' "$here"; fi
 }
 
-# The tested range, from opencode-versions.json: sets OLDEST_OPENCODE and PINNED_OPENCODE (the newest tested), and
+# The tested range, from opencode-versions.json: sets OLDEST_OPENCODE, NEWEST_OPENCODE (the newest tested: "newest",
+# else "pinned"), PINNED_OPENCODE (the release npm installs: the dev toolchain's), and
 # UNTESTED_OPENCODE: the releases inside the range the matrix could not install (matrix.notInstallable), which are
 # treated as not yet tested. A missing or unreadable file is an error of this checkout, not of the user's opencode.
 # V2_FOLLOWS and V2_COMMIT: the OpenCode 2 release and source commit the plugins' v2 entry follows (tested in a
 # stand-in host built from that source, not in a released v2 host).
-OLDEST_OPENCODE="" PINNED_OPENCODE="" UNTESTED_OPENCODE="" V2_FOLLOWS="" V2_COMMIT=""
+OLDEST_OPENCODE="" NEWEST_OPENCODE="" PINNED_OPENCODE="" UNTESTED_OPENCODE="" V2_FOLLOWS="" V2_COMMIT=""
 version_key() { sed -n "s/^ *\"$1\": *\"\([0-9][0-9.]*\)\".*/\1/p" "$versions_file" 2>/dev/null | head -n1; }
 load_versions() {
   [ -z "$PINNED_OPENCODE" ] || return 0
   if [ -f "$versions_file" ]; then
     OLDEST_OPENCODE=$(version_key oldest || true)
     PINNED_OPENCODE=$(version_key pinned || true)
+    NEWEST_OPENCODE=$(version_key newest || true)
+    NEWEST_OPENCODE=${NEWEST_OPENCODE:-$PINNED_OPENCODE}
     UNTESTED_OPENCODE=$(sed -n 's/^ *"notInstallable": *\[\(.*\)\].*/\1/p' "$versions_file" | tr -d '" ' | tr ',' ' ' || true)
     V2_FOLLOWS=$(version_key v2follows || true)
     V2_COMMIT=$(sed -n 's/^ *"v2commit": *"\([0-9a-f]*\)".*/\1/p' "$versions_file" | head -n1 || true)
@@ -75,10 +78,10 @@ load_versions() {
   fi
 }
 tested_range() { # "OLDEST to PINNED", or one version when they are equal
-  if [ "$OLDEST_OPENCODE" = "$PINNED_OPENCODE" ]; then
-    printf '%s' "$PINNED_OPENCODE"
+  if [ "$OLDEST_OPENCODE" = "$NEWEST_OPENCODE" ]; then
+    printf '%s' "$NEWEST_OPENCODE"
   else
-    printf '%s to %s' "$OLDEST_OPENCODE" "$PINNED_OPENCODE"
+    printf '%s to %s' "$OLDEST_OPENCODE" "$NEWEST_OPENCODE"
   fi
 }
 
@@ -374,13 +377,13 @@ version_verdict() {
   local v=$1 core
   core=$(printf '%s' "$v" | grep -Eo '^[0-9]+\.[0-9]+\.[0-9]+' || true)
   if [ -z "$core" ]; then echo none; return; fi
-  if [ "${core%%.*}" != "${PINNED_OPENCODE%%.*}" ]; then
+  if [ "${core%%.*}" != "${NEWEST_OPENCODE%%.*}" ]; then
     if [ -n "$V2_FOLLOWS" ] && [ "${core%%.*}" = "${V2_FOLLOWS%%.*}" ]; then echo v2; return; fi
-    if [ "$(version_compare "$core" "$PINNED_OPENCODE")" = 1 ]; then echo major; else echo older; fi
+    if [ "$(version_compare "$core" "$NEWEST_OPENCODE")" = 1 ]; then echo major; else echo older; fi
     return
   fi
   if [ "$(version_compare "$core" "$OLDEST_OPENCODE")" = -1 ]; then echo older; return; fi
-  if [ "$core" != "$v" ] || [ "$(version_compare "$core" "$PINNED_OPENCODE")" = 1 ]; then echo untested; return; fi
+  if [ "$core" != "$v" ] || [ "$(version_compare "$core" "$NEWEST_OPENCODE")" = 1 ]; then echo untested; return; fi
   case " $UNTESTED_OPENCODE " in *" $v "*) echo untested; return ;; esac
   echo tested
 }
@@ -390,8 +393,8 @@ verdict_reason() { # verdict_reason VERDICT VERSION
   case $1 in
     tested) printf 'in the tested range %s' "$(tested_range)" ;;
     untested)
-      if [ "$(version_compare "$(printf '%s' "$2" | grep -Eo '^[0-9]+\.[0-9]+\.[0-9]+')" "$PINNED_OPENCODE")" = 1 ]; then
-        printf 'newer than %s, the newest tested version: not yet tested' "$PINNED_OPENCODE"
+      if [ "$(version_compare "$(printf '%s' "$2" | grep -Eo '^[0-9]+\.[0-9]+\.[0-9]+')" "$NEWEST_OPENCODE")" = 1 ]; then
+        printf 'newer than %s, the newest tested version: not yet tested' "$NEWEST_OPENCODE"
       elif [ "$(printf '%s' "$2" | grep -Eo '^[0-9]+\.[0-9]+\.[0-9]+')" != "$2" ]; then
         printf 'a pre-release or build, not a tested release (tested: %s): not yet tested' "$(tested_range)"
       else

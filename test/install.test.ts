@@ -24,10 +24,11 @@ const PRODUCT_FILES = [
   "doctor/fake-llm.mjs",
   "doctor/sandbox.mjs",
 ]
-const VERSIONS: { pinned: string; oldest: string; v2follows: string; v2commit: string } = JSON.parse(
+const VERSIONS: { pinned: string; newest: string; oldest: string; v2follows: string; v2commit: string } = JSON.parse(
   fs.readFileSync(path.join(repo, "opencode-versions.json"), "utf8"),
 )
-const RANGE = VERSIONS.oldest === VERSIONS.pinned ? VERSIONS.pinned : `${VERSIONS.oldest} to ${VERSIONS.pinned}`
+VERSIONS.newest ??= VERSIONS.pinned // the top of the tested range; pinned is the release npm installs
+const RANGE = VERSIONS.oldest === VERSIONS.newest ? VERSIONS.newest : `${VERSIONS.oldest} to ${VERSIONS.newest}`
 /** A version next to `v`: its patch level moved by `by` (clamped at 0). */
 const patchOf = (v: string, by: number) => {
   const [major, minor, patch] = v.split(".").map(Number)
@@ -576,38 +577,38 @@ describe("--only", () => {
 
 describe("version gate", () => {
   // The versions come from opencode-versions.json, so the table holds when the tested range moves.
-  const { oldest, pinned } = VERSIONS
+  const { oldest, pinned, newest } = VERSIONS
   const refused = (v: string) => `reports version ${v}`
   test.each([
     [
-      "the pinned (newest tested) version",
-      pinned,
+      "the newest tested version",
+      newest,
       0,
       [],
       0,
-      `opencode ${pinned} ($stub): supported, in the tested range ${RANGE}`,
+      `opencode ${newest} ($stub): supported, in the tested range ${RANGE}`,
     ],
     ["the oldest tested version", oldest, 0, [], 0, `opencode ${oldest} ($stub): supported`],
-    ["a prefixed tested version", `opencode ${pinned}`, 0, [], 0, "supported"],
+    ["a prefixed tested version", `opencode ${newest}`, 0, [], 0, "supported"],
     [
       "a newer patch release",
-      patchOf(pinned, 1),
+      patchOf(newest, 1),
       0,
       [],
       0,
-      `is newer than ${pinned}, the newest tested version: not yet tested`,
+      `is newer than ${newest}, the newest tested version: not yet tested`,
     ],
     [
       "a newer minor release",
-      `${pinned.split(".")[0]}.${Number(pinned.split(".")[1]) + 1}.0`,
+      `${newest.split(".")[0]}.${Number(newest.split(".")[1]) + 1}.0`,
       0,
       [],
       0,
       "not yet tested",
     ],
     [
-      "a pre-release of the pinned version",
-      `${pinned}-beta.1`,
+      "a pre-release of the newest tested version",
+      `${newest}-beta.1`,
       0,
       [],
       0,
@@ -1173,7 +1174,7 @@ describe("--check (doctor) on the real opencode of the dev toolchain", () => {
     () => {
       // The real opencode behind a wrapper that reports a newer version: what a user meets the day after a release.
       const w = world("repo")
-      const newer = patchOf(VERSIONS.pinned, 1)
+      const newer = patchOf(VERSIONS.newest, 1)
       const wrapper = path.join(w.bin, "opencode")
       fs.writeFileSync(
         wrapper,
@@ -1182,10 +1183,10 @@ describe("--check (doctor) on the real opencode of the dev toolchain", () => {
       fs.chmodSync(wrapper, 0o755)
       const install = runInstaller(w, [])
       expect(install.code).toBe(0)
-      expect(install.stderr).toContain(`opencode ${newer} (${wrapper}) is newer than ${VERSIONS.pinned}`)
+      expect(install.stderr).toContain(`opencode ${newer} (${wrapper}) is newer than ${VERSIONS.newest}`)
       const r = runInstaller(w, ["--check"], { timeoutMs: CHECK_TIMEOUT })
       expect(r.out).toContain(
-        `opencode version: ok (${newer}: newer than ${VERSIONS.pinned}, the newest tested version: not yet tested; the checks below are the proof on this machine)`,
+        `opencode version: ok (${newer}: newer than ${VERSIONS.newest}, the newest tested version: not yet tested; the checks below are the proof on this machine)`,
       )
       expect(r.out).toContain("loop-guard blocks the 4th identical read: ok")
       expect(r.out).toContain("semantic-anchors blocks a contract: ok")

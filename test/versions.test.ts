@@ -9,11 +9,15 @@ const repo = path.resolve(import.meta.dir, "..")
 const read = (rel: string) => fs.readFileSync(path.join(repo, rel), "utf8")
 const versions: {
   pinned: string
+  newest?: string
   oldest: string
   matrix: { date: string; passed: string[]; failed: string[]; notInstallable: string[] }
 } = JSON.parse(read("opencode-versions.json"))
 const { pinned, oldest, matrix } = versions
-const range = oldest === pinned ? pinned : `${oldest} to ${pinned}`
+// The top of the tested range: "newest" when the matrix passed on a release past the pinned dev toolchain (one npm
+// serves only as its platform binary), else the pinned one.
+const newest = versions.newest ?? pinned
+const range = oldest === newest ? newest : `${oldest} to ${newest}`
 
 const num = (v: string) => v.split(".").map(Number) as [number, number, number]
 const compare = (a: string, b: string) => {
@@ -22,20 +26,22 @@ const compare = (a: string, b: string) => {
 }
 
 describe("opencode-versions.json", () => {
-  test("pinned and oldest are X.Y.Z, oldest <= pinned, same major version", () => {
-    for (const v of [pinned, oldest]) expect(v).toMatch(/^\d+\.\d+\.\d+$/)
+  test("pinned, newest and oldest are X.Y.Z, oldest <= pinned <= newest, same major version", () => {
+    for (const v of [pinned, newest, oldest]) expect(v).toMatch(/^\d+\.\d+\.\d+$/)
     expect(compare(oldest, pinned)).toBeLessThanOrEqual(0)
-    expect(num(oldest)[0]).toBe(num(pinned)[0])
+    expect(compare(pinned, newest)).toBeLessThanOrEqual(0)
+    expect(num(oldest)[0]).toBe(num(newest)[0])
   })
 
   test("the tested range is what the matrix passed on: both ends passed, nothing in between failed", () => {
     expect(matrix.passed).toContain(pinned)
+    expect(matrix.passed).toContain(newest)
     expect(matrix.passed).toContain(oldest)
     for (const v of matrix.passed) {
       expect(compare(v, oldest)).toBeGreaterThanOrEqual(0)
-      expect(compare(v, pinned)).toBeLessThanOrEqual(0)
+      expect(compare(v, newest)).toBeLessThanOrEqual(0)
     }
-    for (const v of matrix.failed) expect(compare(v, oldest) < 0 || compare(v, pinned) > 0).toBe(true)
+    for (const v of matrix.failed) expect(compare(v, oldest) < 0 || compare(v, newest) > 0).toBe(true)
     for (const v of matrix.notInstallable) expect(matrix.passed).not.toContain(v)
     if (matrix.passed.length > 1) expect(matrix.date).toMatch(/^\d{4}-\d{2}-\d{2}$/)
   })
@@ -60,7 +66,7 @@ describe("the copies that cannot read it agree with it", () => {
     const list = [...matrix.passed].sort(compare).join(", ")
     if (matrix.passed.length > 1) expect(row).toContain(`passed on ${list} (${matrix.date})`)
     // A release inside the range that could not be tested is named there, not silently covered.
-    const untestedInRange = matrix.notInstallable.filter((v) => compare(v, oldest) > 0 && compare(v, pinned) < 0)
+    const untestedInRange = matrix.notInstallable.filter((v) => compare(v, oldest) > 0 && compare(v, newest) < 0)
     for (const v of untestedInRange) expect(row).toContain(v)
   })
 
@@ -72,7 +78,7 @@ describe("the copies that cannot read it agree with it", () => {
     (document) => {
       const text = read(document)
       const named = [...text.matchAll(/opencode(?:-ai)?(?:@| \*\*| )(\d+\.\d+\.\d+)/g)].map((m) => m[1])
-      const known = new Set([pinned, oldest, ...matrix.passed, ...matrix.failed, ...matrix.notInstallable])
+      const known = new Set([pinned, newest, oldest, ...matrix.passed, ...matrix.failed, ...matrix.notInstallable])
       expect(named.filter((v) => !known.has(v!))).toEqual([])
     },
   )
