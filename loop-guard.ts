@@ -629,7 +629,11 @@ function regexHazard(source: string): string | undefined {
 
 /** One simple command: its words with quotes removed, the files its redirections write, its here-documents' text;
  * `group`: how many subshells it runs in (`( ... )`, `$( ... )`), where a `cd` ends. */
-type SimpleCommand = { words: string[]; redirects: string[]; heredocs: string[]; group: number }
+/**
+ * One simple command: its words, the files it writes by redirection, what it reads on its standard input from the line
+ * itself (here-documents and here-strings), its subshell depth; `pipe`: its output goes to the next command (`a | b`).
+ */
+type SimpleCommand = { words: string[]; redirects: string[]; heredocs: string[]; group: number; pipe?: true }
 
 /** A scanned command line; `substituted`: it has `$(...)`, backquotes or `<(...)`, whose output is not known. */
 type Scan = { commands: SimpleCommand[]; substituted: boolean }
@@ -834,6 +838,10 @@ class LineScanner {
         this.endCommand()
         i = readHeredocs(command, i, this.heredocs)
       } else if (ch === "|" || ch === ";" || ch === "(" || ch === ")") {
+        // `a | b` (and `a |& b`) pipes a's output into b; `a || b` does not
+        this.endWord()
+        if (ch === "|" && command[i + 1] !== "|" && command[i - 1] !== "|" && this.current.words.length)
+          this.current.pipe = true
         this.endCommand()
         if (ch === "(") this.current.group = ++this.group
         else if (ch === ")") this.current.group = this.group = Math.max(0, this.group - 1)
@@ -880,8 +888,13 @@ class LineScanner {
         } else {
           let at = i + 1
           while (command[at] === "<") at++
-          const target = redirectTarget(command, at) // input redirection and here-strings read: skip their word
+          const target = redirectTarget(command, at) // input redirection: its word is a file the command reads
           if (!this.substituteAll(target.subs)) return null
+          // a here-string (`bash <<< 'rm -rf x'`) is the command's input, as a here-document's body is
+          if (at === i + 3) {
+            if (this.current.heredocs === NO_WORDS) this.current.heredocs = []
+            this.current.heredocs.push(target.word)
+          }
           i = target.end - 1
         }
       } else {
@@ -2062,6 +2075,8 @@ const PROGRAMS: Record<string, ProgramReader> = {
     args.some((arg) => /^-[vV]$/.test(arg)) ? reading() : wrapper("")(args, stdin, depth),
   ...each("bash sh zsh dash ksh", shell),
   eval: (args) => reading({ nested: [args.join(" ")] }),
+  // `builtin NAME ARG...` runs the shell's own NAME (`builtin eval CODE`, `builtin cd DIR`)
+  builtin: wrapper(""),
 }
 
 /** PROGRAMS as a Map: looked up once per simple command of every bash call. */
@@ -2091,6 +2106,8 @@ const COMMAND_VARIABLES: ReadonlyMap<string, ReadonlySet<string>> = (() => {
 })()
 /** git config given in the environment (as `git -c`): git is then no read-only command, and the values are read. */
 const GIT_CONFIG_VARIABLE = /^GIT_CONFIG_(?:PARAMETERS|COUNT|KEY_\d+|VALUE_\d+)$/
+/** A program word that is a variable holding a shell: `$SHELL`, `${SHELL}`, `$BASH`, `${BASH}`. */
+const SHELL_VARIABLE = /^\$(?:SHELL|BASH|\{(?:SHELL|BASH)\})$/
 /** The shells the reader follows (`bash -c`, `sh <<EOF`): their start-up files are code too. */
 const SHELLS = new Set(["bash", "sh", "zsh", "dash", "ksh"])
 /** Variables that make a program load code from a file (a library, a start-up script): what runs is not known. */
@@ -2120,7 +2137,11 @@ function readSimple(words: string[], stdin: string[], depth = 0): Reading {
   }
   if (i === words.length || LIST_KEYWORDS.has(words[i])) return reading({ reads: [...values, ...words.slice(i)] })
   const word = words[i]
-  const program = word[0] === "/" ? word.replace(/^\/(?:usr\/(?:local\/)?)?s?bin\//, "") : windowsName(word) // /usr/bin/sed is sed; ./bin/test is not test
+  const program = SHELL_VARIABLE.test(word)
+    ? "bash" // `$SHELL -c CODE`, `${BASH} -s`: the user's shell, a shell all the same
+    : word[0] === "/"
+      ? word.replace(/^\/(?:usr\/(?:local\/)?)?s?bin\//, "") // /usr/bin/sed is sed; ./bin/test is not test
+      : windowsName(word)
   const reader = PROGRAM_READERS.get(program)
   ranVia.push(program) // the commands its reader finds it running are run "after" it
   // a shell's start-up file (`BASH_ENV=f bash x.sh`, `ENV=f sh`) written on this line is read as its code
@@ -2273,7 +2294,7 @@ function readCommandAt(command: string, depth: number): CommandReading {
   const cdGroups: number[] = [] // the subshell depth of each `cd` of this line: it ends with its subshell
   ranSink = result.ran
   try {
-    for (const simple of scan.commands) {
+    for (const [k, simple] of scan.commands.entries()) {
       while (cdGroups.length && cdGroups[cdGroups.length - 1] > simple.group) {
         cdGroups.pop()
         ranCd.pop()
@@ -2304,6 +2325,9 @@ function readCommandAt(command: string, depth: number): CommandReading {
       // any word of the line (`echo 'git push -f' | sh`): the whole line is the code it runs, for the patterns
       if (one.codeFromPipe) {
         if (runner) runner.code = capText(command, REGEX_INPUT_CAP)
+        // what the command before it prints into the pipe, when that is written on the line (`printf 'x\n' | sh`)
+        const printed = k > 0 && scan.commands[k - 1].pipe ? printedText(scan.commands[k - 1].words) : undefined
+        if (printed !== undefined) readNestedInto(result, printed, depth, inside)
         for (const other of scan.commands)
           for (const code of other.heredocs) readNestedInto(result, code, depth, inside)
       }
@@ -2313,6 +2337,50 @@ function readCommandAt(command: string, depth: number): CommandReading {
     ranCd.length = outerCd
   }
   return result
+}
+
+/**
+ * What `echo` or `printf` writes to its output, when its words say it (`echo -e 'a\nb'`, `printf '%s\n' x y`); undefined
+ * for any other program or for `printf -v` (which writes to a variable). Bash's echo expands backslash escapes only
+ * with -e; printf always expands them in its format, and in `%b` arguments; its format is reused until the arguments
+ * are used up.
+ */
+function printedText(words: readonly string[]): string | undefined {
+  const program = words.length ? programName(words[0]) : ""
+  if (program === "echo") {
+    let i = 1
+    let escapes = false
+    for (; i < words.length && /^-[neE]+$/.test(words[i]); i++) if (words[i].includes("e")) escapes = true
+    const text = words.slice(i).join(" ")
+    return escapes ? unescapeBackslashes(text) : text
+  }
+  if (program !== "printf") return undefined
+  const args = words.slice(1)
+  if (args[0] === "--") args.shift()
+  if (args.length === 0 || args[0].startsWith("-v")) return undefined
+  const format = unescapeBackslashes(args[0])
+  const rest = args.slice(1)
+  let out = ""
+  let used = 0
+  do {
+    out += format.replace(/%(%|[-+ #0-9.]*[a-zA-Z])/g, (_spec, kind: string) => {
+      if (kind === "%") return "%"
+      const value = rest[used++] ?? ""
+      return kind.endsWith("b") ? unescapeBackslashes(value) : value
+    })
+  } while (used > 0 && used < rest.length)
+  return out
+}
+
+/** `\n`, `\t`, `\\`, `\xHH`, `\0NNN` and the like, as echo -e and printf read them. */
+function unescapeBackslashes(text: string): string {
+  if (!text.includes("\\")) return text
+  const simple: Record<string, string> = { n: "\n", t: "\t", r: "\r", a: "\x07", b: "\b", f: "\f", v: "\v", e: "\x1b" }
+  return text.replace(/\\(x[0-9a-fA-F]{1,2}|0[0-7]{0,3}|[0-7]{1,3}|.)/g, (all, code: string) => {
+    if (code[0] === "x") return String.fromCharCode(parseInt(code.slice(1), 16))
+    if (/^[0-7]/.test(code)) return String.fromCharCode(parseInt(code, 8) & 0xff)
+    return simple[code] ?? (code === "\\" ? "\\" : all)
+  })
 }
 
 /** `cd DIR` for the commands after it on the line: `cd` alone goes home; `cd -` (the last directory) is not followed. */

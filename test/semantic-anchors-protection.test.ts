@@ -166,6 +166,29 @@ const ROWS: [string, string, string][] = [
   ["disks", "parted /dev/sda print", "runs"],
   ["disks", "wipefs /dev/sdb", "runs"],
   ["disks", "shred -u secrets.txt", "runs"],
+  // text that reaches a shell: piped from echo or printf, a here-string, eval, a shell held in a variable
+  ["files", "printf 'rm -rf /\\n' | bash", FILES],
+  ["files", "printf 'rm -rf /\\n' | bash --norc -s", FILES],
+  ["files", "printf '%s\\n' 'rm -rf ~' | /bin/sh", FILES],
+  ["files", "printf 'rm -rf \\x2f\\n' | sh", FILES],
+  ["files", "echo 'rm -rf ~' | /bin/sh", FILES],
+  ["files", "bash <<< 'rm -rf /'", FILES],
+  ["files", "builtin eval 'rm -rf /'", FILES],
+  ["files", '$SHELL -c "rm -rf /"', FILES],
+  ["files", "${BASH} -c 'rm -rf ~'", FILES],
+  ["local", "echo -e 'git reset --hard HEAD~1' | bash", LOCAL],
+  ["remote", "${SHELL} -c 'git push --force'", REMOTE],
+  // near misses: the text is printed, not run; a shell that runs harmless code
+  ["files", "echo 'rm -rf /' | cat", "runs"],
+  ["files", "echo rm -rf / || bash", "runs"],
+  ["files", "cat <<< 'rm -rf /'", "runs"],
+  ["files", "bash <<< 'echo rm -rf /'", "runs"],
+  ["files", "echo 'ls -la' | bash", "runs"],
+  ["files", "printf '%s\\n' 'echo hi' | sh", "runs"],
+  // /var/tmp is a temporary directory, as /tmp is
+  ["files", "rm -rf /var/tmp/x", "runs"],
+  ["files", 'find /var/tmp/cache -name "*.tmp" -delete', "runs"],
+  ["files", "rm -rf /var/tmp", FILES],
 ]
 
 describe("with no config: the families block, near misses run", () => {

@@ -122,8 +122,9 @@ const READY: [rule: string, rows: Row[]][] = [
       ["find . -maxdepth 0 -exec git push -f \\;", "git push -f` (after find"],
       ["bash <<'EOF'\ngit push -f\nEOF", "git push -f` (in bash's code"],
       ["python3 -c \"import os; os.system('git push --force')\"", OPAQUE],
-      ["echo 'git push --force' | sh", OPAQUE], // a shell runs what the pipe gives it: the echo's words may be it
-      ["printf 'git push -f\\n' | sudo bash", OPAQUE],
+      ["echo 'git push --force' | sh", "git push --force` (in sh's code"], // what echo prints into a shell runs
+      ["printf 'git push -f\\n' | sudo bash", "git push -f` (in sudo's code"],
+      ["bash <<< 'git push -f'", "git push -f` (in bash's code"], // a here-string is the shell's input
       ["f() { git push -f; }; f", "git push -f"], // a function's body is read where it is written
       ["if git push -f origin; then echo ok; fi", "git push -f origin"],
       ["for b in main dev; do git push -f origin $b; done", "git push -f origin $b"],

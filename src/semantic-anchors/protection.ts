@@ -87,6 +87,9 @@ function strictlyUnder(abs: string, dir: string): boolean {
   return abs !== dir && abs.startsWith(dir === "/" ? "/" : `${dir}/`)
 }
 
+/** The temporary directories of every system, beside `$TMPDIR`: what is under them is scratch (FHS 3.0, 3.18 and 5.15). */
+const TEMPORARY = ["/tmp", "/var/tmp"]
+
 /**
  * Why deleting this tree (an absolute path) loses what cannot be got back, or undefined when it lies inside the
  * project or a temporary directory: `/`, the home directory, the project root, a directory holding the project,
@@ -101,7 +104,7 @@ function protectedTree(abs: string, places: PathPlaces): string | undefined {
   if (strictlyUnder(abs, places.project)) return undefined
   if (places.home.length > 1 && strictlyUnder(abs, places.home))
     return `deletes ${abs}, in the home directory, outside the project`
-  if (strictlyUnder(abs, "/tmp") || strictlyUnder(abs, places.tmpdir)) return undefined
+  if (TEMPORARY.some((dir) => strictlyUnder(abs, dir)) || strictlyUnder(abs, places.tmpdir)) return undefined
   return `deletes ${abs}, outside the project`
 }
 

@@ -4,7 +4,11 @@
 
 /** One simple command: its words with quotes removed, the files its redirections write, its here-documents' text;
  * `group`: how many subshells it runs in (`( ... )`, `$( ... )`), where a `cd` ends. */
-export type SimpleCommand = { words: string[]; redirects: string[]; heredocs: string[]; group: number }
+/**
+ * One simple command: its words, the files it writes by redirection, what it reads on its standard input from the line
+ * itself (here-documents and here-strings), its subshell depth; `pipe`: its output goes to the next command (`a | b`).
+ */
+export type SimpleCommand = { words: string[]; redirects: string[]; heredocs: string[]; group: number; pipe?: true }
 
 /** A scanned command line; `substituted`: it has `$(...)`, backquotes or `<(...)`, whose output is not known. */
 type Scan = { commands: SimpleCommand[]; substituted: boolean }
@@ -209,6 +213,10 @@ class LineScanner {
         this.endCommand()
         i = readHeredocs(command, i, this.heredocs)
       } else if (ch === "|" || ch === ";" || ch === "(" || ch === ")") {
+        // `a | b` (and `a |& b`) pipes a's output into b; `a || b` does not
+        this.endWord()
+        if (ch === "|" && command[i + 1] !== "|" && command[i - 1] !== "|" && this.current.words.length)
+          this.current.pipe = true
         this.endCommand()
         if (ch === "(") this.current.group = ++this.group
         else if (ch === ")") this.current.group = this.group = Math.max(0, this.group - 1)
@@ -255,8 +263,13 @@ class LineScanner {
         } else {
           let at = i + 1
           while (command[at] === "<") at++
-          const target = redirectTarget(command, at) // input redirection and here-strings read: skip their word
+          const target = redirectTarget(command, at) // input redirection: its word is a file the command reads
           if (!this.substituteAll(target.subs)) return null
+          // a here-string (`bash <<< 'rm -rf x'`) is the command's input, as a here-document's body is
+          if (at === i + 3) {
+            if (this.current.heredocs === NO_WORDS) this.current.heredocs = []
+            this.current.heredocs.push(target.word)
+          }
           i = target.end - 1
         }
       } else {
