@@ -185,6 +185,14 @@ const ROWS: [string, string, string][] = [
   ["files", "bash <<< 'echo rm -rf /'", "runs"],
   ["files", "echo 'ls -la' | bash", "runs"],
   ["files", "printf '%s\\n' 'echo hi' | sh", "runs"],
+  // a positional parameter: unquoted it is split into words, quoted it is one (a program with blanks: none runs)
+  ["local", "bash -c '$1' _ 'git reset --hard HEAD~1'", LOCAL],
+  ["files", "sh -c 'rm -rf \"$1\"' _ /", FILES],
+  ["files", "sh -c '\"$1\" -rf /' _ rm", FILES],
+  ["local", "bash -c '\"$1\"' _ 'git reset --hard HEAD~1'", "runs"],
+  ["remote", "xargs sh -c 'wc -l \"$1\"' _", "runs"],
+  ["remote", "sh -c 'echo \"$1 done\"' _ x", "runs"],
+  ["remote", "'/opt/my tools/git' push -f", REMOTE],
   // /var/tmp is a temporary directory, as /tmp is
   ["files", "rm -rf /var/tmp/x", "runs"],
   ["files", 'find /var/tmp/cache -name "*.tmp" -delete', "runs"],

@@ -118,8 +118,11 @@ function noteLineFiles(simple: SimpleCommand): void {
 
 /**
  * `sh -c CODE NAME ARG...`'s code with its positional parameters in place: `$0`, `$1`, `${1}`, `"$@"`, `$*` become the
- * words given (`bash -c '$1' _ 'git reset --hard'` is `git reset --hard`). Undefined when the code names one that
- * nothing sets (`sh -c '$2' _ x`): what it runs is not known.
+ * words given, split as bash splits them: unquoted, a value is split into words (`bash -c '$1' _ 'git reset --hard'`
+ * runs `git reset --hard`); quoted, it stays one word (`bash -c '"$1"' _ 'git reset --hard'` runs a program named by
+ * the whole string, which does not exist). One that nothing sets is left as it is when it is an argument
+ * (`xargs sh -c 'wc -l "$1"' _`: a file for wc); undefined when it is a program (`sh -c '$2' _ x`): what runs is not
+ * known.
  */
 function withPositional(code: string, positional: readonly string[]): string | undefined {
   if (!code.includes("$")) return code
@@ -150,12 +153,35 @@ function withPositional(code: string, positional: readonly string[]): string | u
       continue
     }
     const name = found[1] ?? found[2] ?? found[3] ?? found[4]
-    const value = name === "@" || name === "*" ? positional.slice(1).join(" ") : positional[Number(name)]
-    if (value === undefined && name !== "0") unknown = true
-    out += value ?? "sh" // $0 without NAME: the shell's name
+    const quoted = found[0][0] === '"'
+    const values =
+      name === "@" || name === "*"
+        ? positional.slice(1)
+        : [positional[Number(name)] ?? (name === "0" ? "sh" : undefined)]
+    if (values[0] === undefined && values.length === 1) {
+      unknown = true
+      out += found[0] // unset: left as written, an argument the command is given
+    } else if (quoted)
+      out += name === "@" ? values.map((v) => singleQuoted(v!)).join(" ") : singleQuoted(values.join(" "))
+    else out += double ? values.join(" ").replace(/["\\$`]/g, "\\$&") : values.join(" ")
     i += found[0].length - 1
   }
-  return unknown ? undefined : out
+  return unknown && runsUnsetParameter(out) ? undefined : out
+}
+
+/** A value as one shell word: in single quotes, its own single quotes closed and escaped. */
+function singleQuoted(value: string): string {
+  return `'${value.replace(/'/g, "'\\''")}'`
+}
+
+/** Whether code runs a program named by a positional parameter (`"$1" -rf x`, `$2`), not just passes one. */
+function runsUnsetParameter(code: string): boolean {
+  const scan = scanCommand(code)
+  if (!scan) return true
+  return scan.commands.some((simple) => {
+    const program = simple.words.find((word) => !/^[A-Za-z_][A-Za-z0-9_]*=/.test(word) && !SHELL_KEYWORDS.has(word))
+    return program !== undefined && /\$\{?[0-9@*]/.test(program)
+  })
 }
 
 // sed ---------------------------------------------------------------------------------------------------------------
@@ -619,6 +645,12 @@ function readSimple(words: string[], stdin: string[], depth = 0): Reading {
   }
   if (i === words.length || LIST_KEYWORDS.has(words[i])) return reading({ reads: [...values, ...words.slice(i)] })
   const word = words[i]
+  // a program named with blanks in it and no directory (`"$1"` given 'git reset --hard'): no such program, nothing
+  // runs; a path may hold blanks (`"/c/Program Files/Git/bin/git"`), so one with a slash is read as before
+  if (/\s/.test(word) && !/[/\\]/.test(word)) {
+    recordRan(words, i, stdin, false)
+    return reading({ reads: values })
+  }
   const program = SHELL_VARIABLE.test(word)
     ? "bash" // `$SHELL -c CODE`, `${BASH} -s`: the user's shell, a shell all the same
     : word[0] === "/"
