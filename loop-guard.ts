@@ -1541,9 +1541,17 @@ function gitStashUntracked(rest: string[]): string[] | undefined {
   return paths.length ? paths : ["."]
 }
 
+/**
+ * Whether a word of `git clean`, `git rm` or `git mv` asks for a dry run: `-n` (alone or among other letters) or
+ * `--dry-run` by any prefix git takes (`--dry-r`; it is the only long option of the three that starts with `d`).
+ */
+function isGitDryRun(word: string): boolean {
+  return /^-[a-zA-Z]*n/.test(word) || (word.length >= 3 && "--dry-run".startsWith(word))
+}
+
 /** `git clean` deletes untracked files under its paths, the current directory when none is given; -n only lists. */
 function gitCleanArgs(rest: string[]): string[] | undefined {
-  if (rest.some((w) => w === "--dry-run" || /^-[a-zA-Z]*n/.test(w))) return undefined
+  if (rest.some(isGitDryRun)) return undefined
   const args = rest.filter((w, i) => !w.startsWith("-") && rest[i - 1] !== "-e" && rest[i - 1] !== "--exclude")
   return args.length ? args : ["."]
 }
@@ -1862,7 +1870,7 @@ const readGit: ProgramReader = (args, stdin, depth) => {
     else if (value && value[1] !== "message") operands.push(value[2])
     else if (!rest[j].startsWith("-")) operands.push(rest[j])
   }
-  const removes = sub === "rm" || sub === "mv"
+  const removes = (sub === "rm" || sub === "mv") && !rest.some(isGitDryRun) // `git rm -n` lists what it would remove
   const writes = [
     ...output.map((word) => ({ word, throughLinks: true })),
     ...(removes ? operands : []).map((word) => ({ word, throughLinks: false })),

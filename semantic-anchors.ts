@@ -1976,9 +1976,17 @@ function gitStashUntracked(rest: string[]): string[] | undefined {
   return paths.length ? paths : ["."]
 }
 
+/**
+ * Whether a word of `git clean`, `git rm` or `git mv` asks for a dry run: `-n` (alone or among other letters) or
+ * `--dry-run` by any prefix git takes (`--dry-r`; it is the only long option of the three that starts with `d`).
+ */
+function isGitDryRun(word: string): boolean {
+  return /^-[a-zA-Z]*n/.test(word) || (word.length >= 3 && "--dry-run".startsWith(word))
+}
+
 /** `git clean` deletes untracked files under its paths, the current directory when none is given; -n only lists. */
 function gitCleanArgs(rest: string[]): string[] | undefined {
-  if (rest.some((w) => w === "--dry-run" || /^-[a-zA-Z]*n/.test(w))) return undefined
+  if (rest.some(isGitDryRun)) return undefined
   const args = rest.filter((w, i) => !w.startsWith("-") && rest[i - 1] !== "-e" && rest[i - 1] !== "--exclude")
   return args.length ? args : ["."]
 }
@@ -2297,7 +2305,7 @@ const readGit: ProgramReader = (args, stdin, depth) => {
     else if (value && value[1] !== "message") operands.push(value[2])
     else if (!rest[j].startsWith("-")) operands.push(rest[j])
   }
-  const removes = sub === "rm" || sub === "mv"
+  const removes = (sub === "rm" || sub === "mv") && !rest.some(isGitDryRun) // `git rm -n` lists what it would remove
   const writes = [
     ...output.map((word) => ({ word, throughLinks: true })),
     ...(removes ? operands : []).map((word) => ({ word, throughLinks: false })),
@@ -2954,6 +2962,9 @@ const FLAG_NAMES: Record<string, Record<string, string>> = {
   "git commit": { n: "no-verify", a: "all", m: "message", F: "file", q: "quiet", v: "verbose", s: "signoff" },
   "git merge": { n: "no-stat", m: "message", F: "file", q: "quiet", v: "verbose", s: "strategy", X: "strategy-option" },
   "git checkout": { f: "force", q: "quiet", p: "patch" },
+  // -D and -M stay letters of their own: each is two options at once (--delete --force, --move --force)
+  "git branch": { d: "delete", f: "force", m: "move", c: "copy", r: "remotes", a: "all", l: "list", q: "quiet" },
+  "git worktree": { f: "force", q: "quiet", v: "verbose", n: "dry-run", b: "branch", B: "branch", d: "detach" },
   // npm's shorthands (`npm help config`): -d/-q/-s set the log level, -f is --force; --dry-run has no short form
   "npm publish": { w: "workspace", d: "loglevel", q: "loglevel", s: "loglevel", f: "force", g: "global" },
   "kubectl delete": {
@@ -3029,6 +3040,13 @@ const LONG_OPTIONS: Record<string, string[]> = {
     ..."pathspec-from-file pathspec-file-nul refresh".split(" "),
   ],
   "git clean": "quiet dry-run force interactive exclude".split(" "),
+  // git branch's --force is hidden from its completion list; git worktree's are its subcommands' options together
+  "git branch": [
+    ..."verbose quiet track set-upstream-to unset-upstream color remotes contains no-contains abbrev all".split(" "),
+    ..."delete move copy list show-current create-reflog edit-description merged no-merged column sort".split(" "),
+    ..."points-at ignore-case recurse-submodules format force".split(" "),
+  ],
+  "git worktree": "force detach checkout lock reason orphan track guess-remote quiet dry-run verbose expire".split(" "),
   "git merge": [
     ..."stat summary log squash commit edit cleanup ff ff-only rerere-autoupdate verify-signatures strategy".split(" "),
     ..."strategy-option message file into-name verbose quiet abort quit continue allow-unrelated-histories".split(" "),
@@ -3310,7 +3328,9 @@ function matchRan(pattern: CommandPattern, ran: RanCommand, places: () => PathPl
   const before: string[] = []
   const end = subcommandsEnd(program, args, pattern.subcommands, before)
   if (end < 0) return NO_MATCH
-  const key = patternKey(program, pattern.subcommands.length ? subcommandName(program, args[end - 1]) : undefined)
+  // the options are the program's first subcommand's (`git worktree remove --forc`: git worktree's --force)
+  const first = end - pattern.subcommands.length
+  const key = patternKey(program, pattern.subcommands.length ? subcommandName(program, args[first]) : undefined)
   const spec = own(FLAG_VALUES, key) ?? {}
   const parsed = getopt(end === 0 ? args : args.slice(end), spec)
   // the program's options before its subcommand are its flags too (kubectl, npm: `kubectl -n prod delete`); their

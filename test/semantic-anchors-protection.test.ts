@@ -193,6 +193,14 @@ const ROWS: [string, string, string][] = [
   ["remote", "xargs sh -c 'wc -l \"$1\"' _", "runs"],
   ["remote", "sh -c 'echo \"$1 done\"' _ x", "runs"],
   ["remote", "'/opt/my tools/git' push -f", REMOTE],
+  // git's long options by any unique prefix, as git takes them; its dry runs
+  ["local", "git branch --del --forc x", LOCAL],
+  ["local", "git worktree remove --forc /tmp/wt", LOCAL],
+  ["local", "git branch --delete x", "runs"],
+  ["local", "git worktree remove /tmp/wt", "runs"],
+  ["local", "git rm -nrf .", "runs"],
+  ["local", "git rm --dry-run -r .", "runs"],
+  ["local", "git clean --dry-r --forc", "runs"],
   // /var/tmp is a temporary directory, as /tmp is
   ["files", "rm -rf /var/tmp/x", "runs"],
   ["files", 'find /var/tmp/cache -name "*.tmp" -delete', "runs"],

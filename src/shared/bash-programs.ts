@@ -35,7 +35,7 @@ import {
   sedScriptEffects,
 } from "./bash-scripts"
 import type { FindTest } from "./bash-scripts"
-import { gitCleanArgs, gitGlobals, isReadOnlyGit } from "./git-words"
+import { gitCleanArgs, gitGlobals, isGitDryRun, isReadOnlyGit } from "./git-words"
 
 // What a bash command does with each of its words, the way each tool's manual says. A quote-aware scan, not a shell:
 // `scanCommand` splits a command line into simple commands (at unquoted `|`, `||`, `&&`, `;`, `&`, newlines and
@@ -344,7 +344,7 @@ const readGit: ProgramReader = (args, stdin, depth) => {
     else if (value && value[1] !== "message") operands.push(value[2])
     else if (!rest[j].startsWith("-")) operands.push(rest[j])
   }
-  const removes = sub === "rm" || sub === "mv"
+  const removes = (sub === "rm" || sub === "mv") && !rest.some(isGitDryRun) // `git rm -n` lists what it would remove
   const writes = [
     ...output.map((word) => ({ word, throughLinks: true })),
     ...(removes ? operands : []).map((word) => ({ word, throughLinks: false })),
