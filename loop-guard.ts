@@ -1103,12 +1103,17 @@ function values(parsed: Getopt, name: string, alias?: string): string[] {
 }
 
 /** The words after a prefix program's own options (`sudo -u x`, `nice -n 5`): the command it runs. */
-function afterOptions(args: readonly string[], valueLetters: string): string[] {
+function afterOptions(
+  args: readonly string[],
+  valueLetters: string,
+  longValues: readonly string[] = NO_WORDS,
+): string[] {
   let k = 0
   while (k < args.length && args[k].startsWith("-") && args[k] !== "-") {
     const arg = args[k++]
     if (arg === "--") break
     if (!arg.startsWith("--") && arg.length === 2 && valueLetters.includes(arg[1])) k++
+    else if (arg.startsWith("--") && !arg.includes("=") && longValues.includes(arg.slice(2))) k++ // `--jobs 4`
   }
   return args.slice(k)
 }
@@ -1575,9 +1580,9 @@ function gitCleanArgs(rest: string[]): string[] | undefined {
 // in it blocks. A character of a script (`.`, `/`, `*`) is never taken for a path.
 
 /** `sudo`, `nice`, `timeout 5`, `xargs -n1`: the words after their options are a command of their own. */
-function wrapper(valueLetters: string, skipOperands = 0): ProgramReader {
+function wrapper(valueLetters: string, skipOperands = 0, longValues: readonly string[] = []): ProgramReader {
   return (args, stdin, depth) => {
-    const rest = afterOptions(args, valueLetters).slice(skipOperands)
+    const rest = afterOptions(args, valueLetters, longValues).slice(skipOperands)
     if (rest.length === 0) return reading()
     // Their own words (`env -C DIR`) are read: a guard name there counts when the command changes something.
     const own = args.slice(0, args.length - rest.length)
@@ -1592,8 +1597,52 @@ function wrapper(valueLetters: string, skipOperands = 0): ProgramReader {
  * command line (`echo .opencode/x.yaml | xargs rm`) blocks as it did before the reader; a read-only one stays so.
  */
 const readXargs: ProgramReader = (args, stdin, depth) => {
-  const inner = wrapper("nILPsdEa")(args, stdin, depth)
+  const inner = wrapper("nILPsdEa", 0, XARGS_LONG_VALUES)(args, stdin, depth)
   return inner.changing || inner.nested.length ? { ...inner, opaque: true, changing: true } : inner
+}
+/** xargs's long options that take the next word (`--process-slot-var SLOT rm -rf x`: SLOT is no command). */
+const XARGS_LONG_VALUES = [
+  ..."arg-file delimiter eof replace max-lines max-args max-procs max-chars process-slot-var".split(" "),
+]
+
+/** GNU parallel's options that take the next word (parallel --help; -a, -I and -j the common ones). */
+const PARALLEL_VALUES = "adEIjLlnNPSs"
+const PARALLEL_LONG_VALUES = [
+  ..."arg-file delimiter eof replace jobs max-lines max-args max-replace-args sshlogin max-chars".split(" "),
+  ..."colsep tag-string joblog results timeout delay memfree load basefile workdir env".split(" "),
+]
+/** parallel's replacement strings: the argument, its basename, dirname, without extension, by position. */
+const PARALLEL_REPLACEMENT = /\{(?:\d+)?(?:\/|\/\/|\.|\/\.)?\}/g
+
+/**
+ * `parallel [OPTION]... [COMMAND [ARG]...] ::: INPUT...` (GNU parallel): each input is given to COMMAND in place of
+ * `{}`, `{1}`, `{/}`, `{.}`..., or after its words when it has none; without COMMAND each input is a command line.
+ * Every line is shell code parallel hands to a shell, read as `bash -c`'s. Inputs from a file (`::::`, `-a`) or the
+ * standard input are not known: COMMAND is then read as xargs reads its own.
+ */
+const readParallel: ProgramReader = (args, stdin, depth) => {
+  const rest = afterOptions(args, PARALLEL_VALUES, PARALLEL_LONG_VALUES)
+  const at = rest.findIndex((word) => /^:{3,4}\+?$/.test(word))
+  const command = at === -1 ? rest : rest.slice(0, at)
+  const inputs = at === -1 ? NO_WORDS : rest.slice(at + 1)
+  if (at === -1 || inputs.some((word) => /^:{4}\+?$/.test(word)) || rest[at].startsWith("::::"))
+    return command.length ? readXargs(command, stdin, depth) : OPAQUE()
+  const literal = inputs.filter((word) => !/^:{3}\+?$/.test(word)).slice(0, MAX_PARALLEL_INPUTS)
+  if (command.length === 0) return reading({ nested: literal, changing: true })
+  // the command's words are shell code joined by blanks (`parallel 'rm -rf' ::: x`), each input one quoted word
+  const lines = literal.map((input) => {
+    let replaced = false
+    const code = command.join(" ").replace(PARALLEL_REPLACEMENT, () => ((replaced = true), shellWord(input)))
+    return replaced ? code : `${code} ${shellWord(input)}`
+  })
+  return reading({ nested: lines, changing: true })
+}
+/** Inputs of one parallel line read (each makes a command line; more say nothing new). */
+const MAX_PARALLEL_INPUTS = 16
+
+/** A word as the shell would take it back: plain when it holds nothing special, else in single quotes. */
+function shellWord(word: string): string {
+  return /^[\w@%+=:,./~-]+$/.test(word) ? word : singleQuoted(word)
 }
 
 /** `bash -c CODE`, `sh <<EOF`, `eval CODE`: shell code, read like a command line; a script file is opaque. */
@@ -2001,7 +2050,35 @@ const readAwk: ProgramReader = (args) => {
     reads: [...files, ...operands.filter((word) => !/^[A-Za-z_][A-Za-z0-9_]*=/.test(word))],
     changing: files.length > 0 || scripts.some((script) => AWK_EFFECTS.test(script)),
     opaque: true,
+    nested: scripts.flatMap(awkCommands),
   })
+}
+
+/** An awk string literal's text: `"..."` with its escapes (`\"`, `\\`, `\n`, `\040`, gawk's `\x20`) decoded. */
+const AWK_STRING = String.raw`"((?:[^"\\]|\\.)*)"`
+/** Where an awk program hands a string to the shell: `system("CMD")`, `"CMD" | getline`, `print ... | "CMD"`. */
+const AWK_SHELL_STRINGS = [
+  new RegExp(String.raw`\bsystem\s*\(\s*${AWK_STRING}`, "g"),
+  new RegExp(String.raw`${AWK_STRING}\s*\|\s*getline`, "g"),
+  new RegExp(String.raw`(?<![|&])\|&?\s*${AWK_STRING}`, "g"),
+  // what it prints into a shell is that shell's code: `print "rm -rf /" | "sh"`
+  new RegExp(
+    String.raw`\bprintf?\s*\(?\s*${AWK_STRING}\s*\)?\s*\|\s*"(?:/(?:usr/)?bin/)?(?:ba|da|k|z)?sh\b[^"]*"`,
+    "g",
+  ),
+]
+
+/**
+ * The command lines an awk program runs from string literals, read like `sh -c`'s code (awk hands each to
+ * /bin/sh): `system("rm -rf /")`, `"git push -f" | getline`, `print | "sh"`. A command built from fields or
+ * variables (`system("rm " $1)`) is read from its literal part only, as `rm $X` would be.
+ */
+function awkCommands(script: string): string[] {
+  if (!script.includes('"')) return NO_WORDS
+  const found: string[] = []
+  for (const pattern of AWK_SHELL_STRINGS)
+    for (const match of script.matchAll(pattern)) found.push(unescapeBackslashes(match[1].replace(/\\"/g, '"')))
+  return found
 }
 
 /**
@@ -2111,6 +2188,7 @@ const PROGRAMS: Record<string, ProgramReader> = {
   eval: (args) => reading({ nested: [args.join(" ")] }),
   // `builtin NAME ARG...` runs the shell's own NAME (`builtin eval CODE`, `builtin cd DIR`)
   builtin: wrapper(""),
+  parallel: readParallel,
 }
 
 /** PROGRAMS as a Map: looked up once per simple command of every bash call. */

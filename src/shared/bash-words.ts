@@ -122,12 +122,17 @@ export function values(parsed: Getopt, name: string, alias?: string): string[] {
 }
 
 /** The words after a prefix program's own options (`sudo -u x`, `nice -n 5`): the command it runs. */
-export function afterOptions(args: readonly string[], valueLetters: string): string[] {
+export function afterOptions(
+  args: readonly string[],
+  valueLetters: string,
+  longValues: readonly string[] = NO_WORDS,
+): string[] {
   let k = 0
   while (k < args.length && args[k].startsWith("-") && args[k] !== "-") {
     const arg = args[k++]
     if (arg === "--") break
     if (!arg.startsWith("--") && arg.length === 2 && valueLetters.includes(arg[1])) k++
+    else if (arg.startsWith("--") && !arg.includes("=") && longValues.includes(arg.slice(2))) k++ // `--jobs 4`
   }
   return args.slice(k)
 }
