@@ -212,6 +212,18 @@ const ROWS: [string, string, string][] = [
   ["files", "parallel -j 4 rm -rf {} ::: build dist", "runs"],
   ["files", "parallel echo ::: 'rm -rf /'", "runs"],
   ["files", "parallel gzip ::: a.log b.log", "runs"],
+  // interpreters running a shell command from a literal string
+  ["files", `python3 -c "import os; os.system('rm -rf /')"`, FILES],
+  ["files", `python3 -c "import subprocess; subprocess.run('rm -rf ~', shell=True)"`, FILES],
+  ["files", `python3 -c "import subprocess; subprocess.run(['rm', '-rf', '/'])"`, FILES],
+  ["files", `node -e "require('child_process').execFileSync('rm', ['-rf', '/'])"`, FILES],
+  ["remote", `node -e "require('child_process').execSync('git push -f')"`, REMOTE],
+  ["files", `perl -e 'system "rm -rf /"'`, FILES],
+  ["files", "ruby -e '`rm -rf ~`'", FILES],
+  ["files", `python3 -c "import os; os.system('ls -la')"`, "runs"],
+  ["files", `python3 -c "print('rm -rf /')"`, "runs"],
+  ["files", `python3 -c "import subprocess; subprocess.run('rm -rf /')"`, "runs"], // no shell: no such program
+  ["files", `node -e "console.log('system(rm -rf /)')"`, "runs"],
   // git's long options by any unique prefix, as git takes them; its dry runs
   ["local", "git branch --del --forc x", LOCAL],
   ["local", "git worktree remove --forc /tmp/wt", LOCAL],

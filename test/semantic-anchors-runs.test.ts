@@ -121,7 +121,8 @@ const READY: [rule: string, rows: Row[]][] = [
       ["xargs -I{} git push -f origin {} < branches.txt", "git push -f origin {}` (after xargs"],
       ["find . -maxdepth 0 -exec git push -f \\;", "git push -f` (after find"],
       ["bash <<'EOF'\ngit push -f\nEOF", "git push -f` (in bash's code"],
-      ["python3 -c \"import os; os.system('git push --force')\"", OPAQUE],
+      ["python3 -c \"import os; os.system('git push --force')\"", "git push --force` (in python3's code"], // a literal
+      ["python3 -c \"import os; c = 'git push --force'; os.system(c)\"", OPAQUE], // built at run time
       ["echo 'git push --force' | sh", "git push --force` (in sh's code"], // what echo prints into a shell runs
       ["printf 'git push -f\\n' | sudo bash", "git push -f` (in sudo's code"],
       ["bash <<< 'git push -f'", "git push -f` (in bash's code"], // a here-string is the shell's input
@@ -133,7 +134,7 @@ const READY: [rule: string, rows: Row[]][] = [
       ['echo "$(git push -f)"', "git push -f"],
       ["ssh ci@host 'cd app && git push -f'", OPAQUE],
       ["docker exec app git push --force", OPAQUE],
-      ["node -e \"require('child_process').execSync('git push -f')\"", OPAQUE],
+      ["node -e \"require('child_process').execSync('git push -f')\"", "git push -f` (in node's code"],
       ["git push origin main", null],
       ["git push -o ci.skip origin main", null], // -o takes a value: ci.skip is no flag
       ["git push --follow-tags", null],
@@ -581,8 +582,8 @@ describe("composition: args, unlessSeen, modes, roles, examples, /anchor test", 
     expect(await lines("cat <<'EOF'\ngit push --force\nEOF")).toContain(
       "runs: `git push --force` appears only in a here-document fed to cat: not run",
     )
-    expect(await lines("python3 -c \"import os; os.system('git push --force')\"")).toContain(
-      "runs: runs code the reader cannot follow that names `git push --force`: `python3 -c import os; os.system('git push --force')`",
+    expect(await lines("python3 -c \"import os; c = 'git push --force'; os.system(c)\"")).toContain(
+      "runs: runs code the reader cannot follow that names `git push --force`: `python3 -c import os; c = 'git push --force'; os.system(c)`",
     )
     expect(await lines("ls")).toContain(
       "runs: none of the commands it runs (`ls`) is `git push --force` or `git push +*`",

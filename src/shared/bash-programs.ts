@@ -551,6 +551,71 @@ function awkCommands(script: string): string[] {
 }
 
 /**
+ * `python3 -c CODE`, `node -e CODE`, `ruby -e CODE` (and perl's -e, below): code that may do anything (opaque), from
+ * which the shell commands it runs with literal strings are read as command lines (interpreterCommands).
+ */
+function interpreter(codeOption: string): ProgramReader {
+  return (args) => {
+    const at = args.findIndex((arg) => arg === codeOption || arg === `${codeOption}` || arg.startsWith(codeOption))
+    const code = at === -1 ? undefined : args[at] === codeOption ? args[at + 1] : args[at].slice(codeOption.length)
+    return code ? { ...OPAQUE(), nested: interpreterCommands(code) } : OPAQUE()
+  }
+}
+
+/** A string literal of Python, JavaScript, Perl or Ruby: single or double quotes, backslash escapes. */
+const SCRIPT_STRING = String.raw`(?:"((?:[^"\\\n]|\\.)*)"|'((?:[^'\\\n]|\\.)*)')`
+/** A list of string literals: `["rm", "-rf", "/"]`, a program and its arguments (no shell between). */
+const SCRIPT_LIST = String.raw`\[\s*(${SCRIPT_STRING}(?:\s*,\s*${SCRIPT_STRING})*)\s*,?\s*\]`
+/**
+ * Where code hands a literal string to a shell: Python's os.system, os.popen, subprocess's getoutput and, with
+ * shell=True, run, call, check_call, check_output and Popen; Node's child_process exec and execSync; Perl's and Ruby's system and exec with
+ * one string, backquotes, qx and %x.
+ */
+const SHELL_CALLS = [
+  String.raw`\bos\.(?:system|popen)\s*\(\s*`,
+  String.raw`\bsubprocess\.(?:getoutput|getstatusoutput)\s*\(\s*`,
+  String.raw`\b(?:execSync|exec)\s*\(\s*`,
+  String.raw`\b(?:system|exec)\s*\(?\s*`,
+].map((call) => new RegExp(`${call}${SCRIPT_STRING}\\s*(?:[),;}]|$)`, "gm"))
+/** subprocess with shell=True: its first string is a shell command line. */
+const SUBPROCESS_SHELL = new RegExp(
+  String.raw`\bsubprocess\.(?:run|call|check_call|check_output|Popen)\s*\(\s*${SCRIPT_STRING}[^)]*\bshell\s*=\s*True`,
+  "g",
+)
+/** A program run with its arguments as a list: subprocess.run([...]), execFileSync("rm", [...]), system("rm", ...). */
+const LIST_CALLS = [
+  new RegExp(String.raw`\bsubprocess\.(?:run|call|check_call|check_output|Popen)\s*\(\s*${SCRIPT_LIST}`, "g"),
+  new RegExp(String.raw`\bos\.exec[lv]p?e?\s*\(\s*${SCRIPT_STRING}\s*,\s*${SCRIPT_LIST}`, "g"),
+  new RegExp(String.raw`\b(?:execFileSync|execFile|spawnSync|spawn)\s*\(\s*${SCRIPT_STRING}\s*,\s*${SCRIPT_LIST}`, "g"),
+]
+/** Backquotes (Perl, Ruby), qx and %x with a literal command: `` `rm -rf x` ``, `qx(rm -rf x)`, `%x(rm -rf x)`. */
+const QUOTED_COMMANDS = /`([^`\n]+)`|\b(?:qx|%x)\s*[({]([^)}\n]+)[)}]/g
+
+/**
+ * The shell command lines a script runs from literal strings (`os.system("rm -rf /")`,
+ * `child_process.execSync('git push -f')`, `system "rm -rf x"`, `subprocess.run(["rm", "-rf", "/"])`), read like
+ * `sh -c`'s code; a command built at run time (`os.system(cmd)`, an f-string's fields) is not known and is not read.
+ */
+export function interpreterCommands(code: string): string[] {
+  if (!/system|exec|popen|subprocess|spawn|getoutput|`|qx|%x/.test(code)) return NO_WORDS
+  const found: string[] = []
+  const text = (m: RegExpMatchArray, from: number) => unescapeBackslashes(m[from] ?? m[from + 1] ?? "")
+  for (const pattern of [...SHELL_CALLS, SUBPROCESS_SHELL])
+    for (const m of code.matchAll(pattern)) found.push(text(m, 1))
+  for (const pattern of LIST_CALLS)
+    for (const m of code.matchAll(pattern)) {
+      const list = m[0].slice(m[0].lastIndexOf("[") + 1, m[0].lastIndexOf("]"))
+      const head = pattern === LIST_CALLS[0] ? [] : [text(m, 1)]
+      const words = [...head, ...[...list.matchAll(new RegExp(SCRIPT_STRING, "g"))].map((w) => text(w, 1))]
+      // os.execvp("rm", ["rm", ...]) repeats the program as argv[0]
+      if (head.length && words[1] === words[0]) words.splice(1, 1)
+      found.push(words.map(shellWord).join(" "))
+    }
+  for (const m of code.matchAll(QUOTED_COMMANDS)) found.push(m[1] ?? m[2])
+  return found
+}
+
+/**
  * `perl [-n|-p] [-i[EXT]] [-e CODE]... [PROGRAM] [FILE...]`: with -i the files are written in place. A perl program
  * can do anything (opaque); `perl -ne`/`-pe` without -i is a filter that only prints, unless its code names a
  * function that writes or runs (PERL_EFFECTS).
@@ -567,6 +632,7 @@ const readPerl: ProgramReader = (args) => {
     reads: [...(inPlace ? [] : operands), ...(programFile ? [programFile] : [])],
     changing: inPlace || !filter || code.some((text) => PERL_EFFECTS.test(text)),
     opaque: true,
+    nested: code.flatMap(interpreterCommands),
   })
 }
 
@@ -607,6 +673,8 @@ const PROGRAMS: Record<string, ProgramReader> = {
   sed: readSed,
   ...each("awk gawk mawk nawk", readAwk),
   perl: readPerl,
+  ...each("python python3 python2", interpreter("-c")),
+  ...each("node nodejs ruby", interpreter("-e")),
   find: readFind,
   git: readGit,
   // change: the operands are written (created, changed, moved or deleted)
