@@ -198,7 +198,7 @@ const ROWS: [string, string, string][] = [
   ["files", "awk 'BEGIN { system(\"rm\\x20-rf\\x20/\") }'", FILES],
   ["files", "awk 'BEGIN { system(\"rm\\040-rf\\040/\") }'", FILES],
   ["files", "awk 'BEGIN { \"rm -rf /\" | getline }'", FILES],
-  ["files", "awk 'BEGIN { print \"rm -rf /\" | \"sh\" }'", FILES],
+  ["files", 'awk \'BEGIN { print "rm -rf /" | "sh" }\'', FILES],
   ["files", "echo ok | xargs awk 'BEGIN { system(\"rm -rf ~\") }'", FILES],
   ["files", "parallel rm -rf ::: /", FILES],
   ["files", "parallel ::: 'rm -rf /'", FILES],

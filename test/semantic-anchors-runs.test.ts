@@ -395,7 +395,10 @@ describe("the ready rules, through server() and tool.execute.before", () => {
         expect(named).toBe(true)
         // the Why line of this rule's contract (a default protection may have fired too, before it)
         const lines = message.split("\n")
-        const own = Math.max(0, lines.findIndex((line) => line.startsWith(`Contract "${rule}"`)))
+        const own = Math.max(
+          0,
+          lines.findIndex((line) => line.startsWith(`Contract "${rule}"`)),
+        )
         const why = lines.slice(own).find((line) => line.startsWith("Why now: ") && line.includes("runs"))
         if (runs === OPAQUE) expect(why).toContain("runs code the reader cannot follow that names `")
         else if (runs === UNREAD)
