@@ -2234,6 +2234,17 @@ const readSed: ProgramReader = (args) => {
   return result
 }
 
+/** Whether shell code a command runs changes anything or cannot be followed (read on its own, recording nothing). */
+function codeChanges(code: string, depth: number): boolean {
+  const outer = ranSink
+  try {
+    const inner = readCommandAt(code, depth + 1)
+    return inner.changing || inner.opaque
+  } finally {
+    ranSink = outer
+  }
+}
+
 /**
  * `find ROOT... EXPRESSION` (GNU find's manual): `-delete`, and `-exec`/`-ok` with a command that writes its `{}`,
  * reach the paths under each ROOT for which the expression can be true. The expression is parsed (`!`, `-a`, `-o`,
@@ -2271,7 +2282,9 @@ const readFind: ProgramReader = (args, _stdin, depth) => {
       }
       result.reads.push(...inner.reads.filter((word) => !word.includes("{}")))
       result.nested.push(...inner.nested)
-      if (inner.opaque || inner.nested.length) reachesMatches = true // it may do anything with {}
+      // it may do anything with {}: code it cannot follow, or shell code that changes something (a shell that only
+      // prints, `sh -c 'printf "%s\n" "$1"' _ {}`, reaches nothing)
+      if (inner.opaque || inner.nested.some((code) => codeChanges(code, depth))) reachesMatches = true
       result.changing ||= inner.changing
       result.opaque ||= inner.opaque
     } else if (FIND_WRITES_FILE.has(arg)) {

@@ -55,6 +55,10 @@ const GROUPS: [string, Row[]][] = [
       ["find . -name opencode-semantic-anchors.yaml -exec rm {} \\;", "blocks", "changes"],
       ["find . -type d -name __pycache__ -exec rm -rf {} +", "allows", "changes"],
       ["find . -name '.*' -exec rm -rf {} +", "blocks", "changes"],
+      // a shell run on each file: judged by what its code does with it
+      ['find . -exec sh -c \'printf "%s\\n" "$COMMAND"\' \\;', "allows", "reads"],
+      ["find . -name '*.yaml' -exec bash -c 'cat \"$0\"' {} \\;", "allows", "reads"],
+      ["find . -name '*.yaml' -exec sh -c 'rm \"$1\"' _ {} \\;", "blocks", "changes"],
       ["find . \\( -name '*.pyc' -o -name '*.pyo' \\) -delete", "allows", "changes"],
       ["find . \\( -name '*.pyc' -o -name '*.json' \\) -delete", "blocks", "changes"],
       ["find . -name .git -prune -o -name '*.pyc' -delete", "allows", "changes"],
