@@ -627,11 +627,10 @@ function regexHazard(source: string): string | undefined {
  * The quote-aware scan of a bash line into simple commands, redirects and here-documents (`scanCommand`).
  */
 
-/** One simple command: its words with quotes removed, the files its redirections write, its here-documents' text;
- * `group`: how many subshells it runs in (`( ... )`, `$( ... )`), where a `cd` ends. */
 /**
- * One simple command: its words, the files it writes by redirection, what it reads on its standard input from the line
- * itself (here-documents and here-strings), its subshell depth; `pipe`: its output goes to the next command (`a | b`).
+ * One simple command: its words with quotes removed, the files its redirections write, what it reads on its standard
+ * input from the line itself (here-documents' bodies and here-strings); `group`: how many subshells it runs in
+ * (`( ... )`, `$( ... )`), where a `cd` ends; `pipe`: its output goes to the next command (`a | b`).
  */
 type SimpleCommand = { words: string[]; redirects: string[]; heredocs: string[]; group: number; pipe?: true }
 
@@ -2100,7 +2099,7 @@ function awkCommands(script: string): string[] {
  */
 function interpreter(codeOption: string): ProgramReader {
   return (args) => {
-    const at = args.findIndex((arg) => arg === codeOption || arg === `${codeOption}` || arg.startsWith(codeOption))
+    const at = args.findIndex((arg) => arg.startsWith(codeOption)) // `-c CODE`, or the code attached: `-cCODE`
     const code = at === -1 ? undefined : args[at] === codeOption ? args[at + 1] : args[at].slice(codeOption.length)
     return code ? { ...OPAQUE(), nested: interpreterCommands(code) } : OPAQUE()
   }
@@ -5135,13 +5134,15 @@ function claims(): Claims {
   return (global[Symbol.for("opencode-guards.host")] ??= {})
 }
 
+const claimKey = (id: string, directory: unknown) => `${id}\0${String(directory)}`
+
 /**
  * Claims a plugin and project for one host generation: false when the other one runs it there already (a v1 host
  * that also boots the v2 core calls both `server` and `setup`). v1 instances stay for the process; v2 ones until
  * their cleanup (`releaseV2`).
  */
 function claimHost(id: string, directory: unknown, host: "v1" | "v2"): boolean {
-  const key = `${id}\0${String(directory)}`
+  const key = claimKey(id, directory)
   const all = claims()
   const held = all[key]
   if (host === "v1") {
@@ -5155,7 +5156,7 @@ function claimHost(id: string, directory: unknown, host: "v1" | "v2"): boolean {
 }
 
 function releaseV2(id: string, directory: unknown): void {
-  const key = `${id}\0${String(directory)}`
+  const key = claimKey(id, directory)
   const held = claims()[key]
   if (held === undefined || held === "v1") return
   if (--held.v2 <= 0) delete claims()[key]
@@ -5299,7 +5300,7 @@ async function toolHooks(ctx: V2Context, hooks: Hooks, odd: (what: string) => vo
     const sessionID = String(e.sessionID)
     const callID = String(e.id)
     await hooks.event?.({ event: toolPart(sessionID, callID, e.messageID, "running") as never })
-    const input = { tool, sessionID, callID, agent: e.agent, hostTool: String(e.tool) }
+    const input = { tool, sessionID, callID, agent: e.agent }
     await hooks["tool.execute.before"]?.(input as never, { args } as never)
   })
   const after = await hook("execute.after", async (e: ToolEvent) => {

@@ -1062,11 +1062,10 @@ function pathForGlobUncached(value: string, ctx: MatchContext): string {
  * The quote-aware scan of a bash line into simple commands, redirects and here-documents (`scanCommand`).
  */
 
-/** One simple command: its words with quotes removed, the files its redirections write, its here-documents' text;
- * `group`: how many subshells it runs in (`( ... )`, `$( ... )`), where a `cd` ends. */
 /**
- * One simple command: its words, the files it writes by redirection, what it reads on its standard input from the line
- * itself (here-documents and here-strings), its subshell depth; `pipe`: its output goes to the next command (`a | b`).
+ * One simple command: its words with quotes removed, the files its redirections write, what it reads on its standard
+ * input from the line itself (here-documents' bodies and here-strings); `group`: how many subshells it runs in
+ * (`( ... )`, `$( ... )`), where a `cd` ends; `pipe`: its output goes to the next command (`a | b`).
  */
 type SimpleCommand = { words: string[]; redirects: string[]; heredocs: string[]; group: number; pipe?: true }
 
@@ -2535,7 +2534,7 @@ function awkCommands(script: string): string[] {
  */
 function interpreter(codeOption: string): ProgramReader {
   return (args) => {
-    const at = args.findIndex((arg) => arg === codeOption || arg === `${codeOption}` || arg.startsWith(codeOption))
+    const at = args.findIndex((arg) => arg.startsWith(codeOption)) // `-c CODE`, or the code attached: `-cCODE`
     const code = at === -1 ? undefined : args[at] === codeOption ? args[at + 1] : args[at].slice(codeOption.length)
     return code ? { ...OPAQUE(), nested: interpreterCommands(code) } : OPAQUE()
   }
@@ -6683,6 +6682,20 @@ type HookOutput<K extends HookName> = Parameters<NonNullable<Hooks[K]>>[1]
 
 const ECHO_MARK = `${TAG} /anchor`
 
+/**
+ * A line of opencode's log, fire and forget. opencode prints no service name for a plugin's line, so the message
+ * starts with it (`semantic-anchors: `, here and nowhere else: a person greps for it); the level is opencode's own
+ * field.
+ */
+function logLine(client: Client | undefined, level: Level, message: string, extra?: Record<string, unknown>) {
+  try {
+    const pending = client?.app?.log?.({ body: { service: SERVICE, level, message: `${SERVICE}: ${message}`, extra } })
+    ;(pending as Promise<unknown> | undefined)?.catch?.(() => {})
+  } catch {
+    // logging must never break the session
+  }
+}
+
 /** Strips the literal double quotes `opencode run` wraps around a multi-word argument. */
 function stripArgumentQuotes(text: string): string {
   let out = text.trim()
@@ -6722,19 +6735,8 @@ class Anchors {
   ) {}
 
   // Client calls are fire and forget: never awaited (an awaited toast at init hung opencode), failures swallowed.
-  /**
-   * A line of opencode's log. opencode prints no service name for a plugin's line, so the message starts with it
-   * (`semantic-anchors: `, here and nowhere else: a person greps for it); the level is opencode's own field.
-   */
   log(level: Level, message: string, extra?: Record<string, unknown>): void {
-    try {
-      const pending = this.client?.app?.log?.({
-        body: { service: SERVICE, level, message: `${SERVICE}: ${message}`, extra },
-      })
-      ;(pending as Promise<unknown> | undefined)?.catch?.(() => {})
-    } catch {
-      // logging must never break the session
-    }
+    logLine(this.client, level, message, extra)
   }
 
   toast(message: string, variant: Variant): void {
@@ -7714,13 +7716,15 @@ function claims(): Claims {
   return (global[Symbol.for("opencode-guards.host")] ??= {})
 }
 
+const claimKey = (id: string, directory: unknown) => `${id}\0${String(directory)}`
+
 /**
  * Claims a plugin and project for one host generation: false when the other one runs it there already (a v1 host
  * that also boots the v2 core calls both `server` and `setup`). v1 instances stay for the process; v2 ones until
  * their cleanup (`releaseV2`).
  */
 function claimHost(id: string, directory: unknown, host: "v1" | "v2"): boolean {
-  const key = `${id}\0${String(directory)}`
+  const key = claimKey(id, directory)
   const all = claims()
   const held = all[key]
   if (host === "v1") {
@@ -7734,7 +7738,7 @@ function claimHost(id: string, directory: unknown, host: "v1" | "v2"): boolean {
 }
 
 function releaseV2(id: string, directory: unknown): void {
-  const key = `${id}\0${String(directory)}`
+  const key = claimKey(id, directory)
   const held = claims()[key]
   if (held === undefined || held === "v1") return
   if (--held.v2 <= 0) delete claims()[key]
@@ -7878,7 +7882,7 @@ async function toolHooks(ctx: V2Context, hooks: Hooks, odd: (what: string) => vo
     const sessionID = String(e.sessionID)
     const callID = String(e.id)
     await hooks.event?.({ event: toolPart(sessionID, callID, e.messageID, "running") as never })
-    const input = { tool, sessionID, callID, agent: e.agent, hostTool: String(e.tool) }
+    const input = { tool, sessionID, callID, agent: e.agent }
     await hooks["tool.execute.before"]?.(input as never, { args } as never)
   })
   const after = await hook("execute.after", async (e: ToolEvent) => {
@@ -8365,10 +8369,7 @@ const ID = "semantic-anchors"
 // for this project (a v1 host that boots the v2 core calls both).
 const server: Plugin = async (input) => {
   if (!claimHost(ID, input?.directory, "v1")) {
-    new Anchors(input?.client, resolvePaths(input ?? {}, process.env), {} as EngineEnv).log(
-      "info",
-      "the v2 entry already runs for this project; the v1 entry stays off",
-    )
+    logLine(input?.client, "info", "the v2 entry already runs for this project; the v1 entry stays off")
     return {}
   }
   const anchors = startAnchors(input)

@@ -42,6 +42,7 @@ import {
   ResolvedDirs,
   filesSummary,
   loadConfig,
+  logLine,
   realpathOf,
   statusText,
   stripArgumentQuotes,
@@ -426,10 +427,7 @@ const ID = "semantic-anchors"
 // for this project (a v1 host that boots the v2 core calls both).
 const server: Plugin = async (input) => {
   if (!claimHost(ID, input?.directory, "v1")) {
-    new Anchors(input?.client, resolvePaths(input ?? {}, process.env), {} as EngineEnv).log(
-      "info",
-      "the v2 entry already runs for this project; the v1 entry stays off",
-    )
+    logLine(input?.client, "info", "the v2 entry already runs for this project; the v1 entry stays off")
     return {}
   }
   const anchors = startAnchors(input)

@@ -154,6 +154,20 @@ export type HookOutput<K extends HookName> = Parameters<NonNullable<Hooks[K]>>[1
 
 export const ECHO_MARK = `${TAG} /anchor`
 
+/**
+ * A line of opencode's log, fire and forget. opencode prints no service name for a plugin's line, so the message
+ * starts with it (`semantic-anchors: `, here and nowhere else: a person greps for it); the level is opencode's own
+ * field.
+ */
+export function logLine(client: Client | undefined, level: Level, message: string, extra?: Record<string, unknown>) {
+  try {
+    const pending = client?.app?.log?.({ body: { service: SERVICE, level, message: `${SERVICE}: ${message}`, extra } })
+    ;(pending as Promise<unknown> | undefined)?.catch?.(() => {})
+  } catch {
+    // logging must never break the session
+  }
+}
+
 /** Strips the literal double quotes `opencode run` wraps around a multi-word argument. */
 export function stripArgumentQuotes(text: string): string {
   let out = text.trim()
@@ -193,19 +207,8 @@ export class Anchors {
   ) {}
 
   // Client calls are fire and forget: never awaited (an awaited toast at init hung opencode), failures swallowed.
-  /**
-   * A line of opencode's log. opencode prints no service name for a plugin's line, so the message starts with it
-   * (`semantic-anchors: `, here and nowhere else: a person greps for it); the level is opencode's own field.
-   */
   log(level: Level, message: string, extra?: Record<string, unknown>): void {
-    try {
-      const pending = this.client?.app?.log?.({
-        body: { service: SERVICE, level, message: `${SERVICE}: ${message}`, extra },
-      })
-      ;(pending as Promise<unknown> | undefined)?.catch?.(() => {})
-    } catch {
-      // logging must never break the session
-    }
+    logLine(this.client, level, message, extra)
   }
 
   toast(message: string, variant: Variant): void {

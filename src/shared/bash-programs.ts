@@ -569,7 +569,7 @@ function awkCommands(script: string): string[] {
  */
 function interpreter(codeOption: string): ProgramReader {
   return (args) => {
-    const at = args.findIndex((arg) => arg === codeOption || arg === `${codeOption}` || arg.startsWith(codeOption))
+    const at = args.findIndex((arg) => arg.startsWith(codeOption)) // `-c CODE`, or the code attached: `-cCODE`
     const code = at === -1 ? undefined : args[at] === codeOption ? args[at + 1] : args[at].slice(codeOption.length)
     return code ? { ...OPAQUE(), nested: interpreterCommands(code) } : OPAQUE()
   }

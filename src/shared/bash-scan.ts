@@ -2,11 +2,10 @@
  * The quote-aware scan of a bash line into simple commands, redirects and here-documents (`scanCommand`).
  */
 
-/** One simple command: its words with quotes removed, the files its redirections write, its here-documents' text;
- * `group`: how many subshells it runs in (`( ... )`, `$( ... )`), where a `cd` ends. */
 /**
- * One simple command: its words, the files it writes by redirection, what it reads on its standard input from the line
- * itself (here-documents and here-strings), its subshell depth; `pipe`: its output goes to the next command (`a | b`).
+ * One simple command: its words with quotes removed, the files its redirections write, what it reads on its standard
+ * input from the line itself (here-documents' bodies and here-strings); `group`: how many subshells it runs in
+ * (`( ... )`, `$( ... )`), where a `cd` ends; `pipe`: its output goes to the next command (`a | b`).
  */
 export type SimpleCommand = { words: string[]; redirects: string[]; heredocs: string[]; group: number; pipe?: true }
 

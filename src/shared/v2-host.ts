@@ -160,13 +160,15 @@ function claims(): Claims {
   return (global[Symbol.for("opencode-guards.host")] ??= {})
 }
 
+const claimKey = (id: string, directory: unknown) => `${id}\0${String(directory)}`
+
 /**
  * Claims a plugin and project for one host generation: false when the other one runs it there already (a v1 host
  * that also boots the v2 core calls both `server` and `setup`). v1 instances stay for the process; v2 ones until
  * their cleanup (`releaseV2`).
  */
 export function claimHost(id: string, directory: unknown, host: "v1" | "v2"): boolean {
-  const key = `${id}\0${String(directory)}`
+  const key = claimKey(id, directory)
   const all = claims()
   const held = all[key]
   if (host === "v1") {
@@ -180,7 +182,7 @@ export function claimHost(id: string, directory: unknown, host: "v1" | "v2"): bo
 }
 
 function releaseV2(id: string, directory: unknown): void {
-  const key = `${id}\0${String(directory)}`
+  const key = claimKey(id, directory)
   const held = claims()[key]
   if (held === undefined || held === "v1") return
   if (--held.v2 <= 0) delete claims()[key]
@@ -324,7 +326,7 @@ async function toolHooks(ctx: V2Context, hooks: Hooks, odd: (what: string) => vo
     const sessionID = String(e.sessionID)
     const callID = String(e.id)
     await hooks.event?.({ event: toolPart(sessionID, callID, e.messageID, "running") as never })
-    const input = { tool, sessionID, callID, agent: e.agent, hostTool: String(e.tool) }
+    const input = { tool, sessionID, callID, agent: e.agent }
     await hooks["tool.execute.before"]?.(input as never, { args } as never)
   })
   const after = await hook("execute.after", async (e: ToolEvent) => {
