@@ -2131,12 +2131,18 @@ const LIST_CALLS = [
   new RegExp(String.raw`\bos\.exec[lv]p?e?\s*\(\s*${SCRIPT_STRING}\s*,\s*${SCRIPT_LIST}`, "g"),
   new RegExp(String.raw`\b(?:execFileSync|execFile|spawnSync|spawn)\s*\(\s*${SCRIPT_STRING}\s*,\s*${SCRIPT_LIST}`, "g"),
 ]
+/** Perl's and Ruby's system and exec with a list of strings: `system("rm", "-rf", "/")`, a program and its arguments. */
+const WORD_LIST_CALL = new RegExp(
+  String.raw`\b(?:system|exec)\s*\(?\s*(${SCRIPT_STRING}(?:\s*,\s*${SCRIPT_STRING})+)`,
+  "g",
+)
 /** Backquotes (Perl, Ruby), qx and %x with a literal command: `` `rm -rf x` ``, `qx(rm -rf x)`, `%x(rm -rf x)`. */
 const QUOTED_COMMANDS = /`([^`\n]+)`|\b(?:qx|%x)\s*[({]([^)}\n]+)[)}]/g
 
 /**
  * The shell command lines a script runs from literal strings (`os.system("rm -rf /")`,
- * `child_process.execSync('git push -f')`, `system "rm -rf x"`, `subprocess.run(["rm", "-rf", "/"])`), read like
+ * `child_process.execSync('git push -f')`, `system "rm -rf x"`, `subprocess.run(["rm", "-rf", "/"])`,
+ * `system("rm", "-rf", "/")`), read like
  * `sh -c`'s code; a command built at run time (`os.system(cmd)`, an f-string's fields) is not known and is not read.
  */
 function interpreterCommands(code: string): string[] {
@@ -2154,6 +2160,8 @@ function interpreterCommands(code: string): string[] {
       if (head.length && words[1] === words[0]) words.splice(1, 1)
       found.push(words.map(shellWord).join(" "))
     }
+  for (const m of code.matchAll(WORD_LIST_CALL))
+    found.push([...m[1].matchAll(new RegExp(SCRIPT_STRING, "g"))].map((w) => shellWord(text(w, 1))).join(" "))
   for (const m of code.matchAll(QUOTED_COMMANDS)) found.push(m[1] ?? m[2])
   return found
 }

@@ -2566,12 +2566,18 @@ const LIST_CALLS = [
   new RegExp(String.raw`\bos\.exec[lv]p?e?\s*\(\s*${SCRIPT_STRING}\s*,\s*${SCRIPT_LIST}`, "g"),
   new RegExp(String.raw`\b(?:execFileSync|execFile|spawnSync|spawn)\s*\(\s*${SCRIPT_STRING}\s*,\s*${SCRIPT_LIST}`, "g"),
 ]
+/** Perl's and Ruby's system and exec with a list of strings: `system("rm", "-rf", "/")`, a program and its arguments. */
+const WORD_LIST_CALL = new RegExp(
+  String.raw`\b(?:system|exec)\s*\(?\s*(${SCRIPT_STRING}(?:\s*,\s*${SCRIPT_STRING})+)`,
+  "g",
+)
 /** Backquotes (Perl, Ruby), qx and %x with a literal command: `` `rm -rf x` ``, `qx(rm -rf x)`, `%x(rm -rf x)`. */
 const QUOTED_COMMANDS = /`([^`\n]+)`|\b(?:qx|%x)\s*[({]([^)}\n]+)[)}]/g
 
 /**
  * The shell command lines a script runs from literal strings (`os.system("rm -rf /")`,
- * `child_process.execSync('git push -f')`, `system "rm -rf x"`, `subprocess.run(["rm", "-rf", "/"])`), read like
+ * `child_process.execSync('git push -f')`, `system "rm -rf x"`, `subprocess.run(["rm", "-rf", "/"])`,
+ * `system("rm", "-rf", "/")`), read like
  * `sh -c`'s code; a command built at run time (`os.system(cmd)`, an f-string's fields) is not known and is not read.
  */
 function interpreterCommands(code: string): string[] {
@@ -2589,6 +2595,8 @@ function interpreterCommands(code: string): string[] {
       if (head.length && words[1] === words[0]) words.splice(1, 1)
       found.push(words.map(shellWord).join(" "))
     }
+  for (const m of code.matchAll(WORD_LIST_CALL))
+    found.push([...m[1].matchAll(new RegExp(SCRIPT_STRING, "g"))].map((w) => shellWord(text(w, 1))).join(" "))
   for (const m of code.matchAll(QUOTED_COMMANDS)) found.push(m[1] ?? m[2])
   return found
 }
@@ -3119,7 +3127,10 @@ const FLAG_NAMES: Record<string, Record<string, string>> = {
   "git reset": { q: "quiet", p: "patch", N: "intent-to-add" },
   "git commit": { n: "no-verify", a: "all", m: "message", F: "file", q: "quiet", v: "verbose", s: "signoff" },
   "git merge": { n: "no-stat", m: "message", F: "file", q: "quiet", v: "verbose", s: "strategy", X: "strategy-option" },
-  "git checkout": { f: "force", q: "quiet", p: "patch" },
+  "git checkout": { f: "force", q: "quiet", p: "patch", m: "merge" },
+  "git switch": { f: "force", q: "quiet", m: "merge", c: "create", C: "force-create", d: "detach", t: "track" },
+  "git restore": { s: "source", S: "staged", W: "worktree", q: "quiet", p: "patch", m: "merge" },
+  "git reflog": { n: "dry-run" },
   // -D and -M stay letters of their own: each is two options at once (--delete --force, --move --force)
   "git branch": { d: "delete", f: "force", m: "move", c: "copy", r: "remotes", a: "all", l: "list", q: "quiet" },
   "git worktree": { f: "force", q: "quiet", v: "verbose", n: "dry-run", b: "branch", B: "branch", d: "detach" },
@@ -3204,6 +3215,24 @@ const LONG_OPTIONS: Record<string, string[]> = {
     ..."delete move copy list show-current create-reflog edit-description merged no-merged column sort".split(" "),
     ..."points-at ignore-case recurse-submodules format force".split(" "),
   ],
+  "git checkout": [
+    ..."quiet progress detach track guess force merge conflict patch ignore-skip-worktree-bits ours theirs".split(" "),
+    ..."ignore-other-worktrees overwrite-ignore recurse-submodules overlay pathspec-from-file pathspec-file-nul".split(
+      " ",
+    ),
+    "orphan",
+  ],
+  "git switch": [
+    ..."create force-create guess discard-changes quiet recurse-submodules progress merge conflict detach".split(" "),
+    ..."track force orphan ignore-other-worktrees".split(" "),
+  ],
+  "git restore": [
+    ..."source staged worktree ignore-unmerged overlay quiet recurse-submodules progress merge conflict".split(" "),
+    ..."ours theirs patch ignore-skip-worktree-bits pathspec-from-file pathspec-file-nul".split(" "),
+  ],
+  // reflog's expire and delete together; update-ref's -d and -m have no long form
+  "git reflog": "expire expire-unreachable rewrite updateref stale-fix dry-run verbose all single-worktree".split(" "),
+  "git update-ref": "no-deref stdin create-reflog".split(" "),
   "git worktree": "force detach checkout lock reason orphan track guess-remote quiet dry-run verbose expire".split(" "),
   "git merge": [
     ..."stat summary log squash commit edit cleanup ff ff-only rerere-autoupdate verify-signatures strategy".split(" "),
@@ -3349,9 +3378,11 @@ function parseCommandPattern(text: string): CommandPattern | string {
   return pattern
 }
 
-/** The key of FLAG_NAMES and FLAG_VALUES for a program and its subcommand: `git push`, or `rm`. */
+/** The key of FLAG_NAMES, FLAG_VALUES and LONG_OPTIONS for a program and its subcommand: `git push`, or `rm`. */
 function patternKey(program: string, sub: string | undefined): string {
-  return sub !== undefined && own(FLAG_NAMES, `${program} ${sub}`) !== undefined ? `${program} ${sub}` : program
+  if (sub === undefined) return program
+  const key = `${program} ${sub}`
+  return own(FLAG_NAMES, key) !== undefined || own(LONG_OPTIONS, key) !== undefined ? key : program
 }
 
 /** What a path operand's `$VAR`s and `~` stand for: the project, the home and the temporary directory. */
@@ -4628,7 +4659,8 @@ function discardOf(ran: RanCommand, places: PathPlaces): Discard | undefined {
   const shown = `\`git ${sub}\``
   if (sub === "checkout") {
     const parsed = getopt(rest, { values: "bB", long: ["orphan", "conflict", "pathspec-from-file"] })
-    const has = (...names: string[]) => names.some((name) => parsed.options.has(flagName("git checkout", name)))
+    const given = new Set([...parsed.options.keys()].map((name) => flagName("git checkout", name)))
+    const has = (...names: string[]) => names.some((name) => given.has(flagName("git checkout", name)))
     if (has("f", "force")) return { kind: "tree", cwd, text: `${shown} --force` }
     if (has("pathspec-from-file")) return { kind: "tree", cwd, text: `${shown} of the files a list names` }
     if (has("b", "B", "orphan", "detach", "h", "help")) return undefined
@@ -4640,7 +4672,8 @@ function discardOf(ran: RanCommand, places: PathPlaces): Discard | undefined {
   }
   if (sub === "restore") {
     const parsed = getopt(rest, { values: "s", long: ["source", "conflict", "pathspec-from-file"] })
-    const has = (...names: string[]) => names.some((name) => parsed.options.has(name))
+    const given = new Set([...parsed.options.keys()].map((name) => flagName("git restore", name)))
+    const has = (...names: string[]) => names.some((name) => given.has(flagName("git restore", name)))
     if (has("h", "help") || (has("S", "staged") && !has("W", "worktree"))) return undefined
     if (has("pathspec-from-file")) return { kind: "tree", cwd, text: `${shown} of the files a list names` }
     if (parsed.operands.length === 0) return undefined
@@ -4648,7 +4681,8 @@ function discardOf(ran: RanCommand, places: PathPlaces): Discard | undefined {
   }
   if (sub === "switch") {
     const parsed = getopt(rest, { values: "cC", long: ["orphan"] })
-    const force = ["f", "force", "discard-changes"].some((name) => parsed.options.has(name))
+    const given = new Set([...parsed.options.keys()].map((name) => flagName("git switch", name)))
+    const force = given.has("force") || given.has("discard-changes")
     return force ? { kind: "tree", cwd, text: `${shown} --discard-changes` } : undefined
   }
   if (sub === "reset") {

@@ -122,6 +122,17 @@ describe("the agent's own edits may be undone", () => {
     expect(await judged(h, "git checkout c.txt")).toBe("runs")
   })
 
+  test("unstaging the person's file loses nothing, by any prefix of --staged, and runs", async () => {
+    const h = await repo()
+    writeFileSync(h.file("b.txt"), "the person's work\n")
+    h.git("add", "b.txt")
+    await say(h)
+    await settle()
+    expect(await judged(h, "git restore --stag b.txt")).toBe("runs")
+    expect(await judged(h, "git restore -S b.txt")).toBe("runs")
+    expect(readFileSync(h.file("b.txt"), "utf8")).toBe("the person's work\n")
+  })
+
   test("the agent's own stash may be dropped, in one line or later", async () => {
     const h = await repo()
     await say(h)
@@ -154,6 +165,11 @@ describe("the person's uncommitted work is protected", () => {
       "a stash entry the agent did not make in this session, or one that holds changes not its own",
     ],
     ["git switch -f main", BEFORE],
+    // git's long options by any unique prefix
+    ["git checkout --forc main", BEFORE],
+    ["git switch --discard-ch main", BEFORE],
+    ["git restore --work --stag g.txt", BEFORE],
+    ["git reset --har", BEFORE],
   ])("g.txt changed before the session: %p is blocked, saying %p", async (command, says) => {
     const h = await repo()
     writeFileSync(h.file("b.txt"), "the person's work\n") // b.txt stands for g

@@ -71,7 +71,10 @@ const FLAG_NAMES: Record<string, Record<string, string>> = {
   "git reset": { q: "quiet", p: "patch", N: "intent-to-add" },
   "git commit": { n: "no-verify", a: "all", m: "message", F: "file", q: "quiet", v: "verbose", s: "signoff" },
   "git merge": { n: "no-stat", m: "message", F: "file", q: "quiet", v: "verbose", s: "strategy", X: "strategy-option" },
-  "git checkout": { f: "force", q: "quiet", p: "patch" },
+  "git checkout": { f: "force", q: "quiet", p: "patch", m: "merge" },
+  "git switch": { f: "force", q: "quiet", m: "merge", c: "create", C: "force-create", d: "detach", t: "track" },
+  "git restore": { s: "source", S: "staged", W: "worktree", q: "quiet", p: "patch", m: "merge" },
+  "git reflog": { n: "dry-run" },
   // -D and -M stay letters of their own: each is two options at once (--delete --force, --move --force)
   "git branch": { d: "delete", f: "force", m: "move", c: "copy", r: "remotes", a: "all", l: "list", q: "quiet" },
   "git worktree": { f: "force", q: "quiet", v: "verbose", n: "dry-run", b: "branch", B: "branch", d: "detach" },
@@ -156,6 +159,24 @@ const LONG_OPTIONS: Record<string, string[]> = {
     ..."delete move copy list show-current create-reflog edit-description merged no-merged column sort".split(" "),
     ..."points-at ignore-case recurse-submodules format force".split(" "),
   ],
+  "git checkout": [
+    ..."quiet progress detach track guess force merge conflict patch ignore-skip-worktree-bits ours theirs".split(" "),
+    ..."ignore-other-worktrees overwrite-ignore recurse-submodules overlay pathspec-from-file pathspec-file-nul".split(
+      " ",
+    ),
+    "orphan",
+  ],
+  "git switch": [
+    ..."create force-create guess discard-changes quiet recurse-submodules progress merge conflict detach".split(" "),
+    ..."track force orphan ignore-other-worktrees".split(" "),
+  ],
+  "git restore": [
+    ..."source staged worktree ignore-unmerged overlay quiet recurse-submodules progress merge conflict".split(" "),
+    ..."ours theirs patch ignore-skip-worktree-bits pathspec-from-file pathspec-file-nul".split(" "),
+  ],
+  // reflog's expire and delete together; update-ref's -d and -m have no long form
+  "git reflog": "expire expire-unreachable rewrite updateref stale-fix dry-run verbose all single-worktree".split(" "),
+  "git update-ref": "no-deref stdin create-reflog".split(" "),
   "git worktree": "force detach checkout lock reason orphan track guess-remote quiet dry-run verbose expire".split(" "),
   "git merge": [
     ..."stat summary log squash commit edit cleanup ff ff-only rerere-autoupdate verify-signatures strategy".split(" "),
@@ -301,9 +322,11 @@ export function parseCommandPattern(text: string): CommandPattern | string {
   return pattern
 }
 
-/** The key of FLAG_NAMES and FLAG_VALUES for a program and its subcommand: `git push`, or `rm`. */
+/** The key of FLAG_NAMES, FLAG_VALUES and LONG_OPTIONS for a program and its subcommand: `git push`, or `rm`. */
 function patternKey(program: string, sub: string | undefined): string {
-  return sub !== undefined && own(FLAG_NAMES, `${program} ${sub}`) !== undefined ? `${program} ${sub}` : program
+  if (sub === undefined) return program
+  const key = `${program} ${sub}`
+  return own(FLAG_NAMES, key) !== undefined || own(LONG_OPTIONS, key) !== undefined ? key : program
 }
 
 /** What a path operand's `$VAR`s and `~` stand for: the project, the home and the temporary directory. */

@@ -272,7 +272,8 @@ export function discardOf(ran: RanCommand, places: PathPlaces): Discard | undefi
   const shown = `\`git ${sub}\``
   if (sub === "checkout") {
     const parsed = getopt(rest, { values: "bB", long: ["orphan", "conflict", "pathspec-from-file"] })
-    const has = (...names: string[]) => names.some((name) => parsed.options.has(flagName("git checkout", name)))
+    const given = new Set([...parsed.options.keys()].map((name) => flagName("git checkout", name)))
+    const has = (...names: string[]) => names.some((name) => given.has(flagName("git checkout", name)))
     if (has("f", "force")) return { kind: "tree", cwd, text: `${shown} --force` }
     if (has("pathspec-from-file")) return { kind: "tree", cwd, text: `${shown} of the files a list names` }
     if (has("b", "B", "orphan", "detach", "h", "help")) return undefined
@@ -284,7 +285,8 @@ export function discardOf(ran: RanCommand, places: PathPlaces): Discard | undefi
   }
   if (sub === "restore") {
     const parsed = getopt(rest, { values: "s", long: ["source", "conflict", "pathspec-from-file"] })
-    const has = (...names: string[]) => names.some((name) => parsed.options.has(name))
+    const given = new Set([...parsed.options.keys()].map((name) => flagName("git restore", name)))
+    const has = (...names: string[]) => names.some((name) => given.has(flagName("git restore", name)))
     if (has("h", "help") || (has("S", "staged") && !has("W", "worktree"))) return undefined
     if (has("pathspec-from-file")) return { kind: "tree", cwd, text: `${shown} of the files a list names` }
     if (parsed.operands.length === 0) return undefined
@@ -292,7 +294,8 @@ export function discardOf(ran: RanCommand, places: PathPlaces): Discard | undefi
   }
   if (sub === "switch") {
     const parsed = getopt(rest, { values: "cC", long: ["orphan"] })
-    const force = ["f", "force", "discard-changes"].some((name) => parsed.options.has(name))
+    const given = new Set([...parsed.options.keys()].map((name) => flagName("git switch", name)))
+    const force = given.has("force") || given.has("discard-changes")
     return force ? { kind: "tree", cwd, text: `${shown} --discard-changes` } : undefined
   }
   if (sub === "reset") {
