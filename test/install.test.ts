@@ -910,7 +910,7 @@ contracts:
     const r = runInstaller(w, ["--check", "--contracts-only"], { env: withRealOpencode(w), cwd: project })
     expect(r.stdout.split("\n")).toEqual([
       header(project, w),
-      "built-ins: 10 contracts, 12 presets",
+      "built-ins: 11 contracts, 12 presets",
       `${GLOBAL_LABEL}: loaded, 1 new contract`,
       `${PROJECT_FILE}: loaded, 1 new contract`,
       "contract files: 0 errors, 0 warnings",
@@ -926,7 +926,7 @@ contracts:
     const r = runInstaller(w, ["--check", "--contracts-only"], { env: withRealOpencode(w), cwd: project })
     expect(r.stdout.split("\n")).toEqual([
       header(project, w),
-      "built-ins: 10 contracts, 12 presets",
+      "built-ins: 11 contracts, 12 presets",
       `${GLOBAL_LABEL}: not found`,
       `${PROJECT_FILE}: loaded, 1 new contract`,
       ...BROKEN_LINES,

@@ -356,7 +356,7 @@ describe("/anchor test: locks, bypasses, arguments, roles", () => {
     const h = await start()
     const text = await dryRun(h, "write src/a.ts", "ses_new_plan", "plan")
     expect(text).toContain("role: software-architect (agent plan)")
-    expect(text).toContain("contracts active for this role (8):")
+    expect(text).toContain("contracts active for this role (9):")
   })
 
   test("the plugin's own tools are never checked", async () => {

@@ -39,7 +39,7 @@ describe("log lines", () => {
       ["warn", `semantic-anchors: ${mdoe}`],
       [
         "info",
-        `semantic-anchors: loaded: built-ins (10 contracts, 12 presets); <global> (not found); ${PROJECT_FILE} (loaded, 3 new contracts)`,
+        `semantic-anchors: loaded: built-ins (11 contracts, 12 presets); <global> (not found); ${PROJECT_FILE} (loaded, 3 new contracts)`,
       ],
       ["info", `semantic-anchors: tip on a user message: ${guidance} (intent-anchor)`],
       ["warn", "semantic-anchors: blocked a bash call: Never rewrite shared history (no-force-push)"],

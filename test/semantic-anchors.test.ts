@@ -634,7 +634,7 @@ describe("the /anchor command", () => {
       "info  intent-anchor",
       "warn  x - d",
       "overrides: 0 used, 3 left (max 3)",
-      `files: built-ins (10 contracts, 12 presets); ${h.dirs.globalFile} (not found); .opencode/opencode-semantic-anchors.yaml (loaded, 1 new contract)`,
+      `files: built-ins (11 contracts, 12 presets); ${h.dirs.globalFile} (not found); .opencode/opencode-semantic-anchors.yaml (loaded, 1 new contract)`,
       'warning: .opencode/opencode-semantic-anchors.yaml: contracts[0].mdoe: unknown key "mdoe" (did you mean "mode"?); it is ignored',
     ])
       expect(text).toContain(part)

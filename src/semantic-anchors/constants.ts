@@ -46,6 +46,10 @@ export declare const Bun: { YAML: { parse(text: string): unknown } }
 export declare const process: { env: Record<string, string | undefined> }
 export declare function setTimeout(callback: () => void, ms: number): unknown
 export declare function clearTimeout(timer: unknown): void
+export declare class TextEncoder {
+  encode(text: string): Uint8Array
+}
+export declare function btoa(data: string): string
 
 // Tuning constants (bounds that keep memory and time flat however long a session runs).
 export const MAX_ROOT_SESSIONS = 128 // root sessions kept; the least recently used is dropped beyond

@@ -13,6 +13,8 @@ import { noteAgentWrites } from "./work-git"
 import { snapshotBeforeCall } from "./work-git"
 import { afterAgentCall } from "./work-git"
 import { attributeAfterCall } from "./work-git"
+import { agentOwns } from "./work-git"
+import { SECRET_WAIT_MS, SecretStore } from "./secret-files"
 import type { Hooks, Plugin, PluginInput } from "@opencode-ai/plugin"
 import { MESSAGE_CAP, OWN_TOOLS, SERVICE, TOAST_AFTER_MESSAGE_MS, TOAST_SHOWN_MS, process } from "./constants"
 import { capText } from "../shared/text"
@@ -25,6 +27,7 @@ import { evaluateMessage, evaluatePlan, mayChangeLinks, release, reserve, settle
 import type { CallFacts, Hit } from "./verdicts"
 import type { EngineEnv } from "./examples"
 import { resolvePaths } from "./config"
+import { PROTECTION_IDS } from "./model"
 import {
   BYPASS_PERMISSION,
   BYPASS_RULE,
@@ -32,6 +35,8 @@ import {
   blockMessage,
   blockToast,
   rulesInWords,
+  secretsNote,
+  secretsToast,
   tipText,
   warnNote,
   warnToast,
@@ -142,6 +147,7 @@ async function onChatMessage(
     if (text.startsWith(ECHO_MARK)) return // our own /anchor result is not a user message: it does not confirm
     anchors.commandTurns.delete(hookInput.sessionID)
     snapshotTree(anchors, state) // in the background: what the tree holds before the agent's next changes
+    anchors.secrets?.learn() // in the background: a changed .env is known before the agent's next result
     recordSeen(state, text, config.seenPatterns)
     const { confirmPattern } = config.settings
     if (!confirmPattern || confirmPattern.test(capText(text, MESSAGE_CAP))) confirm(state, Date.now())
@@ -356,6 +362,37 @@ async function onToolBefore(
   if (blocked) throw new Error(blocked)
 }
 
+/**
+ * protect-secrets: the person's secrets taken out of a result before the model reads it, with a line saying what was
+ * withheld and from where; the person gets a toast once a turn, the log a line (neither holds a value). The first
+ * learning of the secrets is waited for once, within SECRET_WAIT_MS.
+ */
+async function withholdSecrets(
+  anchors: Anchors,
+  state: SessionState,
+  hookInput: HookInput<"tool.execute.after">,
+  output: HookOutput<"tool.execute.after">,
+  secrets: SecretStore,
+): Promise<void> {
+  if (!anchors.active(state.role, state.agent).some((contract) => contract.id === PROTECTION_IDS[4])) return
+  if (!secrets.learned) await secrets.firstLearning(SECRET_WAIT_MS)
+  const found = secrets.matcher.redact(output.output)
+  if (!found) return
+  output.output = `${found.text}\n\n${secretsNote(countNotes(found.text), found.sources)}`
+  anchors.log("warn", `secrets from ${found.sources.join(", ")} taken out of a ${hookInput.tool} result`, {
+    sessionID: hookInput.sessionID,
+    tool: hookInput.tool,
+  })
+  if (state.warnedThisTurn.has(PROTECTION_IDS[4])) return
+  state.warnedThisTurn.add(PROTECTION_IDS[4])
+  anchors.toast(secretsToast(anchors.hostNames[hookInput.tool] ?? hookInput.tool, found.sources), "warning")
+}
+
+/** How many redaction notes a text holds. */
+function countNotes(text: string): number {
+  return text.split(" redacted by semantic-anchors]").length - 1
+}
+
 /** After a tool ran: its pending warn note is appended to the result, and the result is evidence. */
 async function onToolAfter(
   anchors: Anchors,
@@ -372,6 +409,7 @@ async function onToolAfter(
     afterAgentCall(state, hookInput.callID)
     if (pre && state.work) attributeAfterCall(anchors, state.work, pre)
     const original = typeof output?.output === "string" ? output.output : ""
+    if (original && anchors.secrets) await withholdSecrets(anchors, state, hookInput, output, anchors.secrets)
     const note = state.pendingNotes.peek(hookInput.callID)
     if (note !== undefined) {
       state.pendingNotes.delete(hookInput.callID)
@@ -408,7 +446,22 @@ function startAnchors(input: PluginInput | undefined, v2 = false): Anchors {
   }
   anchors.reportProblems()
   anchors.log("info", `loaded: ${filesSummary(anchors.config)}`)
+  startSecrets(anchors)
   return anchors
+}
+
+/** protect-secrets' store, its first learning started now in the background. */
+function startSecrets(anchors: Anchors): void {
+  try {
+    const { paths } = anchors
+    const dataHome = process.env.XDG_DATA_HOME || `${paths.home}/.local/share`
+    const places = { project: paths.directory, home: paths.home, dataDir: `${dataHome}/opencode`, more: [] }
+    const log = (message: string) => anchors.log("warn", `protect-secrets: ${message}`)
+    anchors.secrets = new SecretStore(places, process.env, (abs) => agentOwns(anchors, abs), new Set(), log)
+    anchors.secrets.learn()
+  } catch (error) {
+    anchors.failOpen("protect-secrets", error)
+  }
 }
 
 /** The hooks both hosts have: tool calls, the person's messages, and events. */

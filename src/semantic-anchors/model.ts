@@ -166,8 +166,14 @@ const EDIT_APP = { filePath: "src/app.ts", oldString: "a", newString: "b" }
 /** The contract every role has, whatever its preset says (contractsOfRole): the guard of the guard's own files. */
 export const IN_EVERY_ROLE = "guard-integrity"
 
-/** The default protection's four families (in every role, like guard-integrity), in the order the status lists them. */
-export const PROTECTION_IDS = ["protect-remote-history", "protect-local-work", "protect-files", "protect-disks"]
+/** The default protection's five families (in every role, like guard-integrity), in the order the status lists them. */
+export const PROTECTION_IDS = [
+  "protect-remote-history",
+  "protect-local-work",
+  "protect-files",
+  "protect-disks",
+  "protect-secrets",
+]
 
 export function builtinContracts(): Contract[] {
   const base = {

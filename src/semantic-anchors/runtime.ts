@@ -28,6 +28,7 @@ import type { EngineEnv } from "./examples"
 import { buildConfig } from "./config"
 import type { FileRead } from "./config"
 import { bypassGrantedToast, bypassRefusedToast, problemsToast } from "./texts"
+import type { SecretStore } from "./secret-files"
 
 function labelFor(path: string, paths: Paths): string {
   const inProject = relativeInside(paths.directory, path)
@@ -189,6 +190,8 @@ export class Anchors {
   askTool = true
   /** v1's tool names as the host names them in what the model and the person read (OpenCode 2: bash is shell). */
   hostNames: Readonly<Record<string, string>> = {}
+  /** The person's secrets, learned in the background (protect-secrets); none when the plugin could not start it. */
+  secrets: SecretStore | undefined = undefined
   /** Whether a user message has come in this process (the first one re-sends the config-problems toast). */
   heardUser = false
   /** Sessions whose current turn is an /anchor command: the model is told to answer it in one line. */

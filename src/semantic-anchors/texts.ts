@@ -127,6 +127,17 @@ export function blockToast(tool: string, hits: Hit[]): string {
   return `semantic-anchors: blocked ${aTool(tool)} call: ${rules}. ${lifts}`
 }
 
+/** The line after a result that secrets were taken out of: what was withheld and from where, never the value. */
+export function secretsNote(count: number, sources: string[]): string {
+  const what = count === 1 ? "1 secret" : `${count} secrets`
+  return `semantic-anchors took ${what} from ${sources.join(", ")} out of this result (protect-secrets): the person's secrets stay on this machine. Do not try to read them another way; use the variable or file by name, or ask the user.`
+}
+
+/** The person's toast, once a turn: which secrets the model did not see. */
+export function secretsToast(tool: string, sources: string[]): string {
+  return `semantic-anchors: secrets from ${sources.join(", ")} were taken out of ${aTool(tool)} result before the model read it.`
+}
+
 export function warnToast(tool: string, hits: Hit[]): string {
   const rules = rulesInWords(hits)
   return `semantic-anchors: the ${tool} call ran, with a note to the agent: ${rules}.`

@@ -657,7 +657,7 @@ function applySettings(config: Config, settings: unknown, r: Reporter): void {
 }
 
 /**
- * `settings.protection: block | warn | off`: the four families of the default protection (PROTECTION_IDS) at once,
+ * `settings.protection: block | warn | off`: the five families of the default protection (PROTECTION_IDS) at once,
  * as if the file listed each with that mode (`off`: `enabled: false`), before its own entries, which may change one
  * family again. A family the global file locked stays as it is against the project file, with the lock's error.
  */

@@ -322,6 +322,15 @@ export function noteAgentWrites(anchors: Anchors, hookInput: HookInput<"tool.exe
   }
 }
 
+/** Whether the agent of any session wrote a file and left it as it was: its contents are the agent's (protect-secrets). */
+export function agentOwns(anchors: Anchors, abs: string): boolean {
+  for (const state of anchors.sessions.all()) {
+    const owned = state.work?.owned.peek(abs)
+    if (owned?.stamp !== undefined && owned.stamp === stampOf(abs)) return true
+  }
+  return false
+}
+
 /** After a call ran: the files it wrote are stamped (their state now is the agent's), its stash entry recorded. */
 export function afterAgentCall(state: SessionState, callID: string): void {
   const ledger = state.work

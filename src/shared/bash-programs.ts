@@ -880,6 +880,7 @@ export type RanCommand = {
   unread?: boolean // the words it runs are given elsewhere (Reading's `unread`): it names every pattern
   args?: string[] // the words after the program, made the first time a pattern's program is this one
   code?: string // opaqueText, made the first time a pattern asks
+  inputs?: readonly string[] // the files `<` feeds its simple command
 }
 
 // Where readSimple records the commands it finds, at any depth of wrappers (`sudo timeout 5 git ...`): set by
@@ -889,12 +890,14 @@ let ranSink: RanCommand[] = []
 const ranVia: string[] = [] // the programs (and shells' code) the command being read runs inside, outermost first
 const ranCd: string[] = [] // the directories `cd` went to earlier on the line being read (and the lines around it)
 let ranFound: readonly string[] = NO_WORDS // the roots of the `find` whose -exec command is being read
+let ranInputs: readonly string[] = NO_WORDS // the files `<` feeds the simple command being read
 
 function recordRan(words: string[], start: number, stdin: string[], opaque: boolean): void {
   const via = ranVia.length ? ranVia.slice() : NO_WORDS
   const cwd = ranCd.length ? ranCd.slice() : NO_WORDS
   const ran: RanCommand = { words, start, program: programName(words[start]), stdin, via, cwd, opaque }
   if (ranFound.length) ran.found = ranFound
+  if (ranInputs.length) ran.inputs = ranInputs
   ranSink.push(ran)
 }
 
@@ -982,7 +985,9 @@ export function readCommandAt(command: string, depth: number): CommandReading {
       if (simple.heredocs.length) noteLineFiles(simple)
       if (simple.words.length === 0) continue
       const ranBefore = result.ran.length
+      ranInputs = simple.inputs ?? NO_WORDS
       const one = readSimple(simple.words, simple.heredocs)
+      ranInputs = NO_WORDS
       // where its paths resolve: after the line's `cd`s
       if (ranCd.length && one.writes.length) (result.cwds ??= [])[result.readings.length] = ranCd.slice()
       result.readings.push(one)

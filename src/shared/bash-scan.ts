@@ -7,7 +7,14 @@
  * input from the line itself (here-documents' bodies and here-strings); `group`: how many subshells it runs in
  * (`( ... )`, `$( ... )`), where a `cd` ends; `pipe`: its output goes to the next command (`a | b`).
  */
-export type SimpleCommand = { words: string[]; redirects: string[]; heredocs: string[]; group: number; pipe?: true }
+export type SimpleCommand = {
+  words: string[]
+  redirects: string[]
+  heredocs: string[]
+  group: number
+  pipe?: true
+  inputs?: string[] // the files `<` feeds it
+}
 
 /** A scanned command line; `substituted`: it has `$(...)`, backquotes or `<(...)`, whose output is not known. */
 type Scan = { commands: SimpleCommand[]; substituted: boolean }
@@ -268,7 +275,7 @@ class LineScanner {
           if (at === i + 3) {
             if (this.current.heredocs === NO_WORDS) this.current.heredocs = []
             this.current.heredocs.push(target.word)
-          }
+          } else (this.current.inputs ??= []).push(target.word)
           i = target.end - 1
         }
       } else {

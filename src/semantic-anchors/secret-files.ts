@@ -1,0 +1,169 @@
+/**
+ * protect-secrets, its reading part: the person's secret files and the environment, read in the background at start
+ * and at each user message (never on a tool call's path), into the SecretMatcher that tool.execute.after uses.
+ */
+// @ts-ignore -- no Node types in this zero-dependency project; node:fs is built into Bun, which runs the plugin.
+import { promises } from "node:fs"
+import { clearTimeout, setTimeout } from "./constants"
+import { SecretMatcher, isEnvFileName, isKeyFileName, secretsOfEnv, secretsOfFile } from "./secrets"
+import type { Secret, SecretPlaces } from "./secrets"
+import { OPENCODE_SECRET_FILES, SECRET_HOME_FILES } from "./secrets"
+// Bounds: a file larger than SECRET_FILE_MAX is not read (a secret file is small; a huge one is no credential file);
+// the project is walked SECRET_WALK_DEPTH directories down, past dependency and build folders, SECRET_WALK_MAX
+// entries at most; only regular files are read (a FIFO, a device or a link to /dev/zero is skipped). A learning that
+// fails keeps the secrets learned before; each fault is logged once, without a value.
+
+export const SECRET_FILE_MAX = 256 * 1024
+export const SECRET_WALK_MAX = 20_000
+const SECRET_WALK_DEPTH = 4
+export const SECRET_WAIT_MS = 500 // what a tool result waits for the first learning, once, before it is judged
+const SKIPPED_DIRS = new Set([
+  "node_modules",
+  ".git",
+  "dist",
+  "build",
+  "target",
+  "vendor",
+  ".venv",
+  "venv",
+  "__pycache__",
+  ".next",
+  "coverage",
+  ".cache",
+  ".tox",
+])
+
+/** The secrets known now, and their learning. */
+export class SecretStore {
+  matcher = new SecretMatcher([])
+  /** Whether a learning has finished (a tool result waits for the first, within SECRET_WAIT_MS). */
+  learned = false
+  private readonly fileSecrets = new Map<string, Secret[]>() // path -> its secrets when last read as the person's
+  private running: Promise<void> | undefined
+  private again = false
+  private readonly faults = new Set<string>()
+
+  constructor(
+    private readonly places: SecretPlaces,
+    private readonly env: Record<string, string | undefined>,
+    /** Whether the agent wrote a file in this session and it is unchanged since: its contents are the agent's. */
+    private readonly isAgents: (abs: string) => boolean,
+    private readonly notSecrets: ReadonlySet<string>,
+    private readonly log: (message: string) => void,
+  ) {}
+
+  /** Starts a learning in the background, or queues one after the one running; the promise is for tests. */
+  learn(): Promise<void> {
+    if (this.running) {
+      this.again = true
+      return this.running
+    }
+    this.running = this.learnOnce()
+      .catch((error) => this.fault(`reading the secret files failed: ${(error as Error)?.message ?? error}`))
+      .then(() => {
+        this.learned = true
+        this.running = undefined
+        if (this.again) {
+          this.again = false
+          return this.learn()
+        }
+      })
+    return this.running
+  }
+
+  /** The first learning, waited for at most `ms` (a result that comes first is judged with what is known). */
+  async firstLearning(ms: number): Promise<void> {
+    if (this.learned || !this.running) return
+    let timer: unknown
+    await Promise.race([this.running, new Promise<void>((resolve) => (timer = setTimeout(() => resolve(), ms)))])
+    clearTimeout(timer)
+  }
+
+  private async learnOnce(): Promise<void> {
+    const files = await this.secretFiles()
+    for (const path of files) {
+      if (this.isAgents(path)) continue // the agent's own: what it held before stays a secret
+      const text = await this.readSmall(path)
+      if (text === undefined) continue
+      const name = path.slice(path.lastIndexOf("/") + 1)
+      if (isKeyFileName(name) && !text.includes("PRIVATE KEY-----")) continue // a certificate, a public key
+      const label = this.label(path)
+      this.fileSecrets.set(path, secretsOfFile(text, label))
+    }
+    for (const path of [...this.fileSecrets.keys()]) if (!files.includes(path)) this.fileSecrets.delete(path)
+    const secrets = [...secretsOfEnv(this.env), ...[...this.fileSecrets.values()].flat()]
+    this.matcher = new SecretMatcher(secrets, this.notSecrets)
+  }
+
+  /** The candidate files: the project's `.env*` and key files, the home's credential files, opencode's auth files. */
+  private async secretFiles(): Promise<string[]> {
+    const { home, project, dataDir } = this.places
+    const found: string[] = []
+    if (home !== "/" && home !== project) {
+      for (const rel of SECRET_HOME_FILES) found.push(`${home}/${rel}`)
+      for (const name of await this.list(`${home}/.ssh`))
+        if (name.startsWith("id_") && !name.endsWith(".pub")) found.push(`${home}/.ssh/${name}`)
+    }
+    for (const file of OPENCODE_SECRET_FILES) found.push(`${dataDir}/${file}`)
+    if (project !== "/" && project !== home) await this.walk(project, 0, { seen: 0 }, found)
+    return found
+  }
+
+  private async walk(dir: string, depth: number, count: { seen: number }, found: string[]): Promise<void> {
+    let entries: { name: string; isDirectory(): boolean; isFile(): boolean; isSymbolicLink(): boolean }[]
+    try {
+      entries = await promises.readdir(dir, { withFileTypes: true })
+    } catch {
+      return
+    }
+    for (const entry of entries) {
+      if (++count.seen > SECRET_WALK_MAX)
+        return this.fault(
+          `the project has more than ${SECRET_WALK_MAX} entries; the rest is not searched for secret files`,
+        )
+      const path = `${dir}/${entry.name}`
+      if (entry.isDirectory()) {
+        if (depth < SECRET_WALK_DEPTH && !SKIPPED_DIRS.has(entry.name)) await this.walk(path, depth + 1, count, found)
+      } else if (isEnvFileName(entry.name) || isKeyFileName(entry.name)) found.push(path)
+    }
+  }
+
+  private async list(dir: string): Promise<string[]> {
+    try {
+      return (await promises.readdir(dir)) as string[]
+    } catch {
+      return []
+    }
+  }
+
+  /** A regular file's text when it is small; undefined when missing, unreadable, special or too large. */
+  private async readSmall(path: string): Promise<string | undefined> {
+    try {
+      const info = await promises.stat(path)
+      if (!info.isFile()) return undefined
+      if (info.size > SECRET_FILE_MAX) {
+        this.fault(`${this.label(path)} is larger than ${SECRET_FILE_MAX / 1024} KB and is not read for secrets`)
+        return undefined
+      }
+      return (await promises.readFile(path, "utf8")) as string
+    } catch (error) {
+      const code = (error as { code?: string })?.code
+      if (code !== "ENOENT" && code !== "ENOTDIR") this.fault(`${this.label(path)} cannot be read (${code ?? error})`)
+      return undefined
+    }
+  }
+
+  /** How the model and the person read a file's name: relative to the project, `~/...`, or whole. */
+  label(path: string): string {
+    const { project, home } = this.places
+    if (path.startsWith(`${project}/`)) return path.slice(project.length + 1)
+    if (home !== "/" && path.startsWith(`${home}/`)) return `~/${path.slice(home.length + 1)}`
+    return path
+  }
+
+  private fault(message: string): void {
+    if (this.faults.has(message) || this.faults.size >= 100) return
+    this.faults.add(message)
+    this.log(message)
+  }
+}
