@@ -379,13 +379,14 @@ async function withholdSecrets(
   const found = secrets.matcher.redact(output.output)
   if (!found) return
   output.output = `${found.text}\n\n${secretsNote(countNotes(found.text), found.sources)}`
-  anchors.log("warn", `secrets from ${found.sources.join(", ")} taken out of a ${hookInput.tool} result`, {
+  const tool = anchors.hostNames[hookInput.tool] ?? hookInput.tool
+  anchors.log("warn", `secrets from ${found.sources.join(", ")} taken out of ${aTool(tool)} result`, {
     sessionID: hookInput.sessionID,
     tool: hookInput.tool,
   })
   if (state.warnedThisTurn.has(PROTECTION_IDS[4])) return
   state.warnedThisTurn.add(PROTECTION_IDS[4])
-  anchors.toast(secretsToast(anchors.hostNames[hookInput.tool] ?? hookInput.tool, found.sources), "warning")
+  anchors.toast(secretsToast(tool, found.sources), "warning")
 }
 
 /** How many redaction notes a text holds. */

@@ -88,12 +88,21 @@ export function resultText(result: unknown): string {
   }
 }
 
-/** The result with what a v1 hook appended to its text (a warn note) appended to its content too. */
+/**
+ * The result as a v1 hook left its text: what it appended (a warn note) appended to the content; a text it changed
+ * (secrets taken out) put in place of the content's text, and of a structured `output` the text was made from (the
+ * model must not read the value there either).
+ */
 export function withAppended(result: unknown, before: string, after: string): unknown {
-  if (after === before || !after.startsWith(before)) return result
-  const added = after.slice(before.length)
+  if (after === before) return result
   const base = isRecord(result) ? result : {}
   const { content } = base
+  if (!after.startsWith(before)) {
+    const rest = Array.isArray(content) ? content.filter((part) => !(isRecord(part) && part.type === "text")) : []
+    const { output: _dropped, ...kept } = base
+    return { ...kept, content: rest.length ? [{ type: "text", text: after }, ...rest] : after }
+  }
+  const added = after.slice(before.length)
   if (Array.isArray(content)) return { ...base, content: [...content, { type: "text", text: added.trim() }] }
   return { ...base, content: `${typeof content === "string" ? content : before}${added}` }
 }
@@ -315,7 +324,8 @@ type ToolEvent = {
  * execute.before and execute.after. Before: the call is announced (its step is its message), then judged by the v1
  * hook; its throw is rethrown, which v2 turns into the failed result the model and the person read. After: a
  * completed call's text goes to the v1 hook (a note it appends is appended to the result), and its end, completed or
- * failed, goes to the v1 event hook as v1's tool part would.
+ * failed, goes to the v1 event hook as v1's tool part would. A text the hook changed replaces the result's
+ * (withAppended).
  */
 async function toolHooks(ctx: V2Context, hooks: Hooks, odd: (what: string) => void): Promise<Registration[]> {
   const hook = ctx.tool!.hook!
