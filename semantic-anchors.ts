@@ -4640,35 +4640,33 @@ function redactionNote(source: string): string {
   return `[secret from ${source} redacted by semantic-anchors]`
 }
 
-const BASE64_LINE = /^[A-Za-z0-9+/]{16,}={0,2}$/gm
-const WRAPPED_BASE64 = /(?:^[A-Za-z0-9+/]{76}\n)+^[A-Za-z0-9+/]*={0,2}$/gm
-const LONG_RUN = /[A-Za-z0-9+/]{20,}/
+// A base64 block wrapped at 76 (`base64 FILE`): found by a 76-character run before a line break (a cheap test that
+// real outputs rarely pass), then its lines joined and searched for a secret's base64 form.
+const WRAPPED_HINT = /[A-Za-z0-9+/]{76}\n/
+const WRAPPED_BASE64 = /(?:[A-Za-z0-9+/]{76}\n)+[A-Za-z0-9+/]*={0,2}/g
 
 /**
- * The secrets of a session's files and environment, searched for in a tool result: each value as written, and its
- * base64 forms (`base64 .env`, one line or wrapped at 76); a private key's lines one by one. Built once per learning
- * (a regular expression of the values, longest first), used on every result.
+ * The secrets of a session's files and environment, searched for in a tool result in one search: each value as
+ * written, its base64 forms (`base64 -w0 .env`) and each line of a private key; a base64 block wrapped at 76 is
+ * joined first (`base64 .env`). Built once per learning (a regular expression of the values, longest first), used on
+ * every result.
  */
 class SecretMatcher {
-  private readonly literal: Alternation | null
-  private readonly encoded: Alternation | null
-  private readonly sources = new Map<string, string>() // value or encoded form -> source
-  private readonly pemLines = new Map<string, string>()
+  private readonly values: Alternation | null // the values, their base64 forms, the private keys' lines
+  private readonly encoded: Alternation | null // the base64 forms alone, for a wrapped block
+  private readonly sources = new Map<string, string>() // each searched form -> its source
   readonly size: number
 
   constructor(secrets: readonly Secret[], notSecrets: ReadonlySet<string> = new Set()) {
     const encoded = new Map<string, string>()
     for (const { value, source, pemLine } of secrets) {
-      if (notSecrets.has(value)) continue
-      if (pemLine) this.pemLines.set(value, source)
-      else if (!this.sources.has(value)) {
-        this.sources.set(value, source)
-        for (const form of base64Forms(value)) if (!encoded.has(form)) encoded.set(form, source)
-      }
+      if (notSecrets.has(value) || this.sources.has(value)) continue
+      this.sources.set(value, source)
+      if (!pemLine) for (const form of base64Forms(value)) if (!encoded.has(form)) encoded.set(form, source)
     }
-    this.size = this.sources.size + this.pemLines.size
-    this.literal = alternation([...this.sources.keys()])
+    this.size = this.sources.size
     for (const [form, source] of encoded) if (!this.sources.has(form)) this.sources.set(form, source)
+    this.values = alternation([...this.sources.keys()])
     this.encoded = alternation([...encoded.keys()])
   }
 
@@ -4677,22 +4675,18 @@ class SecretMatcher {
     if (this.size === 0 || text.length < SECRET_MIN) return undefined
     const sources = new Set<string>()
     const note = (found: string) => {
-      const source = this.sources.get(found) ?? this.pemLines.get(found) ?? "a secret file"
+      const source = this.sources.get(found) ?? "a secret file"
       sources.add(source)
       return redactionNote(source)
     }
     let out = text
-    if (this.literal?.one.test(out)) out = out.replace(this.literal.all, note)
-    if (!LONG_RUN.test(out)) return sources.size ? { text: out, sources: [...sources] } : undefined
+    if (this.values?.one.test(out)) out = out.replace(this.values.all, note)
     const encoded = this.encoded
-    if (encoded) {
-      if (encoded.one.test(out)) out = out.replace(encoded.all, note)
+    if (encoded && WRAPPED_HINT.test(out))
       out = out.replace(WRAPPED_BASE64, (block) => {
         const found = encoded.one.exec(block.replace(/\n/g, ""))
         return found ? note(found[0]) : block
       })
-    }
-    if (this.pemLines.size) out = out.replace(BASE64_LINE, (line) => (this.pemLines.has(line) ? note(line) : line))
     return sources.size ? { text: out, sources: [...sources] } : undefined
   }
 }

@@ -31,7 +31,14 @@ import { projectOf } from "./traces-anchors.ts"
 type Call = { tool: string; args: unknown; obs?: string; err?: boolean }
 type Trajectory = { id: string; system: string; turns: Call[][] }
 
-const FAMILIES = ["protect-remote-history", "protect-local-work", "protect-files", "protect-disks", "guard-integrity"]
+const FAMILIES = [
+  "protect-remote-history",
+  "protect-local-work",
+  "protect-files",
+  "protect-disks",
+  "protect-secrets",
+  "guard-integrity",
+]
 const REPLAY_HOME = "/home/replay"
 const EDIT_TOOLS = new Set(["edit", "write", "patch", "multiedit", "apply_patch"])
 
