@@ -415,6 +415,39 @@ tuiDescribe("e2e in the opencode TUI (tmux)", () => {
     TEST_TIMEOUT + 100_000,
   )
 
+  test(
+    "protect-secrets, no config: `cat .env` runs, the person sees the toast naming .env, the model never reads the value",
+    async () => {
+      const canary = `sk-tuicanary${Date.now()}R4w`
+      const sb = sandbox({
+        install: ["--only", "semantic-anchors"],
+        files: { ".env": `OPENAI_API_KEY=${canary}\nPORT=3000\n` },
+      })
+      const tui = await startTui(sb, {
+        script: [
+          { tool: "bash", args: { command: "cat .env", description: "Show the settings" } },
+          { text: "Checked." },
+        ],
+        beforeReply: holdStep(1, 4000), // the toast stays alone on screen before the answer
+      })
+      const since = tui.mark()
+      await tui.submit("show the settings so that we can check the port")
+      const frame = await tui.waitForScreen(toastShows("semantic-anchors: secrets from .env"), 90_000, {
+        since,
+        what: "the secrets toast",
+      })
+      expect(flat(toastText(frame))).toContain(
+        flat("semantic-anchors: secrets from .env were taken out of a bash result before the model read it."),
+      )
+      keepCapture("secrets", frame)
+      await tui.waitForScreen((s) => s.includes("Checked."), 60_000, { since, what: "the answer" })
+      expect(resultSeenFor(tui.llm, 0)).toContain("OPENAI_API_KEY=[secret from .env redacted by semantic-anchors]")
+      expect(JSON.stringify(tui.llm.requests)).not.toContain(canary)
+      await tui.close()
+    },
+    TEST_TIMEOUT,
+  )
+
   describe("four identical reads: loop-guard blocks the 4th", () => {
     let tui: Tui
     let sb: Sandbox

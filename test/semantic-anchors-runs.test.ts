@@ -67,8 +67,6 @@ test("the ready rules load without a problem, every example holding", () => {
     "no-docker-prune",
     "no-database-drop",
     "no-pipe-to-shell",
-    "no-read-secrets",
-    "no-read-secrets-bash",
     "no-chmod-outside-project",
   ])
   expect([...config.contracts.keys()]).toEqual(expect.arrayContaining(readyRuleIds()))
