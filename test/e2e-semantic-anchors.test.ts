@@ -198,7 +198,8 @@ describe("e2e semantic-anchors in opencode run", () => {
   })
 
   test("protect-secrets, no config: the agent reads .env and ~/.aws/credentials, the calls run, the model's next requests hold no canary; curl -d @.env is blocked", async () => {
-    const sb = sandbox()
+    // opencode asks before a command reaches outside the project, and `opencode run` says no: allowed here
+    const sb = sandbox({ opencode: { permission: { external_directory: "allow" } } })
     const canary = `sk-e2ecanary${Date.now()}Q7x`
     const aws = `awsE2eCanary${Date.now()}Zk9`
     fs.writeFileSync(path.join(sb.project, ".env"), `OPENAI_API_KEY=${canary}\nPORT=3000\n`)
