@@ -863,7 +863,7 @@ export const BUILTIN_PRESETS: Record<(typeof ROLES)[number], { contracts: string
 /** Every key and enum the validator accepts; a test keeps `opencode-semantic-anchors.schema.json` equal to it. */
 export const SCHEMA_KEYS = {
   top: ["version", "settings", "roles", "presets", "contracts"],
-  settings: ["maxOverrides", "confirmPattern", "protection"],
+  settings: ["maxOverrides", "confirmPattern", "protection", "secretFiles", "notSecrets"],
   roles: ["default", "agents"],
   contract: ["id", "description", "mode", "message", "anchorRefs", "roles", "enabled", "locked", "trigger", "examples"],
   trigger: ["type", "tools", "runs", "args", "unlessSeen", "pattern", "unless", "minLength", "every", "flags"],
@@ -881,7 +881,12 @@ const TRIGGER_KEYS_BY_TYPE: Record<string, readonly string[]> = {
   state: ["type", "every", "tools"],
 }
 
-type Settings = { maxOverrides: number; confirmPattern: RegExp | null }
+type Settings = {
+  maxOverrides: number
+  confirmPattern: RegExp | null
+  secretFiles: string[] // protect-secrets: more of the person's secret files (globs: project-relative, `~/`, absolute)
+  notSecrets: string[] // protect-secrets: values that are no secrets, never taken out
+}
 
 /** Which role an agent gets, and which contracts a role's preset names. */
 type RoleView = {
@@ -6442,6 +6447,17 @@ function applySettings(config: Config, settings: unknown, r: Reporter): void {
       if (regex) config.settings = { ...config.settings, confirmPattern: regex }
     }
   }
+  for (const key of ["secretFiles", "notSecrets"] as const) {
+    const value = settings[key]
+    if (value === undefined) continue
+    const list = typeof value === "string" ? [value] : value
+    if (!Array.isArray(list) || !list.every((item) => typeof item === "string" && item.trim() !== "")) {
+      r.error(`settings.${key}`, `must be a list of non-empty strings (got ${describe(value)}); it is ignored`)
+      continue
+    }
+    // the files' lists add up (the global file's and the project's); a project cannot take a secret file away
+    config.settings = { ...config.settings, [key]: [...config.settings[key], ...(list as string[])] }
+  }
 }
 
 /**
@@ -6742,7 +6758,7 @@ function defaultConfig(): Config {
     presets,
   }
   return {
-    settings: { maxOverrides: DEFAULT_MAX_OVERRIDES, confirmPattern: null },
+    settings: { maxOverrides: DEFAULT_MAX_OVERRIDES, confirmPattern: null, secretFiles: [], notSecrets: [] },
     ...view,
     globalView: copyView(view),
     contracts,
@@ -7036,7 +7052,8 @@ class SecretStore {
     private readonly env: Record<string, string | undefined>,
     /** Whether the agent wrote a file in this session and it is unchanged since: its contents are the agent's. */
     private readonly isAgents: (abs: string) => boolean,
-    private readonly notSecrets: ReadonlySet<string>,
+    /** The config's `settings.secretFiles` and `settings.notSecrets` in force (read at each learning). */
+    private readonly settings: () => { secretFiles: readonly string[]; notSecrets: readonly string[] },
     private readonly log: (message: string) => void,
   ) {}
 
@@ -7068,7 +7085,8 @@ class SecretStore {
   }
 
   private async learnOnce(): Promise<void> {
-    const files = await this.secretFiles()
+    const { secretFiles, notSecrets } = this.settings()
+    const files = await this.secretFiles(secretFiles.map((glob) => this.absoluteGlob(glob)))
     for (const path of files) {
       if (this.isAgents(path)) continue // the agent's own: what it held before stays a secret
       const text = await this.readSmall(path)
@@ -7080,24 +7098,52 @@ class SecretStore {
     }
     for (const path of [...this.fileSecrets.keys()]) if (!files.includes(path)) this.fileSecrets.delete(path)
     const secrets = [...secretsOfEnv(this.env), ...[...this.fileSecrets.values()].flat()]
-    this.matcher = new SecretMatcher(secrets, this.notSecrets)
+    this.matcher = new SecretMatcher(secrets, new Set(notSecrets))
   }
 
-  /** The candidate files: the project's `.env*` and key files, the home's credential files, opencode's auth files. */
-  private async secretFiles(): Promise<string[]> {
+  /** A config glob as an absolute one: `~/` is the home directory, a relative glob the project's. */
+  private absoluteGlob(glob: string): string {
+    const { home, project } = this.places
+    if (glob === "~" || glob.startsWith("~/")) return `${home}${glob.slice(1)}`
+    return glob.startsWith("/") ? glob : `${project}/${glob.replace(/^\.\//, "")}`
+  }
+
+  /**
+   * The candidate files: the project's `.env*` and key files, the home's credential files, opencode's auth files,
+   * and the files the config's globs name (a glob outside the project: its directory before the first wildcard is
+   * walked, within the same bounds).
+   */
+  private async secretFiles(globs: string[]): Promise<string[]> {
     const { home, project, dataDir } = this.places
+    const named = globs.map((glob) => globToRegExp(glob))
+    const accept = (name: string, path: string) =>
+      isEnvFileName(name) || isKeyFileName(name) || named.some((glob) => glob.test(path))
     const found: string[] = []
+    const count = { seen: 0 }
     if (home !== "/" && home !== project) {
       for (const rel of SECRET_HOME_FILES) found.push(`${home}/${rel}`)
       for (const name of await this.list(`${home}/.ssh`))
         if (name.startsWith("id_") && !name.endsWith(".pub")) found.push(`${home}/.ssh/${name}`)
     }
     for (const file of OPENCODE_SECRET_FILES) found.push(`${dataDir}/${file}`)
-    if (project !== "/" && project !== home) await this.walk(project, 0, { seen: 0 }, found)
-    return found
+    if (project !== "/" && project !== home) await this.walk(project, 0, count, found, accept)
+    for (const glob of globs) {
+      const base = glob.slice(0, Math.max(0, glob.search(/\/[^/]*[*?[{]/))) || glob.slice(0, glob.lastIndexOf("/"))
+      if (base === project || base.startsWith(`${project}/`)) continue // walked above
+      if (!/[*?[{]/.test(glob)) found.push(glob)
+      else if (base && base !== "/")
+        await this.walk(base, 0, count, found, (_name, path) => globToRegExp(glob).test(path))
+    }
+    return [...new Set(found)]
   }
 
-  private async walk(dir: string, depth: number, count: { seen: number }, found: string[]): Promise<void> {
+  private async walk(
+    dir: string,
+    depth: number,
+    count: { seen: number },
+    found: string[],
+    accept: (name: string, path: string) => boolean,
+  ): Promise<void> {
     let entries: { name: string; isDirectory(): boolean; isFile(): boolean; isSymbolicLink(): boolean }[]
     try {
       entries = await promises.readdir(dir, { withFileTypes: true })
@@ -7111,8 +7157,9 @@ class SecretStore {
         )
       const path = `${dir}/${entry.name}`
       if (entry.isDirectory()) {
-        if (depth < SECRET_WALK_DEPTH && !SKIPPED_DIRS.has(entry.name)) await this.walk(path, depth + 1, count, found)
-      } else if (isEnvFileName(entry.name) || isKeyFileName(entry.name)) found.push(path)
+        if (depth < SECRET_WALK_DEPTH && !SKIPPED_DIRS.has(entry.name))
+          await this.walk(path, depth + 1, count, found, accept)
+      } else if (accept(entry.name, path)) found.push(path)
     }
   }
 
@@ -7689,6 +7736,7 @@ function messageVerdict(hits: Hit[]): string {
 /** `/anchor reload`: the files read again; every session's counters and overrides reset, its role and evidence kept. */
 function reload(anchors: Anchors): string {
   anchors.install(loadConfig(anchors.paths))
+  anchors.secrets?.learn() // the secret files and values a changed file names
   const { config } = anchors
   for (const state of anchors.sessions.all()) {
     const kept = newState(state.role)
@@ -9021,7 +9069,8 @@ function startSecrets(anchors: Anchors): void {
     const dataHome = process.env.XDG_DATA_HOME || `${paths.home}/.local/share`
     const places = { project: paths.directory, home: paths.home, dataDir: `${dataHome}/opencode`, more: [] }
     const log = (message: string) => anchors.log("warn", `protect-secrets: ${message}`)
-    anchors.secrets = new SecretStore(places, process.env, (abs) => agentOwns(anchors, abs), new Set(), log)
+    const settings = () => anchors.config.settings
+    anchors.secrets = new SecretStore(places, process.env, (abs) => agentOwns(anchors, abs), settings, log)
     anchors.secrets.learn()
   } catch (error) {
     anchors.failOpen("protect-secrets", error)

@@ -182,6 +182,7 @@ function messageVerdict(hits: Hit[]): string {
 /** `/anchor reload`: the files read again; every session's counters and overrides reset, its role and evidence kept. */
 function reload(anchors: Anchors): string {
   anchors.install(loadConfig(anchors.paths))
+  anchors.secrets?.learn() // the secret files and values a changed file names
   const { config } = anchors
   for (const state of anchors.sessions.all()) {
     const kept = newState(state.role)

@@ -101,7 +101,7 @@ export function defaultConfig(): Config {
     presets,
   }
   return {
-    settings: { maxOverrides: DEFAULT_MAX_OVERRIDES, confirmPattern: null },
+    settings: { maxOverrides: DEFAULT_MAX_OVERRIDES, confirmPattern: null, secretFiles: [], notSecrets: [] },
     ...view,
     globalView: copyView(view),
     contracts,

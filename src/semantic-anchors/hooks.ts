@@ -458,7 +458,8 @@ function startSecrets(anchors: Anchors): void {
     const dataHome = process.env.XDG_DATA_HOME || `${paths.home}/.local/share`
     const places = { project: paths.directory, home: paths.home, dataDir: `${dataHome}/opencode`, more: [] }
     const log = (message: string) => anchors.log("warn", `protect-secrets: ${message}`)
-    anchors.secrets = new SecretStore(places, process.env, (abs) => agentOwns(anchors, abs), new Set(), log)
+    const settings = () => anchors.config.settings
+    anchors.secrets = new SecretStore(places, process.env, (abs) => agentOwns(anchors, abs), settings, log)
     anchors.secrets.learn()
   } catch (error) {
     anchors.failOpen("protect-secrets", error)

@@ -354,7 +354,7 @@ export const BUILTIN_PRESETS: Record<(typeof ROLES)[number], { contracts: string
 /** Every key and enum the validator accepts; a test keeps `opencode-semantic-anchors.schema.json` equal to it. */
 export const SCHEMA_KEYS = {
   top: ["version", "settings", "roles", "presets", "contracts"],
-  settings: ["maxOverrides", "confirmPattern", "protection"],
+  settings: ["maxOverrides", "confirmPattern", "protection", "secretFiles", "notSecrets"],
   roles: ["default", "agents"],
   contract: ["id", "description", "mode", "message", "anchorRefs", "roles", "enabled", "locked", "trigger", "examples"],
   trigger: ["type", "tools", "runs", "args", "unlessSeen", "pattern", "unless", "minLength", "every", "flags"],
@@ -372,7 +372,12 @@ export const TRIGGER_KEYS_BY_TYPE: Record<string, readonly string[]> = {
   state: ["type", "every", "tools"],
 }
 
-export type Settings = { maxOverrides: number; confirmPattern: RegExp | null }
+export type Settings = {
+  maxOverrides: number
+  confirmPattern: RegExp | null
+  secretFiles: string[] // protect-secrets: more of the person's secret files (globs: project-relative, `~/`, absolute)
+  notSecrets: string[] // protect-secrets: values that are no secrets, never taken out
+}
 
 /** Which role an agent gets, and which contracts a role's preset names. */
 export type RoleView = {

@@ -8,6 +8,7 @@ import { clearTimeout, setTimeout } from "./constants"
 import { SecretMatcher, isEnvFileName, isKeyFileName, secretsOfEnv, secretsOfFile } from "./secrets"
 import type { Secret, SecretPlaces } from "./secrets"
 import { OPENCODE_SECRET_FILES, SECRET_HOME_FILES } from "./secrets"
+import { globToRegExp } from "./names"
 // Bounds: a file larger than SECRET_FILE_MAX is not read (a secret file is small; a huge one is no credential file);
 // the project is walked SECRET_WALK_DEPTH directories down, past dependency and build folders, SECRET_WALK_MAX
 // entries at most; only regular files are read (a FIFO, a device or a link to /dev/zero is skipped). A learning that
@@ -48,7 +49,8 @@ export class SecretStore {
     private readonly env: Record<string, string | undefined>,
     /** Whether the agent wrote a file in this session and it is unchanged since: its contents are the agent's. */
     private readonly isAgents: (abs: string) => boolean,
-    private readonly notSecrets: ReadonlySet<string>,
+    /** The config's `settings.secretFiles` and `settings.notSecrets` in force (read at each learning). */
+    private readonly settings: () => { secretFiles: readonly string[]; notSecrets: readonly string[] },
     private readonly log: (message: string) => void,
   ) {}
 
@@ -80,7 +82,8 @@ export class SecretStore {
   }
 
   private async learnOnce(): Promise<void> {
-    const files = await this.secretFiles()
+    const { secretFiles, notSecrets } = this.settings()
+    const files = await this.secretFiles(secretFiles.map((glob) => this.absoluteGlob(glob)))
     for (const path of files) {
       if (this.isAgents(path)) continue // the agent's own: what it held before stays a secret
       const text = await this.readSmall(path)
@@ -92,24 +95,52 @@ export class SecretStore {
     }
     for (const path of [...this.fileSecrets.keys()]) if (!files.includes(path)) this.fileSecrets.delete(path)
     const secrets = [...secretsOfEnv(this.env), ...[...this.fileSecrets.values()].flat()]
-    this.matcher = new SecretMatcher(secrets, this.notSecrets)
+    this.matcher = new SecretMatcher(secrets, new Set(notSecrets))
   }
 
-  /** The candidate files: the project's `.env*` and key files, the home's credential files, opencode's auth files. */
-  private async secretFiles(): Promise<string[]> {
+  /** A config glob as an absolute one: `~/` is the home directory, a relative glob the project's. */
+  private absoluteGlob(glob: string): string {
+    const { home, project } = this.places
+    if (glob === "~" || glob.startsWith("~/")) return `${home}${glob.slice(1)}`
+    return glob.startsWith("/") ? glob : `${project}/${glob.replace(/^\.\//, "")}`
+  }
+
+  /**
+   * The candidate files: the project's `.env*` and key files, the home's credential files, opencode's auth files,
+   * and the files the config's globs name (a glob outside the project: its directory before the first wildcard is
+   * walked, within the same bounds).
+   */
+  private async secretFiles(globs: string[]): Promise<string[]> {
     const { home, project, dataDir } = this.places
+    const named = globs.map((glob) => globToRegExp(glob))
+    const accept = (name: string, path: string) =>
+      isEnvFileName(name) || isKeyFileName(name) || named.some((glob) => glob.test(path))
     const found: string[] = []
+    const count = { seen: 0 }
     if (home !== "/" && home !== project) {
       for (const rel of SECRET_HOME_FILES) found.push(`${home}/${rel}`)
       for (const name of await this.list(`${home}/.ssh`))
         if (name.startsWith("id_") && !name.endsWith(".pub")) found.push(`${home}/.ssh/${name}`)
     }
     for (const file of OPENCODE_SECRET_FILES) found.push(`${dataDir}/${file}`)
-    if (project !== "/" && project !== home) await this.walk(project, 0, { seen: 0 }, found)
-    return found
+    if (project !== "/" && project !== home) await this.walk(project, 0, count, found, accept)
+    for (const glob of globs) {
+      const base = glob.slice(0, Math.max(0, glob.search(/\/[^/]*[*?[{]/))) || glob.slice(0, glob.lastIndexOf("/"))
+      if (base === project || base.startsWith(`${project}/`)) continue // walked above
+      if (!/[*?[{]/.test(glob)) found.push(glob)
+      else if (base && base !== "/")
+        await this.walk(base, 0, count, found, (_name, path) => globToRegExp(glob).test(path))
+    }
+    return [...new Set(found)]
   }
 
-  private async walk(dir: string, depth: number, count: { seen: number }, found: string[]): Promise<void> {
+  private async walk(
+    dir: string,
+    depth: number,
+    count: { seen: number },
+    found: string[],
+    accept: (name: string, path: string) => boolean,
+  ): Promise<void> {
     let entries: { name: string; isDirectory(): boolean; isFile(): boolean; isSymbolicLink(): boolean }[]
     try {
       entries = await promises.readdir(dir, { withFileTypes: true })
@@ -123,8 +154,9 @@ export class SecretStore {
         )
       const path = `${dir}/${entry.name}`
       if (entry.isDirectory()) {
-        if (depth < SECRET_WALK_DEPTH && !SKIPPED_DIRS.has(entry.name)) await this.walk(path, depth + 1, count, found)
-      } else if (isEnvFileName(entry.name) || isKeyFileName(entry.name)) found.push(path)
+        if (depth < SECRET_WALK_DEPTH && !SKIPPED_DIRS.has(entry.name))
+          await this.walk(path, depth + 1, count, found, accept)
+      } else if (accept(entry.name, path)) found.push(path)
     }
   }
 

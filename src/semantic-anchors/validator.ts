@@ -654,6 +654,17 @@ function applySettings(config: Config, settings: unknown, r: Reporter): void {
       if (regex) config.settings = { ...config.settings, confirmPattern: regex }
     }
   }
+  for (const key of ["secretFiles", "notSecrets"] as const) {
+    const value = settings[key]
+    if (value === undefined) continue
+    const list = typeof value === "string" ? [value] : value
+    if (!Array.isArray(list) || !list.every((item) => typeof item === "string" && item.trim() !== "")) {
+      r.error(`settings.${key}`, `must be a list of non-empty strings (got ${describe(value)}); it is ignored`)
+      continue
+    }
+    // the files' lists add up (the global file's and the project's); a project cannot take a secret file away
+    config.settings = { ...config.settings, [key]: [...config.settings[key], ...(list as string[])] }
+  }
 }
 
 /**
