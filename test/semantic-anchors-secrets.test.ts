@@ -176,6 +176,84 @@ const SHOWING: [string, string, Record<string, unknown>, string][] = [
   ],
 ]
 
+/** The dumps `xxd`, `xxd -p`, `hexdump -C` and `od -c` print of a text, as those tools lay them out. */
+const hex = (text: string) => Buffer.from(text).toString("hex")
+const rows16 = (text: string) =>
+  Array.from({ length: Math.ceil(text.length / 16) }, (_, i) => text.slice(i * 16, i * 16 + 16))
+const shown = (row: string) => row.replace(/[^\x20-\x7e]/g, ".")
+const offset = (i: number, width: number) => (i * 16).toString(16).padStart(width, "0")
+const xxd = (text: string) =>
+  rows16(text)
+    .map((row, i) => `${offset(i, 8)}: ${(hex(row).match(/.{1,4}/g) ?? []).join(" ").padEnd(39)}  ${shown(row)}`)
+    .join("\n")
+const xxdPlain = (text: string) => (hex(text).match(/.{1,60}/g) ?? []).join("\n")
+const hexdumpC = (text: string) =>
+  rows16(text)
+    .map((row, i) => {
+      const pairs = hex(row).match(/.{2}/g) ?? []
+      return (
+        `${offset(i, 8)}  ${pairs.slice(0, 8).join(" ")}  ${pairs.slice(8).join(" ")}`.padEnd(60) + `|${shown(row)}|`
+      )
+    })
+    .join("\n")
+const odC = (text: string) =>
+  rows16(text)
+    .map(
+      (row, i) =>
+        `${(i * 16).toString(8).padStart(7, "0")}${[...row].map((c) => (c === "\n" ? "\\n" : c).padStart(4)).join("")}`,
+    )
+    .join("\n")
+
+/** Every secret file, each shown by ten commands as they print it: [call, tool, args, result]. */
+function everyForm(): [string, string, Record<string, unknown>, string][] {
+  const files: [string, string][] = [
+    [".env", envFile],
+    ["~/.aws/credentials", `[default]\naws_access_key_id = AKIA0EXAMPLE0\naws_secret_access_key = ${C.aws}\n`],
+    ["~/.netrc", `machine api.example.com login person password ${C.netrc}\n`],
+    ["~/.git-credentials", `https://person:${C.gitCred}@github.com\n`],
+    ["~/.docker/config.json", JSON.stringify({ auths: { "ghcr.io": { auth: C.docker } } })],
+    ["~/.npmrc", `//registry.npmjs.org/:_authToken=${C.npm}\n`],
+    ["~/.local/share/opencode/auth.json", JSON.stringify({ openai: { type: "api", key: C.opencode } })],
+    ["~/.ssh/id_ed25519", privateKey],
+  ]
+  const rows: [string, string, Record<string, unknown>, string][] = []
+  for (const [file, text] of files) {
+    const bash = (command: string, result: string) => rows.push([`${command}`, "bash", { command }, result])
+    bash(`head -c 4000 ${file}`, text)
+    bash(`xxd ${file}`, xxd(text))
+    bash(`xxd -p ${file}`, xxdPlain(text))
+    bash(`hexdump -C ${file}`, hexdumpC(text))
+    bash(`od -c ${file}`, odC(text))
+    bash(`base64 ${file}`, wrapped(text))
+    bash(`base64 -w0 ${file}`, b64(text))
+    bash(`git show HEAD~1:${file.replace("~/", "")}`, text)
+    bash(`python3 -c "print(open('${file}').read())"`, text)
+    rows.push([
+      `read ${file}`,
+      "read",
+      { filePath: file },
+      text
+        .split("\n")
+        .map((l, i) => `${i + 1}: ${l}`)
+        .join("\n"),
+    ])
+  }
+  return rows
+}
+
+describe("no canary reaches the model: every secret file in every form", () => {
+  let h: Harness
+  const rows = everyForm()
+  test("at least 100 calls in all (with the table below)", () =>
+    expect(rows.length + SHOWING.length).toBeGreaterThanOrEqual(100))
+  test.each(rows)("%s", async (_name, tool, args, result) => {
+    h ??= await person()
+    const out = await seen(h, tool, args, result)
+    for (const value of ALL_CANARIES) expect(out).not.toContain(value)
+    expect(out).toContain("redacted by semantic-anchors]")
+  })
+})
+
 describe("no canary reaches the model", () => {
   let h: Harness
   test.each(SHOWING)("%s", async (_name, tool, args, result) => {
@@ -220,10 +298,116 @@ const ORDINARY: [string, string, Record<string, unknown>, string][] = [
     '"integrity": "sha512-Q2VsbG8gd29ybGQgdGhpcyBpcyBub3QgYSBzZWNyZXQgYXQgYWxs=="',
   ],
   ["a test run", "bash", { command: "npm test" }, "PASS src/a.test.ts\n  ✓ adds (3 ms)\nTests: 1 passed\n"],
+  [".env.sample", "bash", { command: "cat .env.sample" }, "OPENAI_API_KEY=<your key>\nSTRIPE_SECRET=changeme\n"],
+  [
+    ".env.template",
+    "read",
+    { filePath: ".env.template" },
+    "1: DATABASE_URL=postgres://user:${DB_PASSWORD}@localhost/app\n",
+  ],
+  ["stat .env", "bash", { command: "stat -c '%s %n' .env" }, "311 .env\n"],
+  [
+    "ls -la ~/.ssh",
+    "bash",
+    { command: "ls -la ~/.ssh" },
+    "-rw------- 1 me me 411 Dec  5 09:00 id_ed25519\n-rw-r--r-- 1 me me  97 Dec  5 09:00 id_ed25519.pub\n",
+  ],
+  [
+    "a key fingerprint",
+    "bash",
+    { command: "ssh-keygen -lf ~/.ssh/id_ed25519.pub" },
+    "256 SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU person@host (ED25519)\n",
+  ],
+  [
+    "env without secrets",
+    "bash",
+    { command: "env | grep -v TOKEN" },
+    "PATH=/usr/local/bin:/usr/bin\nHOME=/home/me\nSHELL=/bin/bash\nLANG=C.UTF-8\n",
+  ],
+  ["echo $PORT", "bash", { command: "source .env && echo $PORT" }, "3000\n"],
+  [
+    "git log",
+    "bash",
+    { command: "git log --oneline -3" },
+    "9fceb02d0ae598e95dc970b74767f19372d61af8 fix the loader\n3a1f2c7 add tests\ne83c516 init\n",
+  ],
+  [
+    "a lock file's hashes",
+    "bash",
+    { command: "grep resolved package-lock.json | head -2" },
+    '"resolved": "https://registry.npmjs.org/acorn/-/acorn-8.11.3.tgz",\n"integrity": "sha512-Y9rRfJG5jcKOE0CLisYbojUjIrIEE7AGMzA/Sm4BslANhbS+cDMpgBdcPT91oJ7OuJ9hYJBx59RjbhxVnrF8Xg=="\n',
+  ],
+  [
+    "docker images",
+    "bash",
+    { command: "docker images" },
+    "REPOSITORY  TAG  IMAGE ID      CREATED\nnode        20   a1b2c3d4e5f6  2 weeks ago\n",
+  ],
+  [
+    "a UUID-heavy log",
+    "bash",
+    { command: "tail -2 app.log" },
+    "req 3f0e8d4c-5b1a-4c2e-9d7f-1a2b3c4d5e6f ok\nreq 7c9e6679-7425-40de-944b-e07fc1f90ae7 ok\n",
+  ],
+  [
+    "a JWT in a test fixture",
+    "read",
+    { filePath: "test/fixtures/token.txt" },
+    "1: eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U\n",
+  ],
+  [
+    "base64 of a README",
+    "bash",
+    { command: "base64 README.md" },
+    Buffer.from("# app\n\nA small service. Run npm test.\n".repeat(8)).toString("base64").replace(/.{76}/g, "$&\n"),
+  ],
+  [
+    "xxd of a binary",
+    "bash",
+    { command: "xxd -l 32 /bin/ls" },
+    "00000000: 7f45 4c46 0201 0100 0000 0000 0000 0000  .ELF............\n00000010: 0300 3e00 0100 0000 d06b 0000 0000 0000  ..>......k......\n",
+  ],
+  [
+    "hexdump of a text",
+    "bash",
+    { command: "hexdump -C notes.txt" },
+    "00000000  68 65 6c 6c 6f 20 77 6f  72 6c 64 0a              |hello world.|\n0000000c\n",
+  ],
+  [
+    "package.json",
+    "read",
+    { filePath: "package.json" },
+    '1: {\n2:   "name": "app",\n3:   "version": "1.0.0",\n4:   "scripts": { "test": "vitest" }\n5: }\n',
+  ],
+  [
+    "a certificate's subject",
+    "bash",
+    { command: "openssl x509 -in server.crt -noout -subject" },
+    "subject=O = DevOps Team, CN = localhost\n",
+  ],
+  [
+    "pip freeze",
+    "bash",
+    { command: "pip freeze | head -3" },
+    "requests==2.31.0\nurllib3==2.1.0\ncertifi==2023.11.17\n",
+  ],
+  [
+    "kubectl get pods",
+    "bash",
+    { command: "kubectl get pods" },
+    "NAME                     READY   STATUS    RESTARTS   AGE\napi-7d4b9c8f6d-x2x9k     1/1     Running   0          3d\n",
+  ],
+  [
+    "a config without secrets",
+    "bash",
+    { command: "cat config/app.yml" },
+    "port: 8080\nlog_level: debug\ncache_ttl: 300\n",
+  ],
 ]
 
 describe("ordinary results pass whole", () => {
   let h: Harness
+  test("at least 30 of them", () => expect(ORDINARY.length).toBeGreaterThanOrEqual(30))
   test.each(ORDINARY)("%s", async (_name, tool, args, result) => {
     h ??= await person()
     expect(await seen(h, tool, args, result)).toBe(result)

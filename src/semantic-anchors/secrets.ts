@@ -25,8 +25,13 @@ const RANDOM_BITS = 3.2 // Shannon entropy per character of such a value (hex ke
 const PEM_LINE_MIN = 16 // characters of a private key's body line taken for a secret (the last line is short)
 const ENCODED_MIN = 12 // characters of a secret's base64 form searched for (its ends depend on the bytes around it)
 
-/** A secret and where it came from, as the model and the person read it: `.env`, `~/.aws/credentials`, `$OPENAI_API_KEY`. */
-export type Secret = { value: string; source: string; pemLine?: boolean }
+/**
+ * A secret and where it came from, as the model and the person read it: `.env`, `~/.aws/credentials`,
+ * `$OPENAI_API_KEY`. `only`: searched as written alone (a private key's line: its base64 forms would be dozens of
+ * searches per key), or in base64 alone (a private key's BEGIN line, which is no secret as written but marks the
+ * whole key in `base64 id_rsa`).
+ */
+export type Secret = { value: string; source: string; only?: "written" | "encoded" }
 
 /** Names that say their value is a secret (env variables, keys in a credential file). `PWD` is a directory. */
 const SECRET_NAME =
@@ -92,10 +97,12 @@ export function secretsOfFile(text: string, source: string): Secret[] {
   let inKey = false
   for (const raw of text.split(/\r?\n/)) {
     const line = raw.trim()
-    if (/^-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----$/.test(line)) inKey = true
-    else if (/^-----END [A-Z0-9 ]*PRIVATE KEY-----$/.test(line)) inKey = false
+    if (/^-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----$/.test(line)) {
+      inKey = true
+      found.push({ value: line, source, only: "encoded" })
+    } else if (/^-----END [A-Z0-9 ]*PRIVATE KEY-----$/.test(line)) inKey = false
     else if (inKey) {
-      if (line.length >= PEM_LINE_MIN && !line.includes(":")) found.push({ value: line, source, pemLine: true })
+      if (line.length >= PEM_LINE_MIN && !line.includes(":")) found.push({ value: line, source, only: "written" })
     } else secretsOfLine(line, source, found)
   }
   if (/^\s*[{[]/.test(text)) secretsOfJson(text, source, found)
@@ -206,6 +213,50 @@ export function redactionNote(source: string): string {
 // real outputs rarely pass), then its lines joined and searched for a secret's base64 form.
 const WRAPPED_HINT = /[A-Za-z0-9+/]{76}\n/
 const WRAPPED_BASE64 = /(?:[A-Za-z0-9+/]{76}\n)+[A-Za-z0-9+/]*={0,2}/g
+const NOTE = /\[secret from [^\]\n]+ redacted by semantic-anchors\]/
+const AROUND_NOTE = /[A-Za-z0-9+/]*\[secret from [^\]\n]+ redacted by semantic-anchors\][A-Za-z0-9+/]*=*/g
+
+// A hex or character dump (`xxd`, `xxd -p`, `hexdump -C`, `od -A x -t x1z`, `od -c`) shows a secret split over its
+// lines: found by a line that starts at offset 0 (`0000...`) or a 60-digit `xxd -p` line, decoded, and searched
+// whole. The hint is two string searches and one cheap regex: a regex of the dump lines' shapes after a line break
+// took 17 us per KB.
+const XXD_PLAIN_HINT = /[0-9a-f]{60}\n/
+function mayHoldDump(text: string): boolean {
+  return text.startsWith("0000") || text.includes("\n0000") || XXD_PLAIN_HINT.test(text)
+}
+const DUMP_LINE = /^[0-9a-f]{6,8}:? (.*)$/ // xxd, hexdump -C, od -A x -t x1z: an offset, then the bytes
+const HEX_GROUPS = /^[0-9a-f]{2,4}(?: [0-9a-f]{2,4})*$/ // the bytes: `4f50 454e` (xxd) or `4f 50 45 4e`
+const PLAIN_HEX_LINE = /^[0-9a-f]{60}$/ // xxd -p (30 bytes a line)
+const OD_CHAR_LINE = /^[0-7]{7}((?: {1,7}(?:\\[0-7]{1,3}|\\.|\S))+)$/ // od -c (a blank is 4 blanks more)
+const SHORT_HEX_LINE = /^(?:[0-9a-f]{2})+$/ // the last line of `xxd -p`
+
+/** The bytes a dump line shows, as text (Latin-1: a secret is ASCII), or undefined when it is no dump line. */
+function dumpLineText(line: string): string | undefined {
+  const hex = dumpLineHex(line)
+  if (hex !== undefined) {
+    let text = ""
+    for (let i = 0; i + 1 < hex.length; i += 2) text += String.fromCharCode(parseInt(hex.slice(i, i + 2), 16))
+    return text
+  }
+  const chars = OD_CHAR_LINE.exec(line)?.[1]
+  if (chars === undefined) return undefined
+  const escapes: Record<string, string> = { n: "\n", t: "\t", r: "\r", "0": "\0", "\\": "\\" }
+  return chars
+    .trim()
+    .split(/ +/)
+    .map((token) => (token.length === 2 && token[0] === "\\" ? (escapes[token[1]] ?? token[1]) : token))
+    .join("")
+}
+
+/** A hex dump line's bytes as hex digits: the columns before its text column (split at two or more blanks). */
+function dumpLineHex(line: string): string | undefined {
+  if (PLAIN_HEX_LINE.test(line)) return line
+  const rest = DUMP_LINE.exec(line)?.[1]
+  if (rest === undefined) return undefined
+  const parts = rest.trim().split(/ {2,}/)
+  const columns = parts.length > 1 ? parts.slice(0, -1) : parts
+  return columns.every((column) => HEX_GROUPS.test(column)) ? columns.join("").replace(/ /g, "") : undefined
+}
 
 /**
  * The secrets of a session's files and environment, searched for in a tool result in one search: each value as
@@ -217,17 +268,23 @@ export class SecretMatcher {
   private readonly values: Alternation | null // the values, their base64 forms, the private keys' lines
   private readonly encoded: Alternation | null // the base64 forms alone, for a wrapped block
   private readonly sources = new Map<string, string>() // each searched form -> its source
+  private readonly encodedForms = new Set<string>()
+  private encodedFound = false
   readonly size: number
 
   constructor(secrets: readonly Secret[], notSecrets: ReadonlySet<string> = new Set()) {
     const encoded = new Map<string, string>()
-    for (const { value, source, pemLine } of secrets) {
+    for (const { value, source, only } of secrets) {
       if (notSecrets.has(value) || this.sources.has(value)) continue
-      this.sources.set(value, source)
-      if (!pemLine) for (const form of base64Forms(value)) if (!encoded.has(form)) encoded.set(form, source)
+      if (only !== "encoded") this.sources.set(value, source)
+      if (only !== "written") for (const form of base64Forms(value)) if (!encoded.has(form)) encoded.set(form, source)
     }
+    for (const [form, source] of encoded)
+      if (!this.sources.has(form)) {
+        this.sources.set(form, source)
+        this.encodedForms.add(form)
+      }
     this.size = this.sources.size
-    for (const [form, source] of encoded) if (!this.sources.has(form)) this.sources.set(form, source)
     this.values = alternation([...this.sources.keys()])
     this.encoded = alternation([...encoded.keys()])
   }
@@ -237,12 +294,19 @@ export class SecretMatcher {
     if (this.size === 0 || text.length < SECRET_MIN) return undefined
     const sources = new Set<string>()
     const note = (found: string) => {
+      if (this.encodedForms.has(found)) this.encodedFound = true
       const source = this.sources.get(found) ?? "a secret file"
       sources.add(source)
       return redactionNote(source)
     }
     let out = text
-    if (this.values?.one.test(out)) out = out.replace(this.values.all, note)
+    if (this.values?.one.test(out)) {
+      out = out.replace(this.values.all, note)
+      // an encoded secret: the rest of its base64 run (the file around it) goes too
+      if (this.encodedFound) out = out.replace(AROUND_NOTE, (run) => run.match(NOTE)![0])
+      this.encodedFound = false
+    }
+    if (this.values && mayHoldDump(out)) out = this.redactDumps(out, this.values.one, note)
     const encoded = this.encoded
     if (encoded && WRAPPED_HINT.test(out))
       out = out.replace(WRAPPED_BASE64, (block) => {
@@ -251,6 +315,37 @@ export class SecretMatcher {
       })
     return sources.size ? { text: out, sources: [...sources] } : undefined
   }
+
+  /** Each run of dump lines whose decoded bytes hold a secret, replaced whole by its note. */
+  private redactDumps(text: string, values: RegExp, note: (found: string) => string): string {
+    const lines = text.split("\n")
+    const out: string[] = []
+    let i = 0
+    while (i < lines.length) {
+      const { decoded, end } = dumpRun(lines, i)
+      const found = end > i ? values.exec(decoded) : null
+      if (found) out.push(note(found[0]))
+      else out.push(...lines.slice(i, Math.max(end, i + 1)))
+      i = Math.max(end, i + 1)
+    }
+    return out.join("\n")
+  }
+}
+
+/** The run of dump lines from `start` (none when it is no dump line): the bytes they show, and where it ends. */
+function dumpRun(lines: string[], start: number): { decoded: string; end: number } {
+  let decoded = ""
+  let end = start
+  while (end < lines.length) {
+    let piece = dumpLineText(lines[end])
+    // `xxd -p`'s last line is short: padded with zeros (NULs) to be read
+    if (piece === undefined && end > start && SHORT_HEX_LINE.test(lines[end]) && PLAIN_HEX_LINE.test(lines[end - 1]))
+      piece = dumpLineText(lines[end].padEnd(60, "0"))
+    if (piece === undefined) break
+    decoded += piece
+    end++
+  }
+  return { decoded, end }
 }
 
 /** A search for any of a list of literal strings: `one` finds the first, `all` replaces every one. */
