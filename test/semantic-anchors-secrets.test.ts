@@ -482,6 +482,23 @@ describe("what the person and the log see", () => {
   })
 })
 
+describe("/anchor test output FILE: what the model would read of a file", () => {
+  test("the person's .env with its secrets taken out; a file without secrets unchanged; the family off says so", async () => {
+    const h = await person()
+    const text = await h.command(S, "test output .env")
+    expect(text).toContain(".env as the model would read it (secrets from .env taken out):")
+    expect(text).toContain("OPENAI_API_KEY=[secret from .env redacted by semantic-anchors]\nexport STRIPE_SECRET=")
+    for (const value of ALL_CANARIES) expect(text).not.toContain(value)
+    writeFileSync(join(h.dirs.project, "notes.txt"), "nothing secret here\n")
+    expect(await h.command(S, "test output notes.txt")).toContain("notes.txt as the model would read it: unchanged")
+    expect(await h.command(S, "test output missing.txt")).toContain("missing.txt cannot be read (ENOENT).")
+    const off = await person(`${NO_STEPS}settings:\n  protection: off\n`)
+    expect(await off.command(S, "test output .env")).toContain(
+      "protect-secrets is not active for role software-developer",
+    )
+  })
+})
+
 describe("switched as the other families", () => {
   test.each([
     ["settings.protection: off", `${NO_STEPS}settings:\n  protection: off\n`],

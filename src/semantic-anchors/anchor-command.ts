@@ -1,6 +1,8 @@
 /**
  * `/anchor` (status, test, bypass, reload) and the two tools.
  */
+// @ts-ignore -- no Node types in this zero-dependency project; node:fs is built into Bun, which runs the plugin.
+import { readFileSync, statSync } from "node:fs"
 import type { ToolContext, ToolDefinition } from "@opencode-ai/plugin"
 import { MESSAGE_CAP, OWN_TOOLS, TOAST_AFTER_MESSAGE_MS } from "./constants"
 import { capText } from "../shared/text"
@@ -22,6 +24,9 @@ import {
 import type { Hit, Verdict } from "./verdicts"
 import { BYPASS_ALWAYS, bypassAskToast, bypassFacts, bypassQuestion, bypassRefusedToast } from "./texts"
 import { Anchors, bypass, filesSummary, loadConfig, statusText, stripArgumentQuotes } from "./runtime"
+import { resolvePath } from "./names"
+import { SECRET_FILE_MAX } from "./secret-files"
+import { PROTECTION_IDS } from "./model"
 
 // `/anchor test`: one call judged as the next call of this session would be, with nothing counted or recorded.
 
@@ -35,7 +40,8 @@ const MAIN_ARGUMENT: Record<string, string> = Object.fromEntries(
 const TEST_USAGE =
   "Usage: /anchor test <tool> <arguments>, the arguments as a JSON object or the tool's main argument as plain text " +
   "(bash: command; read, write, edit: filePath; glob, grep: pattern; webfetch: url), e.g. /anchor test bash git push " +
-  "--force origin main; or /anchor test message <text> for a user message."
+  "--force origin main; /anchor test message <text> for a user message; /anchor test output <file> for what the " +
+  "model would read of a file."
 
 type TestCall = { tool: string; args: Raw } | { message: string } | { error: string }
 
@@ -216,12 +222,45 @@ export function runAnchorCommand(anchors: Anchors, sessionID: string, rawArgumen
       return reload(anchors)
     case "test": {
       const call = text.replace(/^\S+\s*/, "")
+      if (/^output(\s|$)/.test(call)) return outputPreview(anchors, sessionID, call.replace(/^output\s*/, ""))
       anchors.rememberTest(sessionID, call)
       return testText(anchors, sessionID, call)
     }
     default:
       return `Unknown /anchor subcommand "${sub}". Use: /anchor status | /anchor test <tool> <arguments> | /anchor bypass <reason> | /anchor reload`
   }
+}
+
+/** Characters of a previewed file shown; the rest is counted. */
+const PREVIEW_CHARS = 2000
+
+/**
+ * `/anchor test output FILE`: the file's text as the model would read it in a tool result (`cat FILE`), with the
+ * person's secrets taken out, and from where; nothing is recorded. The file is named, never typed in: a value typed
+ * into the command would reach the model with the person's message.
+ */
+function outputPreview(anchors: Anchors, sessionID: string, file: string): string {
+  if (!file) return "Usage: /anchor test output <file>: shows the file as the model would read it in a tool result."
+  const state = anchors.sessions.find(anchors.sessions.rootOf(sessionID)) ?? newState(anchors.config.defaultRole)
+  const on = anchors.active(state.role, state.agent).some((contract) => contract.id === PROTECTION_IDS[4])
+  const path = resolvePath(anchors.paths.directory, file, anchors.paths.home)
+  let text: string
+  try {
+    if (statSync(path).size > SECRET_FILE_MAX)
+      return `${file} is larger than ${SECRET_FILE_MAX / 1024} KB: not previewed.`
+    text = readFileSync(path, "utf8") as string
+  } catch (error) {
+    return `${file} cannot be read (${(error as { code?: string })?.code ?? error}).`
+  }
+  const found = on ? anchors.secrets?.matcher.redact(text) : undefined
+  const shown = found?.text ?? text
+  const cut = shown.length > PREVIEW_CHARS ? `\n... (${shown.length - PREVIEW_CHARS} more characters)` : ""
+  const head = !on
+    ? `protect-secrets is not active for role ${state.role}: the model would read ${file} as it is:`
+    : found
+      ? `${file} as the model would read it (secrets from ${found.sources.join(", ")} taken out):`
+      : `${file} as the model would read it: unchanged, it holds none of the secrets the plugin knows (it reads them at start and at each message).`
+  return `semantic-anchors test, a dry run: nothing was recorded.\n${head}\n${shown.slice(0, PREVIEW_CHARS)}${cut}`
 }
 
 const NO_ASK = "Bypass refused: this host cannot ask the human."
