@@ -359,6 +359,14 @@ function relativeInside(base: string, abs: string): string | undefined {
   return abs.slice(start)
 }
 
+/** A path as a person reads it: relative to the project, `~/...` in the home directory, else whole. */
+function pathLabel(path: string, project: string, home: string): string {
+  const inProject = relativeInside(project, path)
+  if (inProject !== undefined) return inProject
+  const inHome = relativeInside(home, path)
+  return inHome !== undefined && home !== "/" ? `~/${inHome}` : path
+}
+
 function escapeRegex(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
 }
@@ -7224,7 +7232,7 @@ class SecretStore {
     if (project !== "/" && project !== home) await this.walk(project, 0, count, found, accept)
     for (const glob of globs) {
       const base = glob.slice(0, Math.max(0, glob.search(/\/[^/]*[*?[{]/))) || glob.slice(0, glob.lastIndexOf("/"))
-      if (base === project || base.startsWith(`${project}/`)) continue // walked above
+      if (relativeInside(project, base) !== undefined) continue // walked above
       if (!/[*?[{]/.test(glob)) found.push(glob)
       else if (base && base !== "/")
         await this.walk(base, 0, count, found, (_name, path) => globToRegExp(glob).test(path))
@@ -7286,9 +7294,7 @@ class SecretStore {
   /** How the model and the person read a file's name: relative to the project, `~/...`, or whole. */
   label(path: string): string {
     const { project, home } = this.places
-    if (path.startsWith(`${project}/`)) return path.slice(project.length + 1)
-    if (home !== "/" && path.startsWith(`${home}/`)) return `~/${path.slice(home.length + 1)}`
-    return path
+    return pathLabel(path, project, home)
   }
 
   private fault(message: string): void {
@@ -7305,10 +7311,7 @@ class SecretStore {
  */
 
 function labelFor(path: string, paths: Paths): string {
-  const inProject = relativeInside(paths.directory, path)
-  if (inProject !== undefined) return inProject
-  const inHome = relativeInside(paths.home, path)
-  return inHome !== undefined && paths.home !== "/" ? `~/${inHome}` : path
+  return pathLabel(path, paths.directory, paths.home)
 }
 
 /**

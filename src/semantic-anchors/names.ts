@@ -90,6 +90,14 @@ export function relativeInside(base: string, abs: string): string | undefined {
   return abs.slice(start)
 }
 
+/** A path as a person reads it: relative to the project, `~/...` in the home directory, else whole. */
+export function pathLabel(path: string, project: string, home: string): string {
+  const inProject = relativeInside(project, path)
+  if (inProject !== undefined) return inProject
+  const inHome = relativeInside(home, path)
+  return inHome !== undefined && home !== "/" ? `~/${inHome}` : path
+}
+
 export function escapeRegex(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
 }

@@ -14,7 +14,7 @@ import {
   TAG,
   setTimeout,
 } from "./constants"
-import { relativeInside } from "./names"
+import { pathLabel } from "./names"
 import { roleForAgent } from "./model"
 import { defaultConfig } from "./config"
 import type { Config, Contract, Paths } from "./model"
@@ -31,10 +31,7 @@ import { bypassGrantedToast, bypassRefusedToast, problemsToast } from "./texts"
 import type { SecretStore } from "./secret-files"
 
 function labelFor(path: string, paths: Paths): string {
-  const inProject = relativeInside(paths.directory, path)
-  if (inProject !== undefined) return inProject
-  const inHome = relativeInside(paths.home, path)
-  return inHome !== undefined && paths.home !== "/" ? `~/${inHome}` : path
+  return pathLabel(path, paths.directory, paths.home)
 }
 
 /**

@@ -8,7 +8,7 @@ import { clearTimeout, setTimeout } from "./constants"
 import { SecretMatcher, isEnvFileName, isKeyFileName, secretsOfEnv, secretsOfFile } from "./secrets"
 import type { Secret, SecretPlaces } from "./secrets"
 import { OPENCODE_SECRET_FILES, SECRET_HOME_FILES } from "./secrets"
-import { globToRegExp } from "./names"
+import { globToRegExp, pathLabel, relativeInside } from "./names"
 // Bounds: a file larger than SECRET_FILE_MAX is not read (a secret file is small; a huge one is no credential file);
 // the project is walked SECRET_WALK_DEPTH directories down, past dependency and build folders, SECRET_WALK_MAX
 // entries at most; only regular files are read (a FIFO, a device or a link to /dev/zero is skipped). A learning that
@@ -126,7 +126,7 @@ export class SecretStore {
     if (project !== "/" && project !== home) await this.walk(project, 0, count, found, accept)
     for (const glob of globs) {
       const base = glob.slice(0, Math.max(0, glob.search(/\/[^/]*[*?[{]/))) || glob.slice(0, glob.lastIndexOf("/"))
-      if (base === project || base.startsWith(`${project}/`)) continue // walked above
+      if (relativeInside(project, base) !== undefined) continue // walked above
       if (!/[*?[{]/.test(glob)) found.push(glob)
       else if (base && base !== "/")
         await this.walk(base, 0, count, found, (_name, path) => globToRegExp(glob).test(path))
@@ -188,9 +188,7 @@ export class SecretStore {
   /** How the model and the person read a file's name: relative to the project, `~/...`, or whole. */
   label(path: string): string {
     const { project, home } = this.places
-    if (path.startsWith(`${project}/`)) return path.slice(project.length + 1)
-    if (home !== "/" && path.startsWith(`${home}/`)) return `~/${path.slice(home.length + 1)}`
-    return path
+    return pathLabel(path, project, home)
   }
 
   private fault(message: string): void {
