@@ -146,6 +146,10 @@ function randomConfig(rng: Rng): Record<string, unknown> {
     config.settings = maybe(rng, () => ({
       maxOverrides: maybe(rng, () => rng.int(5)),
       ...(rng.chance(0.3) ? { confirmPattern: maybe(rng, () => rng.pick([...SAFE_REGEXES, null])) } : {}),
+      ...(rng.chance(0.2) ? { secretFiles: maybe(rng, () => [rng.pick(GLOBS), "~/.config/x/*.json"]) } : {}),
+      ...(rng.chance(0.2)
+        ? { notSecrets: maybe(rng, () => [rng.pick(["sk-test-123456789", "", "x".repeat(300)])]) }
+        : {}),
     }))
   if (rng.chance(0.4))
     config.roles = maybe(rng, () => ({
