@@ -8342,9 +8342,13 @@ function attributeAfterCall(anchors: Anchors, ledger: WorkLedger, pre: Snapshot)
   post.pending = done?.then(() => {
     if (!post.state || !pre.state) return
     for (const rel of [...post.state.tracked, ...post.state.untracked]) {
+      if (changedIn(pre.state, rel)) continue // changed before the call: whose is not known here
       const abs = `${root}/${rel}`
-      if (ledger.owned.has(abs) || changedIn(pre.state, rel)) continue
-      ledger.owned.set(abs, { before: pre, stamp: stampOf(abs) })
+      // clean before the call and changed after it: the call changed it, so its state now is the agent's, also
+      // for a file the agent changed and reverted earlier (edit, revert, change by a script, revert again)
+      const owned = ledger.owned.peek(abs)
+      if (owned) owned.stamp = stampOf(abs)
+      else ledger.owned.set(abs, { before: pre, stamp: stampOf(abs) })
     }
   })
 }

@@ -113,6 +113,37 @@ describe("the agent's own edits may be undone", () => {
     )
   })
 
+  test("edit, revert, change again by a script, revert: each revert of the agent's own change runs", async () => {
+    const h = await repo()
+    await say(h)
+    await settle()
+    await edit(h, "b.txt")
+    expect(await judged(h, "git checkout b.txt", () => writeFileSync(h.file("b.txt"), "b.txt\n"))).toBe("runs")
+    const script = `python3 -c "open('b.txt','a').write('again')"`
+    expect(await judged(h, script, async () => (await settle(), appendFileSync(h.file("b.txt"), "again\n")))).toBe(
+      "runs",
+    )
+    await settle() // what the script changed is attributed in the background
+    expect(await judged(h, "git checkout b.txt", () => writeFileSync(h.file("b.txt"), "b.txt\n"))).toBe("runs")
+  })
+
+  test("edit, revert, then the person edits, then a script changes it: the revert is blocked", async () => {
+    const h = await repo()
+    await say(h)
+    await settle()
+    await edit(h, "b.txt")
+    expect(await judged(h, "git checkout b.txt", () => writeFileSync(h.file("b.txt"), "b.txt\n"))).toBe("runs")
+    writeFileSync(h.file("b.txt"), "the person's work\n") // between the agent's calls
+    const script = `python3 -c "open('b.txt','a').write('again')"`
+    expect(await judged(h, script, async () => (await settle(), appendFileSync(h.file("b.txt"), "again\n")))).toBe(
+      "runs",
+    )
+    await settle()
+    expect(await judged(h, "git checkout b.txt")).toContain(
+      "changed during the session by someone other than the agent",
+    )
+  })
+
   test("a branch switch or a checkout of a clean file loses nothing, and runs", async () => {
     const h = await repo()
     h.git("branch", "feature")
