@@ -25,6 +25,7 @@ import { emitError, loadTraces } from "./traces.ts"
 import { readyRuleIds, readyRulesYaml } from "../test/fixtures/semantic-anchors/ready-rules.ts"
 import { isReadOnlyCommand as loopGuardReadOnly } from "../loop-guard.ts"
 import { isReadOnlyCommand as anchorsReadOnly } from "../semantic-anchors.ts"
+import { EDIT_TOOLS } from "../src/shared/tools"
 
 type Call = { tool: string; args: unknown; obs?: string; err?: boolean }
 type Trajectory = { id: string; system: string; turns: Call[][] }
@@ -44,7 +45,7 @@ export type AnchorFigures = {
 
 const CALL_KINDS = ["bash", "edit", "other"] as const
 type CallKind = (typeof CALL_KINDS)[number]
-const EDIT_TOOL_NAMES = new Set(["edit", "write", "patch", "multiedit", "apply_patch"])
+const EDIT_TOOL_NAMES = new Set(EDIT_TOOLS)
 const kindOf = (tool: string): CallKind => (tool === "bash" ? "bash" : EDIT_TOOL_NAMES.has(tool) ? "edit" : "other")
 
 export type GuardBlock = { system: string; id: string; call: number; tool: string; what: string }

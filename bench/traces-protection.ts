@@ -27,6 +27,7 @@ import { now, printColumns, summarize } from "./lib.ts"
 import { startAnchors } from "./semantic-anchors.ts"
 import { loadTraces } from "./traces.ts"
 import { projectOf } from "./traces-anchors.ts"
+import { EDIT_TOOLS } from "../src/shared/tools"
 
 type Call = { tool: string; args: unknown; obs?: string; err?: boolean }
 type Trajectory = { id: string; system: string; turns: Call[][] }
@@ -40,7 +41,7 @@ const FAMILIES = [
   "guard-integrity",
 ]
 const REPLAY_HOME = "/home/replay"
-const EDIT_TOOLS = new Set(["edit", "write", "patch", "multiedit", "apply_patch"])
+const EDITING = new Set(EDIT_TOOLS)
 
 /**
  * The stand-in git: `status ... -- SPECS` lists as changed each spec that looks like a file, and every file of
@@ -178,7 +179,7 @@ async function replay(
         }
         continue
       }
-      if (EDIT_TOOLS.has(call.tool)) {
+      if (EDITING.has(call.tool)) {
         const file = (call.args as { filePath?: unknown } | undefined)?.filePath
         if (typeof file === "string") {
           const abs = path.resolve(project, file)

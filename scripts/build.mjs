@@ -29,6 +29,7 @@ export const BUNDLES = [
     out: "semantic-anchors.ts",
     modules: [
       "src/semantic-anchors/constants.ts",
+      "src/shared/tools.ts",
       "src/shared/recent-map.ts",
       "src/shared/text.ts",
       "src/semantic-anchors/names.ts",
@@ -60,6 +61,7 @@ export const BUNDLES = [
     out: "loop-guard.ts",
     modules: [
       "src/loop-guard/signatures.ts",
+      "src/shared/tools.ts",
       "src/shared/recent-map.ts",
       "src/shared/text.ts",
       ...SHARED_READER,

@@ -3,6 +3,7 @@
  * whether a call may change the project (`changesProject`, `callChanges`: a bash command read only when a rule
  * asks).
  */
+import { READING_TOOLS } from "../shared/tools"
 import { canonicalize, digest, isWellFormed } from "./signatures"
 import type { CallRecord } from "./signatures"
 import { isReadOnlyCommand } from "../shared/bash-programs"
@@ -179,22 +180,11 @@ export function newCall(
 }
 
 /**
- * Tools that only read (opencode's own, and Claude Code's `bashoutput` poll). Any other tool (edit, write, patch,
- * task, an MCP tool loop-guard knows nothing of) may change something when it succeeds: it ends a per-call streak,
- * which only makes a streak harder to reach. bash is read by isReadOnlyCommand.
+ * Tools that only read (READING_TOOLS, shared with semantic-anchors). Any other tool (edit, write, patch, `task`: a
+ * subagent may edit files; an MCP tool loop-guard knows nothing of) may change something when it succeeds: it ends a
+ * per-call streak, which only makes a streak harder to reach. bash is read by isReadOnlyCommand.
  */
-const READ_ONLY_TOOLS = new Set([
-  "read",
-  "grep",
-  "glob",
-  "list",
-  "webfetch",
-  "websearch",
-  "codesearch",
-  "todoread",
-  "todowrite",
-  "bashoutput",
-])
+const READ_ONLY_TOOLS = new Set(READING_TOOLS)
 
 /** A bash command up to this long is kept with its call, unread, until a rule asks; a longer one is read at once. */
 const MAX_COMMAND_KEPT = 1024

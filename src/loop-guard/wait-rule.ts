@@ -1,6 +1,7 @@
 /**
  * The wait rule: waiting cycles timed against a budget and a lap cap (`cycleOrWait`, `checkWait`).
  */
+import { EDIT_TOOLS } from "../shared/tools"
 import type { Call } from "./results"
 import type { Cycle } from "./cycle"
 import { MAX_CYCLE, hasSmallerPeriod, isPeriodic, windowSize } from "./cycle"
@@ -101,12 +102,12 @@ export function secondLap(history: readonly Call[], current: Call, k: number, fr
  * waited on (and its block must not speak of waiting). A sleep the command asks for is a wait beside an edit too.
  */
 export function isWaiting(turn: readonly Call[]): boolean {
-  const edits = turn.some((call) => EDIT_TOOLS.has(call.tool))
+  const edits = turn.some((call) => EDITING.has(call.tool))
   return turn.some((call) => call.wait > 0 && (call.asked > 0 || !edits))
 }
 
 /** opencode's tools that edit files (see isWaiting). */
-const EDIT_TOOLS = new Set(["edit", "write", "patch", "multiedit", "apply_patch"])
+const EDITING = new Set(EDIT_TOOLS)
 
 /**
  * The waiting cycle the session times now. The same cycle (the same calls, in any phase) goes on being timed; a

@@ -2,6 +2,7 @@
  * The contract model, the six built-ins with their examples, the 12 roles' presets, the schema keys, roles per
  * agent (`builtinContracts`, `BUILTIN_PRESETS`, `ROLES`, `SCHEMA_KEYS`).
  */
+import { EDIT_TOOLS } from "../shared/tools"
 import type { Protection } from "./protection"
 import { globToRegExp } from "./names"
 import type { Problem, Raw } from "./problems"
@@ -145,7 +146,6 @@ export type Example = { tool: string; args: unknown; steps: number; seen?: strin
 export type Examples = { fires: Example[]; passes: Example[] }
 
 /** Tools that change files. opencode names its patch tool `patch` or `apply_patch` depending on the model. */
-export const EDIT_TOOLS = ["edit", "write", "patch", "multiedit", "apply_patch"]
 export const EDIT_TOOL_RES = EDIT_TOOLS.map((name) => globToRegExp(name))
 const BOUNDARY_GLOBS = ["docs/**", "**/*.md", "**/*.adoc", "adr/**"]
 

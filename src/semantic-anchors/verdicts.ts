@@ -2,12 +2,13 @@
  * The rule engine: active contracts per role, a call's verdict, a tool's plan, message contracts, the changing step
  * (`activeContracts`, `checkToolContract`, `toolPlan`, `checkMessageContract`, `isChangingStep`).
  */
+import { EDIT_TOOLS, READING_TOOLS } from "../shared/tools"
 import { runsHolds } from "./command-patterns"
 import { protectHolds } from "./protection"
 import { MESSAGE_CAP, OWN_TOOLS } from "./constants"
 import { REGEX_INPUT_CAP, capText } from "../shared/text"
 import { anyMatch, oneLine, resolvePath } from "./names"
-import { EDIT_TOOLS, EDIT_TOOL_RES, MODE_RANK, contractsOfRole, lockedForAgent } from "./model"
+import { EDIT_TOOL_RES, MODE_RANK, contractsOfRole, lockedForAgent } from "./model"
 import type { ArgMatcher, Config, Contract, Mode, ScreenPart } from "./model"
 import { isMapping } from "./problems"
 import { asText, pathForGlob, valueAt } from "./values"
@@ -377,13 +378,11 @@ export function effectiveMode(contract: Contract): Mode {
 }
 
 /**
- * Tools that only look, plan or delegate: never a changing step. (A subagent's own changes count for its root
- * session; the `task` call that starts it does not.) Any other tool, an MCP tool included, may change something.
+ * Tools that only look, plan or delegate: never a changing step. READING_TOOLS (shared with loop-guard), the plugin's
+ * own, and `task`: a subagent's own changes count for its root session, the `task` call that starts it does not.
+ * Any other tool, an MCP tool included, may change something.
  */
-const LOOKING_TOOLS = new Set([
-  ...OWN_TOOLS,
-  ..."read grep glob list webfetch websearch codesearch todowrite todoread task skill lsp question".split(" "),
-])
+const LOOKING_TOOLS = new Set([...OWN_TOOLS, ...READING_TOOLS, "task"])
 
 /** Whether a call counts as a changing step: an edit tool, a bash command that is not read-only, an unknown tool. */
 function isChangingStep(tool: string, args: unknown): boolean {

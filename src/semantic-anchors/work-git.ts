@@ -35,7 +35,7 @@ import { ranIndex } from "./command-patterns"
 import { readCommand } from "../shared/bash-programs"
 import { pathPlaces } from "./command-patterns"
 import { resolveOperand } from "./command-patterns"
-import { EDIT_TOOLS } from "./model"
+import { EDIT_TOOLS } from "../shared/tools"
 import { editTargets } from "./integrity"
 // @ts-ignore -- node:child_process is built into Bun too: git is asked, with a bound, what a discard would lose.
 import { execFile } from "node:child_process"
