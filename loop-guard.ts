@@ -659,7 +659,7 @@ function regexHazard(source: string): string | undefined {
 
 /**
  * One simple command: its words with quotes removed, the files its redirections write, what it reads on its standard
- * input from the line itself (here-documents' bodies and here-strings); `group`: how many subshells it runs in
+ * input from the line itself (here-documents' bodies and here-strings); `inputs`: the files `<` feeds it; `group`: how many subshells it runs in
  * (`( ... )`, `$( ... )`), where a `cd` ends; `pipe`: its output goes to the next command (`a | b`).
  */
 type SimpleCommand = {
@@ -2536,6 +2536,7 @@ function readCommandAt(command: string, depth: number): CommandReading {
     ran: [],
   }
   const outerSink = ranSink
+  const outerInputs = ranInputs // a line read inside a simple command (`sudo nc h < f` wraps nothing, `$(...)` may)
   const outerCd = ranCd.length // a `cd` inside this line (`bash -c 'cd x && ...'`) ends with it
   const cdGroups: number[] = [] // the subshell depth of each `cd` of this line: it ends with its subshell
   ranSink = result.ran
@@ -2554,7 +2555,6 @@ function readCommandAt(command: string, depth: number): CommandReading {
       const ranBefore = result.ran.length
       ranInputs = simple.inputs ?? NO_WORDS
       const one = readSimple(simple.words, simple.heredocs)
-      ranInputs = NO_WORDS
       // where its paths resolve: after the line's `cd`s
       if (ranCd.length && one.writes.length) (result.cwds ??= [])[result.readings.length] = ranCd.slice()
       result.readings.push(one)
@@ -2582,6 +2582,7 @@ function readCommandAt(command: string, depth: number): CommandReading {
     }
   } finally {
     ranSink = outerSink
+    ranInputs = outerInputs
     ranCd.length = outerCd
   }
   return result

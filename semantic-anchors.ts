@@ -619,6 +619,7 @@ type Paths = {
   worktree: string
   home: string
   tmpdir: string // $TMPDIR, else /tmp: where a command rule's `$TMPDIR` points
+  dataDir: string // ${XDG_DATA_HOME:-$HOME/.local/share}/opencode: opencode's own credentials (protect-secrets)
   globalDir: string // ${XDG_CONFIG_HOME:-$HOME/.config}/opencode
   globalFile: string // the global file, or the one OPENCODE_SEMANTIC_ANCHORS_CONFIG names
   globalFromEnv: boolean
@@ -1116,7 +1117,7 @@ function pathForGlobUncached(value: string, ctx: MatchContext): string {
 
 /**
  * One simple command: its words with quotes removed, the files its redirections write, what it reads on its standard
- * input from the line itself (here-documents' bodies and here-strings); `group`: how many subshells it runs in
+ * input from the line itself (here-documents' bodies and here-strings); `inputs`: the files `<` feeds it; `group`: how many subshells it runs in
  * (`( ... )`, `$( ... )`), where a `cd` ends; `pipe`: its output goes to the next command (`a | b`).
  */
 type SimpleCommand = {
@@ -2993,6 +2994,7 @@ function readCommandAt(command: string, depth: number): CommandReading {
     ran: [],
   }
   const outerSink = ranSink
+  const outerInputs = ranInputs // a line read inside a simple command (`sudo nc h < f` wraps nothing, `$(...)` may)
   const outerCd = ranCd.length // a `cd` inside this line (`bash -c 'cd x && ...'`) ends with it
   const cdGroups: number[] = [] // the subshell depth of each `cd` of this line: it ends with its subshell
   ranSink = result.ran
@@ -3011,7 +3013,6 @@ function readCommandAt(command: string, depth: number): CommandReading {
       const ranBefore = result.ran.length
       ranInputs = simple.inputs ?? NO_WORDS
       const one = readSimple(simple.words, simple.heredocs)
-      ranInputs = NO_WORDS
       // where its paths resolve: after the line's `cd`s
       if (ranCd.length && one.writes.length) (result.cwds ??= [])[result.readings.length] = ranCd.slice()
       result.readings.push(one)
@@ -3039,6 +3040,7 @@ function readCommandAt(command: string, depth: number): CommandReading {
     }
   } finally {
     ranSink = outerSink
+    ranInputs = outerInputs
     ranCd.length = outerCd
   }
   return result
@@ -3326,6 +3328,11 @@ function flagName(key: string, name: string): string {
   return (names && own(names, name)) ?? (name.length > 1 ? longName(key, name) : name)
 }
 
+/** The options a command was given, each by its one name under its program (flagName): `-f` and `--forc` are `force`. */
+function flagsGiven(key: string, options: ReadonlyMap<string, unknown>): Set<string> {
+  return new Set([...options.keys()].map((name) => flagName(key, name)))
+}
+
 /** Every spelling of a flag under a program (`f` -> `--force`, `-f`), for code the reader cannot follow. */
 function flagSpellings(key: string, name: string): string[] {
   const long = flagName(key, name)
@@ -3449,8 +3456,11 @@ function patternKey(program: string, sub: string | undefined): string {
   return own(FLAG_NAMES, key) !== undefined || own(LONG_OPTIONS, key) !== undefined ? key : program
 }
 
-/** What a path operand's `$VAR`s and `~` stand for: the project, the home and the temporary directory. */
-type PathPlaces = { directory: string; project: string; home: string; tmpdir: string }
+/**
+ * What a path operand's `$VAR`s and `~` stand for: the project, the home and the temporary directory; and
+ * opencode's data directory, where its own credentials lie (protect-secrets).
+ */
+type PathPlaces = { directory: string; project: string; home: string; tmpdir: string; dataDir: string }
 
 function expandPlaces(word: string, places: PathPlaces): string {
   if (word === "~" || word.startsWith("~/")) return places.home + word.slice(1)
@@ -3902,14 +3912,14 @@ let lastPlacesEnv: EngineEnv | undefined
 let lastPlacesWorkdir: string | undefined
 
 function pathPlacesUncached(env: EngineEnv, workdir: string | undefined): PathPlaces {
-  const { directory, worktree, home, tmpdir } = env.paths
+  const { directory, worktree, home, tmpdir, dataDir } = env.paths
   const inWorktree = worktree !== "/" && relativeInside(worktree, directory) !== undefined
   // a project at `/` is none the plugin was told of: `$PROJECT` then names no path, or every path would be inside it
   // (nor would relative paths be outside it: they resolve in a stand-in directory there)
   const project = inWorktree ? worktree : directory === "/" ? NO_PROJECT : directory
   const cwd = directory === "/" ? NO_PROJECT : directory
   const here = workdir?.trim() ? resolvePath(cwd, workdir, home) : cwd
-  return { directory: here, project, home, tmpdir }
+  return { directory: here, project, home, tmpdir, dataDir }
 }
 
 // ---- src/semantic-anchors/integrity.ts ----------------------------------------------------------------------------
@@ -4497,7 +4507,8 @@ function workViewOf(state: SessionState, env: EngineEnv): WorkView | undefined {
 // letters and digits, no blank, RANDOM_BITS of entropy a character). So `PORT=3000`, `DEBUG=true`,
 // `NODE_ENV=production` and `API_URL=http://localhost:8080` are never taken for secrets. A URL's password is one
 // (`postgres://app:s3cret-pass@db/app`). Each line of a private key's body is one: a key shows in pieces.
-// Tune: the bounds below; a config names more secret files (`secrets.files`) and values that are no secret.
+// Tune: the bounds below; a config names more secret files (`settings.secretFiles`) and values that are no secrets
+// (`settings.notSecrets`).
 
 const SECRET_MIN = 8 // characters of the shortest value taken for a secret
 const RANDOM_MIN = 16 // characters of a value that is a secret by its look alone (its name says nothing)
@@ -4665,21 +4676,27 @@ function isKeyFileName(name: string): boolean {
   return /^id_(?:rsa|dsa|ecdsa|ed25519)(?:_sk)?$/.test(name) || /\.(?:pem|key|p8|ppk)$/i.test(name)
 }
 
+/** A secret file's name, wherever it lies: `.env*` (not the templates) or a private key's. */
+function isSecretFileName(name: string): boolean {
+  return isEnvFileName(name) || isKeyFileName(name)
+}
+
+/** A key in `~/.ssh`: `id_*`, not the `.pub` beside it. */
+function isSshKeyName(name: string): boolean {
+  return name.startsWith("id_") && !name.endsWith(".pub")
+}
+
 /** Where the person's secret files are: the project, the home directory and opencode's data directory. */
-type SecretPlaces = { project: string; home: string; dataDir: string; more: RegExp[] }
+type SecretPlaces = { project: string; home: string; dataDir: string }
 
 /** Whether an absolute path names one of the person's secret files, by its name and place alone. */
 function isSecretPath(abs: string, places: SecretPlaces): boolean {
   const name = abs.slice(abs.lastIndexOf("/") + 1)
-  if (isEnvFileName(name) || isKeyFileName(name)) return true
-  const home = places.home === "/" ? "/" : `${places.home}/`
-  if (abs.startsWith(home)) {
-    const rel = abs.slice(home.length)
-    if (SECRET_HOME_FILES.includes(rel) || (rel.startsWith(".ssh/") && /^id_/.test(name) && !name.endsWith(".pub")))
-      return true
-  }
-  if (OPENCODE_SECRET_FILES.some((file) => abs === resolvePath(places.dataDir, file))) return true
-  return places.more.some((glob) => glob.test(abs))
+  if (isSecretFileName(name)) return true
+  const rel = relativeInside(places.home, abs)
+  const sshKey = rel?.startsWith(".ssh/") && isSshKeyName(name)
+  if (rel !== undefined && (SECRET_HOME_FILES.includes(rel) || sshKey)) return true
+  return OPENCODE_SECRET_FILES.some((file) => abs === resolvePath(places.dataDir, file))
 }
 
 // Taking secrets out of a text -------------------------------------------------------------------------------------
@@ -4749,7 +4766,6 @@ class SecretMatcher {
   private readonly encoded: Alternation | null // the base64 forms alone, for a wrapped block
   private readonly sources = new Map<string, string>() // each searched form -> its source
   private readonly encodedForms = new Set<string>()
-  private encodedFound = false
   readonly size: number
 
   constructor(secrets: readonly Secret[], notSecrets: ReadonlySet<string> = new Set()) {
@@ -4769,22 +4785,27 @@ class SecretMatcher {
     this.encoded = alternation([...encoded.keys()])
   }
 
-  /** The text with each secret replaced by its note, and the sources found; undefined when it holds none. */
-  redact(text: string): { text: string; sources: string[] } | undefined {
+  /**
+   * The text with each secret replaced by its note, the sources found and how many notes stand in the text;
+   * undefined when it holds none.
+   */
+  redact(text: string): { text: string; sources: string[]; notes: number } | undefined {
     if (this.size === 0 || text.length < SECRET_MIN) return undefined
     const sources = new Set<string>()
+    let notes = 0
+    let encodedFound = false
     const note = (found: string) => {
-      if (this.encodedForms.has(found)) this.encodedFound = true
+      if (this.encodedForms.has(found)) encodedFound = true
       const source = this.sources.get(found) ?? "a secret file"
       sources.add(source)
+      notes++
       return redactionNote(source)
     }
     let out = text
     if (this.values?.one.test(out)) {
       out = out.replace(this.values.all, note)
-      // an encoded secret: the rest of its base64 run (the file around it) goes too
-      if (this.encodedFound) out = out.replace(AROUND_NOTE, (run) => run.match(NOTE)![0])
-      this.encodedFound = false
+      // an encoded secret: the rest of its base64 run (the file around it) goes too (a run holds one note)
+      if (encodedFound) out = out.replace(AROUND_NOTE, (run) => run.match(NOTE)![0])
     }
     if (this.values && mayHoldDump(out)) out = this.redactDumps(out, this.values.one, note)
     const encoded = this.encoded
@@ -4793,7 +4814,7 @@ class SecretMatcher {
         const found = encoded.one.exec(block.replace(/\n/g, ""))
         return found ? note(found[0]) : block
       })
-    return sources.size ? { text: out, sources: [...sources] } : undefined
+    return sources.size ? { text: out, sources: [...sources], notes } : undefined
   }
 
   /** Each run of dump lines whose decoded bytes hold a secret, replaced whole by its note. */
@@ -4834,8 +4855,10 @@ type Alternation = { one: RegExp; all: RegExp }
 /** One regular expression for literal strings, longest first (so a longer secret wins over its own prefix). */
 function alternation(values: string[]): Alternation | null {
   if (values.length === 0) return null
-  const escaped = values.sort((a, b) => b.length - a.length).map((v) => v.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&"))
-  const source = escaped.join("|")
+  const source = values
+    .sort((a, b) => b.length - a.length)
+    .map(escapeRegex)
+    .join("|")
   return { one: new RegExp(source), all: new RegExp(source, "g") }
 }
 
@@ -4958,7 +4981,7 @@ const RM_CHECK: ProtectCheck = {
   programs: ["rm"],
   check(ran, places) {
     const parsed = getopt(ranArgs(ran), {})
-    const names = new Set([...parsed.options.keys()].map((name) => flagName("rm", name)))
+    const names = flagsGiven("rm", parsed.options)
     if (names.has("help") || names.has("version")) return undefined
     for (const { word, subtree } of foundOperands(parsed.operands, ran.found)) {
       if (!subtree && !names.has("recursive")) continue
@@ -5105,7 +5128,7 @@ function discardOf(ran: RanCommand, places: PathPlaces): Discard | undefined {
   const shown = `\`git ${sub}\``
   if (sub === "checkout") {
     const parsed = getopt(rest, { values: "bB", long: ["orphan", "conflict", "pathspec-from-file"] })
-    const given = new Set([...parsed.options.keys()].map((name) => flagName("git checkout", name)))
+    const given = flagsGiven("git checkout", parsed.options)
     const has = (...names: string[]) => names.some((name) => given.has(flagName("git checkout", name)))
     if (has("f", "force")) return { kind: "tree", cwd, text: `${shown} --force` }
     if (has("pathspec-from-file")) return { kind: "tree", cwd, text: `${shown} of the files a list names` }
@@ -5118,7 +5141,7 @@ function discardOf(ran: RanCommand, places: PathPlaces): Discard | undefined {
   }
   if (sub === "restore") {
     const parsed = getopt(rest, { values: "s", long: ["source", "conflict", "pathspec-from-file"] })
-    const given = new Set([...parsed.options.keys()].map((name) => flagName("git restore", name)))
+    const given = flagsGiven("git restore", parsed.options)
     const has = (...names: string[]) => names.some((name) => given.has(flagName("git restore", name)))
     if (has("h", "help") || (has("S", "staged") && !has("W", "worktree"))) return undefined
     if (has("pathspec-from-file")) return { kind: "tree", cwd, text: `${shown} of the files a list names` }
@@ -5127,13 +5150,13 @@ function discardOf(ran: RanCommand, places: PathPlaces): Discard | undefined {
   }
   if (sub === "switch") {
     const parsed = getopt(rest, { values: "cC", long: ["orphan"] })
-    const given = new Set([...parsed.options.keys()].map((name) => flagName("git switch", name)))
+    const given = flagsGiven("git switch", parsed.options)
     const force = given.has("force") || given.has("discard-changes")
     return force ? { kind: "tree", cwd, text: `${shown} --discard-changes` } : undefined
   }
   if (sub === "reset") {
     const parsed = getopt(rest, {})
-    const names = new Set([...parsed.options.keys()].map((name) => flagName("git reset", name)))
+    const names = flagsGiven("git reset", parsed.options)
     if (!names.has("hard") && !names.has("merge")) return undefined
     if (!parsed.operands.every((word) => word === "HEAD" || word === "@")) return undefined // LOCAL_HISTORY_RUNS
     return {
@@ -5149,7 +5172,7 @@ function discardOf(ran: RanCommand, places: PathPlaces): Discard | undefined {
   }
   if (sub === "clean") {
     const parsed = getopt(rest, { values: "e", long: ["exclude"] })
-    const names = new Set([...parsed.options.keys()].map((name) => flagName("git clean", name)))
+    const names = flagsGiven("git clean", parsed.options)
     if (names.has("dry-run") || (!names.has("force") && !names.has("interactive"))) return undefined
     const ignored = names.has("x") || names.has("X")
     return { kind: "clean", specs: parsed.operands, ignored, cwd, text: shown }
@@ -5171,11 +5194,6 @@ const DISCARD_CHECK: ProtectCheck = {
 }
 
 // Secrets sent to another host -----------------------------------------------------------------------------------
-
-/** The places of the person's secret files, seen from a command's paths. */
-function secretPlaces(places: PathPlaces) {
-  return { project: places.project, home: places.home, dataDir: `${places.home}/.local/share/opencode`, more: [] }
-}
 
 /** curl's options whose value names a file it sends: `@FILE` for data, `name=@FILE` or `name=<FILE` for a form. */
 const CURL_SENDS: OptionSpec = {
@@ -5221,11 +5239,10 @@ function sentFiles(ran: RanCommand): readonly string[] {
 const SEND_CHECK: ProtectCheck = {
   programs: ["curl", "wget", "scp", "rsync", "nc", "ncat", "netcat", "socat"],
   check(ran, places) {
-    const secrets = secretPlaces(places)
     for (const word of sentFiles(ran)) {
       if (!word) continue
       const abs = resolveOperand(word, places, ran.cwd)
-      if (isSecretPath(abs, secrets)) return `sends ${word}, one of the person's secret files, to another host`
+      if (isSecretPath(abs, places)) return `sends ${word}, one of the person's secret files, to another host`
     }
     return undefined
   },
@@ -6939,6 +6956,7 @@ export function resolvePaths(
     worktree,
     home,
     tmpdir: normalizePath(env.TMPDIR || "/tmp"),
+    dataDir: normalizePath(`${env.XDG_DATA_HOME || `${home}/.local/share`}/opencode`),
     globalDir,
     globalFile: fromEnv ? resolvePath(directory, fromEnv, home) : `${globalDir}/${CONFIG_FILE_NAME}`,
     globalFromEnv: Boolean(fromEnv),
@@ -7246,23 +7264,20 @@ class SecretStore {
   private async secretFiles(globs: string[]): Promise<string[]> {
     const { home, project, dataDir } = this.places
     const named = globs.map((glob) => globToRegExp(glob))
-    const accept = (name: string, path: string) =>
-      isEnvFileName(name) || isKeyFileName(name) || named.some((glob) => glob.test(path))
+    const accept = (name: string, path: string) => isSecretFileName(name) || named.some((glob) => glob.test(path))
     const found: string[] = []
     const count = { seen: 0 }
     if (home !== "/" && home !== project) {
       for (const rel of SECRET_HOME_FILES) found.push(`${home}/${rel}`)
-      for (const name of await this.list(`${home}/.ssh`))
-        if (name.startsWith("id_") && !name.endsWith(".pub")) found.push(`${home}/.ssh/${name}`)
+      for (const name of await this.list(`${home}/.ssh`)) if (isSshKeyName(name)) found.push(`${home}/.ssh/${name}`)
     }
     for (const file of OPENCODE_SECRET_FILES) found.push(`${dataDir}/${file}`)
     if (project !== "/" && project !== home) await this.walk(project, 0, count, found, accept)
-    for (const glob of globs) {
+    for (const [i, glob] of globs.entries()) {
       const base = glob.slice(0, Math.max(0, glob.search(/\/[^/]*[*?[{]/))) || glob.slice(0, glob.lastIndexOf("/"))
       if (relativeInside(project, base) !== undefined) continue // walked above
       if (!/[*?[{]/.test(glob)) found.push(glob)
-      else if (base && base !== "/")
-        await this.walk(base, 0, count, found, (_name, path) => globToRegExp(glob).test(path))
+      else if (base && base !== "/") await this.walk(base, 0, count, found, (_name, path) => named[i].test(path))
     }
     return [...new Set(found)]
   }
@@ -7283,7 +7298,7 @@ class SecretStore {
     for (const entry of entries) {
       if (++count.seen > SECRET_WALK_MAX)
         return this.fault(
-          `the project has more than ${SECRET_WALK_MAX} entries; the rest is not searched for secret files`,
+          `the search for secret files met more than ${SECRET_WALK_MAX} entries (the project, the secretFiles globs' directories); the rest is not searched`,
         )
       const path = `${dir}/${entry.name}`
       if (entry.isDirectory()) {
@@ -7604,6 +7619,11 @@ class Anchors {
     return list
   }
 
+  /** Whether a contract is in force for a session's role and agent (a built-in family: whether to do its work at all). */
+  inForce(state: SessionState, id: string): boolean {
+    return this.active(state.role, state.agent).some((contract) => contract.id === id)
+  }
+
   rememberTest(sessionID: string, call: string): void {
     this.pendingTests.set(sessionID, call)
   }
@@ -7916,12 +7936,13 @@ const PREVIEW_CHARS = 2000
 function outputPreview(anchors: Anchors, sessionID: string, file: string): string {
   if (!file) return "Usage: /anchor test output <file>: shows the file as the model would read it in a tool result."
   const state = anchors.sessions.find(anchors.sessions.rootOf(sessionID)) ?? newState(anchors.config.defaultRole)
-  const on = anchors.active(state.role, state.agent).some((contract) => contract.id === PROTECTION_IDS[4])
+  const on = anchors.inForce(state, PROTECTION_IDS[4])
   const path = resolvePath(anchors.paths.directory, file, anchors.paths.home)
   let text: string
   try {
-    if (statSync(path).size > SECRET_FILE_MAX)
-      return `${file} is larger than ${SECRET_FILE_MAX / 1024} KB: not previewed.`
+    const info = statSync(path)
+    if (!info.isFile()) return `${file} is not a regular file: not previewed.` // a FIFO would never end
+    if (info.size > SECRET_FILE_MAX) return `${file} is larger than ${SECRET_FILE_MAX / 1024} KB: not previewed.`
     text = readFileSync(path, "utf8") as string
   } catch (error) {
     return `${file} cannot be read (${(error as { code?: string })?.code ?? error}).`
@@ -8089,7 +8110,7 @@ function stampOf(abs: string): string {
 
 /** Whether the default protection of uncommitted work applies to this session's role (else no git is asked). */
 function guardsWork(anchors: Anchors, state: SessionState): boolean {
-  return anchors.active(state.role, state.agent).some((contract) => contract.id === PROTECTION_IDS[1])
+  return anchors.inForce(state, PROTECTION_IDS[1])
 }
 
 /**
@@ -9148,11 +9169,11 @@ async function withholdSecrets(
   output: HookOutput<"tool.execute.after">,
   secrets: SecretStore,
 ): Promise<void> {
-  if (!anchors.active(state.role, state.agent).some((contract) => contract.id === PROTECTION_IDS[4])) return
+  if (!anchors.inForce(state, PROTECTION_IDS[4])) return
   if (!secrets.learned) await secrets.firstLearning(SECRET_WAIT_MS)
   const found = secrets.matcher.redact(output.output)
   if (!found) return
-  output.output = `${found.text}\n\n${secretsNote(countNotes(found.text), found.sources)}`
+  output.output = `${found.text}\n\n${secretsNote(found.notes, found.sources)}`
   const tool = anchors.hostNames[hookInput.tool] ?? hookInput.tool
   anchors.log("warn", `secrets from ${found.sources.join(", ")} taken out of ${aTool(tool)} result`, {
     sessionID: hookInput.sessionID,
@@ -9161,11 +9182,6 @@ async function withholdSecrets(
   if (state.warnedThisTurn.has(PROTECTION_IDS[4])) return
   state.warnedThisTurn.add(PROTECTION_IDS[4])
   anchors.toast(secretsToast(tool, found.sources), "warning")
-}
-
-/** How many redaction notes a text holds. */
-function countNotes(text: string): number {
-  return text.split(" redacted by semantic-anchors]").length - 1
 }
 
 /** After a tool ran: its pending warn note is appended to the result, and the result is evidence. */
@@ -9229,8 +9245,7 @@ function startAnchors(input: PluginInput | undefined, v2 = false): Anchors {
 function startSecrets(anchors: Anchors): void {
   try {
     const { paths } = anchors
-    const dataHome = process.env.XDG_DATA_HOME || `${paths.home}/.local/share`
-    const places = { project: paths.directory, home: paths.home, dataDir: `${dataHome}/opencode`, more: [] }
+    const places = { project: paths.directory, home: paths.home, dataDir: paths.dataDir }
     const log = (message: string) => anchors.log("warn", `protect-secrets: ${message}`)
     const settings = () => anchors.config.settings
     anchors.secrets = new SecretStore(places, process.env, (abs) => agentOwns(anchors, abs), settings, log)

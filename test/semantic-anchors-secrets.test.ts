@@ -492,6 +492,8 @@ describe("/anchor test output FILE: what the model would read of a file", () => 
     writeFileSync(join(h.dirs.project, "notes.txt"), "nothing secret here\n")
     expect(await h.command(S, "test output notes.txt")).toContain("notes.txt as the model would read it: unchanged")
     expect(await h.command(S, "test output missing.txt")).toContain("missing.txt cannot be read (ENOENT).")
+    execFileSync("mkfifo", [join(h.dirs.project, "pipe")]) // read whole, it would never end
+    expect(await h.command(S, "test output pipe")).toContain("pipe is not a regular file: not previewed.")
     const off = await person(`${NO_STEPS}settings:\n  protection: off\n`)
     expect(await off.command(S, "test output .env")).toContain(
       "protect-secrets is not active for role software-developer",

@@ -242,12 +242,13 @@ const PREVIEW_CHARS = 2000
 function outputPreview(anchors: Anchors, sessionID: string, file: string): string {
   if (!file) return "Usage: /anchor test output <file>: shows the file as the model would read it in a tool result."
   const state = anchors.sessions.find(anchors.sessions.rootOf(sessionID)) ?? newState(anchors.config.defaultRole)
-  const on = anchors.active(state.role, state.agent).some((contract) => contract.id === PROTECTION_IDS[4])
+  const on = anchors.inForce(state, PROTECTION_IDS[4])
   const path = resolvePath(anchors.paths.directory, file, anchors.paths.home)
   let text: string
   try {
-    if (statSync(path).size > SECRET_FILE_MAX)
-      return `${file} is larger than ${SECRET_FILE_MAX / 1024} KB: not previewed.`
+    const info = statSync(path)
+    if (!info.isFile()) return `${file} is not a regular file: not previewed.` // a FIFO would never end
+    if (info.size > SECRET_FILE_MAX) return `${file} is larger than ${SECRET_FILE_MAX / 1024} KB: not previewed.`
     text = readFileSync(path, "utf8") as string
   } catch (error) {
     return `${file} cannot be read (${(error as { code?: string })?.code ?? error}).`

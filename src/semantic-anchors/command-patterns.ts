@@ -206,6 +206,11 @@ export function flagName(key: string, name: string): string {
   return (names && own(names, name)) ?? (name.length > 1 ? longName(key, name) : name)
 }
 
+/** The options a command was given, each by its one name under its program (flagName): `-f` and `--forc` are `force`. */
+export function flagsGiven(key: string, options: ReadonlyMap<string, unknown>): Set<string> {
+  return new Set([...options.keys()].map((name) => flagName(key, name)))
+}
+
 /** Every spelling of a flag under a program (`f` -> `--force`, `-f`), for code the reader cannot follow. */
 function flagSpellings(key: string, name: string): string[] {
   const long = flagName(key, name)
@@ -329,8 +334,11 @@ function patternKey(program: string, sub: string | undefined): string {
   return own(FLAG_NAMES, key) !== undefined || own(LONG_OPTIONS, key) !== undefined ? key : program
 }
 
-/** What a path operand's `$VAR`s and `~` stand for: the project, the home and the temporary directory. */
-export type PathPlaces = { directory: string; project: string; home: string; tmpdir: string }
+/**
+ * What a path operand's `$VAR`s and `~` stand for: the project, the home and the temporary directory; and
+ * opencode's data directory, where its own credentials lie (protect-secrets).
+ */
+export type PathPlaces = { directory: string; project: string; home: string; tmpdir: string; dataDir: string }
 
 export function expandPlaces(word: string, places: PathPlaces): string {
   if (word === "~" || word.startsWith("~/")) return places.home + word.slice(1)
@@ -782,12 +790,12 @@ let lastPlacesEnv: EngineEnv | undefined
 let lastPlacesWorkdir: string | undefined
 
 function pathPlacesUncached(env: EngineEnv, workdir: string | undefined): PathPlaces {
-  const { directory, worktree, home, tmpdir } = env.paths
+  const { directory, worktree, home, tmpdir, dataDir } = env.paths
   const inWorktree = worktree !== "/" && relativeInside(worktree, directory) !== undefined
   // a project at `/` is none the plugin was told of: `$PROJECT` then names no path, or every path would be inside it
   // (nor would relative paths be outside it: they resolve in a stand-in directory there)
   const project = inWorktree ? worktree : directory === "/" ? NO_PROJECT : directory
   const cwd = directory === "/" ? NO_PROJECT : directory
   const here = workdir?.trim() ? resolvePath(cwd, workdir, home) : cwd
-  return { directory: here, project, home, tmpdir }
+  return { directory: here, project, home, tmpdir, dataDir }
 }

@@ -152,6 +152,7 @@ export function resolvePaths(
     worktree,
     home,
     tmpdir: normalizePath(env.TMPDIR || "/tmp"),
+    dataDir: normalizePath(`${env.XDG_DATA_HOME || `${home}/.local/share`}/opencode`),
     globalDir,
     globalFile: fromEnv ? resolvePath(directory, fromEnv, home) : `${globalDir}/${CONFIG_FILE_NAME}`,
     globalFromEnv: Boolean(fromEnv),

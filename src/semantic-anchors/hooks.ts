@@ -374,11 +374,11 @@ async function withholdSecrets(
   output: HookOutput<"tool.execute.after">,
   secrets: SecretStore,
 ): Promise<void> {
-  if (!anchors.active(state.role, state.agent).some((contract) => contract.id === PROTECTION_IDS[4])) return
+  if (!anchors.inForce(state, PROTECTION_IDS[4])) return
   if (!secrets.learned) await secrets.firstLearning(SECRET_WAIT_MS)
   const found = secrets.matcher.redact(output.output)
   if (!found) return
-  output.output = `${found.text}\n\n${secretsNote(countNotes(found.text), found.sources)}`
+  output.output = `${found.text}\n\n${secretsNote(found.notes, found.sources)}`
   const tool = anchors.hostNames[hookInput.tool] ?? hookInput.tool
   anchors.log("warn", `secrets from ${found.sources.join(", ")} taken out of ${aTool(tool)} result`, {
     sessionID: hookInput.sessionID,
@@ -387,11 +387,6 @@ async function withholdSecrets(
   if (state.warnedThisTurn.has(PROTECTION_IDS[4])) return
   state.warnedThisTurn.add(PROTECTION_IDS[4])
   anchors.toast(secretsToast(tool, found.sources), "warning")
-}
-
-/** How many redaction notes a text holds. */
-function countNotes(text: string): number {
-  return text.split(" redacted by semantic-anchors]").length - 1
 }
 
 /** After a tool ran: its pending warn note is appended to the result, and the result is evidence. */
@@ -455,8 +450,7 @@ function startAnchors(input: PluginInput | undefined, v2 = false): Anchors {
 function startSecrets(anchors: Anchors): void {
   try {
     const { paths } = anchors
-    const dataHome = process.env.XDG_DATA_HOME || `${paths.home}/.local/share`
-    const places = { project: paths.directory, home: paths.home, dataDir: `${dataHome}/opencode`, more: [] }
+    const places = { project: paths.directory, home: paths.home, dataDir: paths.dataDir }
     const log = (message: string) => anchors.log("warn", `protect-secrets: ${message}`)
     const settings = () => anchors.config.settings
     anchors.secrets = new SecretStore(places, process.env, (abs) => agentOwns(anchors, abs), settings, log)

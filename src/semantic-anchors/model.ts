@@ -73,6 +73,7 @@ export type Paths = {
   worktree: string
   home: string
   tmpdir: string // $TMPDIR, else /tmp: where a command rule's `$TMPDIR` points
+  dataDir: string // ${XDG_DATA_HOME:-$HOME/.local/share}/opencode: opencode's own credentials (protect-secrets)
   globalDir: string // ${XDG_CONFIG_HOME:-$HOME/.config}/opencode
   globalFile: string // the global file, or the one OPENCODE_SEMANTIC_ANCHORS_CONFIG names
   globalFromEnv: boolean

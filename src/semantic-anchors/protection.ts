@@ -10,7 +10,7 @@ import type { PathPlaces } from "./command-patterns"
 import { resolveOperand } from "./command-patterns"
 import { getopt } from "../shared/bash-words"
 import { ranArgs } from "../shared/bash-programs"
-import { flagName } from "./command-patterns"
+import { flagName, flagsGiven } from "./command-patterns"
 import { foundOperands } from "./command-patterns"
 import { UNDER_ROOT } from "./command-patterns"
 import type { OptionSpec } from "../shared/bash-words"
@@ -130,7 +130,7 @@ const RM_CHECK: ProtectCheck = {
   programs: ["rm"],
   check(ran, places) {
     const parsed = getopt(ranArgs(ran), {})
-    const names = new Set([...parsed.options.keys()].map((name) => flagName("rm", name)))
+    const names = flagsGiven("rm", parsed.options)
     if (names.has("help") || names.has("version")) return undefined
     for (const { word, subtree } of foundOperands(parsed.operands, ran.found)) {
       if (!subtree && !names.has("recursive")) continue
@@ -277,7 +277,7 @@ export function discardOf(ran: RanCommand, places: PathPlaces): Discard | undefi
   const shown = `\`git ${sub}\``
   if (sub === "checkout") {
     const parsed = getopt(rest, { values: "bB", long: ["orphan", "conflict", "pathspec-from-file"] })
-    const given = new Set([...parsed.options.keys()].map((name) => flagName("git checkout", name)))
+    const given = flagsGiven("git checkout", parsed.options)
     const has = (...names: string[]) => names.some((name) => given.has(flagName("git checkout", name)))
     if (has("f", "force")) return { kind: "tree", cwd, text: `${shown} --force` }
     if (has("pathspec-from-file")) return { kind: "tree", cwd, text: `${shown} of the files a list names` }
@@ -290,7 +290,7 @@ export function discardOf(ran: RanCommand, places: PathPlaces): Discard | undefi
   }
   if (sub === "restore") {
     const parsed = getopt(rest, { values: "s", long: ["source", "conflict", "pathspec-from-file"] })
-    const given = new Set([...parsed.options.keys()].map((name) => flagName("git restore", name)))
+    const given = flagsGiven("git restore", parsed.options)
     const has = (...names: string[]) => names.some((name) => given.has(flagName("git restore", name)))
     if (has("h", "help") || (has("S", "staged") && !has("W", "worktree"))) return undefined
     if (has("pathspec-from-file")) return { kind: "tree", cwd, text: `${shown} of the files a list names` }
@@ -299,13 +299,13 @@ export function discardOf(ran: RanCommand, places: PathPlaces): Discard | undefi
   }
   if (sub === "switch") {
     const parsed = getopt(rest, { values: "cC", long: ["orphan"] })
-    const given = new Set([...parsed.options.keys()].map((name) => flagName("git switch", name)))
+    const given = flagsGiven("git switch", parsed.options)
     const force = given.has("force") || given.has("discard-changes")
     return force ? { kind: "tree", cwd, text: `${shown} --discard-changes` } : undefined
   }
   if (sub === "reset") {
     const parsed = getopt(rest, {})
-    const names = new Set([...parsed.options.keys()].map((name) => flagName("git reset", name)))
+    const names = flagsGiven("git reset", parsed.options)
     if (!names.has("hard") && !names.has("merge")) return undefined
     if (!parsed.operands.every((word) => word === "HEAD" || word === "@")) return undefined // LOCAL_HISTORY_RUNS
     return {
@@ -321,7 +321,7 @@ export function discardOf(ran: RanCommand, places: PathPlaces): Discard | undefi
   }
   if (sub === "clean") {
     const parsed = getopt(rest, { values: "e", long: ["exclude"] })
-    const names = new Set([...parsed.options.keys()].map((name) => flagName("git clean", name)))
+    const names = flagsGiven("git clean", parsed.options)
     if (names.has("dry-run") || (!names.has("force") && !names.has("interactive"))) return undefined
     const ignored = names.has("x") || names.has("X")
     return { kind: "clean", specs: parsed.operands, ignored, cwd, text: shown }
@@ -343,11 +343,6 @@ const DISCARD_CHECK: ProtectCheck = {
 }
 
 // Secrets sent to another host -----------------------------------------------------------------------------------
-
-/** The places of the person's secret files, seen from a command's paths. */
-function secretPlaces(places: PathPlaces) {
-  return { project: places.project, home: places.home, dataDir: `${places.home}/.local/share/opencode`, more: [] }
-}
 
 /** curl's options whose value names a file it sends: `@FILE` for data, `name=@FILE` or `name=<FILE` for a form. */
 const CURL_SENDS: OptionSpec = {
@@ -393,11 +388,10 @@ function sentFiles(ran: RanCommand): readonly string[] {
 const SEND_CHECK: ProtectCheck = {
   programs: ["curl", "wget", "scp", "rsync", "nc", "ncat", "netcat", "socat"],
   check(ran, places) {
-    const secrets = secretPlaces(places)
     for (const word of sentFiles(ran)) {
       if (!word) continue
       const abs = resolveOperand(word, places, ran.cwd)
-      if (isSecretPath(abs, secrets)) return `sends ${word}, one of the person's secret files, to another host`
+      if (isSecretPath(abs, places)) return `sends ${word}, one of the person's secret files, to another host`
     }
     return undefined
   },

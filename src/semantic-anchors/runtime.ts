@@ -297,6 +297,11 @@ export class Anchors {
     return list
   }
 
+  /** Whether a contract is in force for a session's role and agent (a built-in family: whether to do its work at all). */
+  inForce(state: SessionState, id: string): boolean {
+    return this.active(state.role, state.agent).some((contract) => contract.id === id)
+  }
+
   rememberTest(sessionID: string, call: string): void {
     this.pendingTests.set(sessionID, call)
   }

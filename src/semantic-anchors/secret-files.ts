@@ -5,7 +5,7 @@
 // @ts-ignore -- no Node types in this zero-dependency project; node:fs is built into Bun, which runs the plugin.
 import { promises } from "node:fs"
 import { clearTimeout, setTimeout } from "./constants"
-import { SecretMatcher, isEnvFileName, isKeyFileName, secretsOfEnv, secretsOfFile } from "./secrets"
+import { SecretMatcher, isKeyFileName, isSecretFileName, isSshKeyName, secretsOfEnv, secretsOfFile } from "./secrets"
 import type { Secret, SecretPlaces } from "./secrets"
 import { OPENCODE_SECRET_FILES, SECRET_HOME_FILES } from "./secrets"
 import { globToRegExp, pathLabel, relativeInside } from "./names"
@@ -113,23 +113,20 @@ export class SecretStore {
   private async secretFiles(globs: string[]): Promise<string[]> {
     const { home, project, dataDir } = this.places
     const named = globs.map((glob) => globToRegExp(glob))
-    const accept = (name: string, path: string) =>
-      isEnvFileName(name) || isKeyFileName(name) || named.some((glob) => glob.test(path))
+    const accept = (name: string, path: string) => isSecretFileName(name) || named.some((glob) => glob.test(path))
     const found: string[] = []
     const count = { seen: 0 }
     if (home !== "/" && home !== project) {
       for (const rel of SECRET_HOME_FILES) found.push(`${home}/${rel}`)
-      for (const name of await this.list(`${home}/.ssh`))
-        if (name.startsWith("id_") && !name.endsWith(".pub")) found.push(`${home}/.ssh/${name}`)
+      for (const name of await this.list(`${home}/.ssh`)) if (isSshKeyName(name)) found.push(`${home}/.ssh/${name}`)
     }
     for (const file of OPENCODE_SECRET_FILES) found.push(`${dataDir}/${file}`)
     if (project !== "/" && project !== home) await this.walk(project, 0, count, found, accept)
-    for (const glob of globs) {
+    for (const [i, glob] of globs.entries()) {
       const base = glob.slice(0, Math.max(0, glob.search(/\/[^/]*[*?[{]/))) || glob.slice(0, glob.lastIndexOf("/"))
       if (relativeInside(project, base) !== undefined) continue // walked above
       if (!/[*?[{]/.test(glob)) found.push(glob)
-      else if (base && base !== "/")
-        await this.walk(base, 0, count, found, (_name, path) => globToRegExp(glob).test(path))
+      else if (base && base !== "/") await this.walk(base, 0, count, found, (_name, path) => named[i].test(path))
     }
     return [...new Set(found)]
   }
@@ -150,7 +147,7 @@ export class SecretStore {
     for (const entry of entries) {
       if (++count.seen > SECRET_WALK_MAX)
         return this.fault(
-          `the project has more than ${SECRET_WALK_MAX} entries; the rest is not searched for secret files`,
+          `the search for secret files met more than ${SECRET_WALK_MAX} entries (the project, the secretFiles globs' directories); the rest is not searched`,
         )
       const path = `${dir}/${entry.name}`
       if (entry.isDirectory()) {

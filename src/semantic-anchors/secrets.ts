@@ -3,7 +3,7 @@
  * a secret, and a secret's removal from a tool result (`SecretMatcher`). The files are read off the call path, in
  * secret-files.ts.
  */
-import { resolvePath } from "./names"
+import { escapeRegex, relativeInside, resolvePath } from "./names"
 import { TextEncoder, btoa } from "./constants"
 // What a secret is (docs/contracts.md, "protect-secrets"):
 //   - a value in the person's secret files: `.env` and `.env.*` in the project (not `.env.example`, `.sample`,
@@ -17,7 +17,8 @@ import { TextEncoder, btoa } from "./constants"
 // letters and digits, no blank, RANDOM_BITS of entropy a character). So `PORT=3000`, `DEBUG=true`,
 // `NODE_ENV=production` and `API_URL=http://localhost:8080` are never taken for secrets. A URL's password is one
 // (`postgres://app:s3cret-pass@db/app`). Each line of a private key's body is one: a key shows in pieces.
-// Tune: the bounds below; a config names more secret files (`secrets.files`) and values that are no secret.
+// Tune: the bounds below; a config names more secret files (`settings.secretFiles`) and values that are no secrets
+// (`settings.notSecrets`).
 
 export const SECRET_MIN = 8 // characters of the shortest value taken for a secret
 const RANDOM_MIN = 16 // characters of a value that is a secret by its look alone (its name says nothing)
@@ -185,21 +186,27 @@ export function isKeyFileName(name: string): boolean {
   return /^id_(?:rsa|dsa|ecdsa|ed25519)(?:_sk)?$/.test(name) || /\.(?:pem|key|p8|ppk)$/i.test(name)
 }
 
+/** A secret file's name, wherever it lies: `.env*` (not the templates) or a private key's. */
+export function isSecretFileName(name: string): boolean {
+  return isEnvFileName(name) || isKeyFileName(name)
+}
+
+/** A key in `~/.ssh`: `id_*`, not the `.pub` beside it. */
+export function isSshKeyName(name: string): boolean {
+  return name.startsWith("id_") && !name.endsWith(".pub")
+}
+
 /** Where the person's secret files are: the project, the home directory and opencode's data directory. */
-export type SecretPlaces = { project: string; home: string; dataDir: string; more: RegExp[] }
+export type SecretPlaces = { project: string; home: string; dataDir: string }
 
 /** Whether an absolute path names one of the person's secret files, by its name and place alone. */
 export function isSecretPath(abs: string, places: SecretPlaces): boolean {
   const name = abs.slice(abs.lastIndexOf("/") + 1)
-  if (isEnvFileName(name) || isKeyFileName(name)) return true
-  const home = places.home === "/" ? "/" : `${places.home}/`
-  if (abs.startsWith(home)) {
-    const rel = abs.slice(home.length)
-    if (SECRET_HOME_FILES.includes(rel) || (rel.startsWith(".ssh/") && /^id_/.test(name) && !name.endsWith(".pub")))
-      return true
-  }
-  if (OPENCODE_SECRET_FILES.some((file) => abs === resolvePath(places.dataDir, file))) return true
-  return places.more.some((glob) => glob.test(abs))
+  if (isSecretFileName(name)) return true
+  const rel = relativeInside(places.home, abs)
+  const sshKey = rel?.startsWith(".ssh/") && isSshKeyName(name)
+  if (rel !== undefined && (SECRET_HOME_FILES.includes(rel) || sshKey)) return true
+  return OPENCODE_SECRET_FILES.some((file) => abs === resolvePath(places.dataDir, file))
 }
 
 // Taking secrets out of a text -------------------------------------------------------------------------------------
@@ -269,7 +276,6 @@ export class SecretMatcher {
   private readonly encoded: Alternation | null // the base64 forms alone, for a wrapped block
   private readonly sources = new Map<string, string>() // each searched form -> its source
   private readonly encodedForms = new Set<string>()
-  private encodedFound = false
   readonly size: number
 
   constructor(secrets: readonly Secret[], notSecrets: ReadonlySet<string> = new Set()) {
@@ -289,22 +295,27 @@ export class SecretMatcher {
     this.encoded = alternation([...encoded.keys()])
   }
 
-  /** The text with each secret replaced by its note, and the sources found; undefined when it holds none. */
-  redact(text: string): { text: string; sources: string[] } | undefined {
+  /**
+   * The text with each secret replaced by its note, the sources found and how many notes stand in the text;
+   * undefined when it holds none.
+   */
+  redact(text: string): { text: string; sources: string[]; notes: number } | undefined {
     if (this.size === 0 || text.length < SECRET_MIN) return undefined
     const sources = new Set<string>()
+    let notes = 0
+    let encodedFound = false
     const note = (found: string) => {
-      if (this.encodedForms.has(found)) this.encodedFound = true
+      if (this.encodedForms.has(found)) encodedFound = true
       const source = this.sources.get(found) ?? "a secret file"
       sources.add(source)
+      notes++
       return redactionNote(source)
     }
     let out = text
     if (this.values?.one.test(out)) {
       out = out.replace(this.values.all, note)
-      // an encoded secret: the rest of its base64 run (the file around it) goes too
-      if (this.encodedFound) out = out.replace(AROUND_NOTE, (run) => run.match(NOTE)![0])
-      this.encodedFound = false
+      // an encoded secret: the rest of its base64 run (the file around it) goes too (a run holds one note)
+      if (encodedFound) out = out.replace(AROUND_NOTE, (run) => run.match(NOTE)![0])
     }
     if (this.values && mayHoldDump(out)) out = this.redactDumps(out, this.values.one, note)
     const encoded = this.encoded
@@ -313,7 +324,7 @@ export class SecretMatcher {
         const found = encoded.one.exec(block.replace(/\n/g, ""))
         return found ? note(found[0]) : block
       })
-    return sources.size ? { text: out, sources: [...sources] } : undefined
+    return sources.size ? { text: out, sources: [...sources], notes } : undefined
   }
 
   /** Each run of dump lines whose decoded bytes hold a secret, replaced whole by its note. */
@@ -354,8 +365,10 @@ type Alternation = { one: RegExp; all: RegExp }
 /** One regular expression for literal strings, longest first (so a longer secret wins over its own prefix). */
 function alternation(values: string[]): Alternation | null {
   if (values.length === 0) return null
-  const escaped = values.sort((a, b) => b.length - a.length).map((v) => v.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&"))
-  const source = escaped.join("|")
+  const source = values
+    .sort((a, b) => b.length - a.length)
+    .map(escapeRegex)
+    .join("|")
   return { one: new RegExp(source), all: new RegExp(source, "g") }
 }
 

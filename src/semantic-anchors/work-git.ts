@@ -111,7 +111,7 @@ function stampOf(abs: string): string {
 
 /** Whether the default protection of uncommitted work applies to this session's role (else no git is asked). */
 function guardsWork(anchors: Anchors, state: SessionState): boolean {
-  return anchors.active(state.role, state.agent).some((contract) => contract.id === PROTECTION_IDS[1])
+  return anchors.inForce(state, PROTECTION_IDS[1])
 }
 
 /**

@@ -969,6 +969,7 @@ export function readCommandAt(command: string, depth: number): CommandReading {
     ran: [],
   }
   const outerSink = ranSink
+  const outerInputs = ranInputs // a line read inside a simple command (`sudo nc h < f` wraps nothing, `$(...)` may)
   const outerCd = ranCd.length // a `cd` inside this line (`bash -c 'cd x && ...'`) ends with it
   const cdGroups: number[] = [] // the subshell depth of each `cd` of this line: it ends with its subshell
   ranSink = result.ran
@@ -987,7 +988,6 @@ export function readCommandAt(command: string, depth: number): CommandReading {
       const ranBefore = result.ran.length
       ranInputs = simple.inputs ?? NO_WORDS
       const one = readSimple(simple.words, simple.heredocs)
-      ranInputs = NO_WORDS
       // where its paths resolve: after the line's `cd`s
       if (ranCd.length && one.writes.length) (result.cwds ??= [])[result.readings.length] = ranCd.slice()
       result.readings.push(one)
@@ -1015,6 +1015,7 @@ export function readCommandAt(command: string, depth: number): CommandReading {
     }
   } finally {
     ranSink = outerSink
+    ranInputs = outerInputs
     ranCd.length = outerCd
   }
   return result

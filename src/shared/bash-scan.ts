@@ -4,7 +4,7 @@
 
 /**
  * One simple command: its words with quotes removed, the files its redirections write, what it reads on its standard
- * input from the line itself (here-documents' bodies and here-strings); `group`: how many subshells it runs in
+ * input from the line itself (here-documents' bodies and here-strings); `inputs`: the files `<` feeds it; `group`: how many subshells it runs in
  * (`( ... )`, `$( ... )`), where a `cd` ends; `pipe`: its output goes to the next command (`a | b`).
  */
 export type SimpleCommand = {
