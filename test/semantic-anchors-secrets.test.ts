@@ -602,6 +602,15 @@ describe("bad input never crashes and never delays a result past the bound", () 
     expect(out).not.toContain(C.openai)
     expect(out.length).toBeGreaterThan(10 * 1024 * 1024)
     expect(h.logs.some((l) => l.message.startsWith("semantic-anchors: internal error"))).toBe(false)
+    // one line for each odd file, once, however often the files are read again (a directory named .env is walked
+    // as a directory: nothing in it is read as its secrets)
+    await say(h)
+    await settle()
+    const odd = h.logs.map((l) => l.message).filter((m) => m.includes("is not a regular file"))
+    expect(odd.sort()).toEqual([
+      "semantic-anchors: protect-secrets: .env.local is not a regular file (a directory, a FIFO, a device) and is not read for secrets",
+      "semantic-anchors: protect-secrets: ~/.netrc is not a regular file (a directory, a FIFO, a device) and is not read for secrets",
+    ])
   })
 
   test("10,000 environment variables", async () => {

@@ -169,7 +169,12 @@ export class SecretStore {
   private async readSmall(path: string): Promise<string | undefined> {
     try {
       const info = await promises.stat(path)
-      if (!info.isFile()) return undefined
+      if (!info.isFile()) {
+        this.fault(
+          `${this.label(path)} is not a regular file (a directory, a FIFO, a device) and is not read for secrets`,
+        )
+        return undefined
+      }
       if (info.size > SECRET_FILE_MAX) {
         this.fault(`${this.label(path)} is larger than ${SECRET_FILE_MAX / 1024} KB and is not read for secrets`)
         return undefined
