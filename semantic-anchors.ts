@@ -4373,6 +4373,7 @@ const GIT_LATE = `git did not answer in time (${WORK_GIT_MS / 1000} s a question
 const WORK_MAX_ENTRIES = 20_000 // changed files in one `git status` beyond which a tree is too large to judge
 const WORK_MAX_OUTPUT = 8 * 1024 * 1024 // bytes of one git answer
 const MAX_OWNED_FILES = 4096 // files per session the ledger keeps; beyond, the oldest is forgotten (then protected)
+const MAX_OWN_DIRS = 256 // untracked directories per session the agent's commands made; beyond, the oldest
 const MAX_WORK_VERDICTS = 64 // discard verdicts waiting for their call's decision
 
 /** What `git status --porcelain=v2` said: changed tracked files, untracked (and ignored) files and directories. */
@@ -4385,6 +4386,7 @@ type WorkLedger = {
   owned: RecentMap<OwnedFile> // absolute path -> what the agent did to it; beyond MAX_OWNED_FILES the oldest is forgotten
   baseline?: Snapshot // the first snapshot of the session: what was there before it changed anything
   snapshot?: Snapshot // the latest
+  ownDirs: RecentMap<true> // untracked directories a command of the agent made (`dir/`, absolute): all in them is its own
   stash: boolean[] // the stash entries the agent made in this session, oldest first: true when all its own work
   verdicts: RecentMap<string | null> // discard key -> what it would lose (null: only the agent's own)
   afterCall: RecentMap<AfterCall> // callID -> what to do once that call ran
@@ -4396,6 +4398,7 @@ type AfterCall = { stamp: string[]; stash: ("push-own" | "push-other" | "pop" | 
 function newLedger(): WorkLedger {
   return {
     owned: new RecentMap(MAX_OWNED_FILES),
+    ownDirs: new RecentMap(MAX_OWN_DIRS),
     stash: [],
     verdicts: new RecentMap(MAX_WORK_VERDICTS),
     afterCall: new RecentMap(MAX_WORK_VERDICTS),
@@ -4447,6 +4450,7 @@ type Whose = "own" | "before" | "other" | "unknown"
 
 function whoseChange(ledger: WorkLedger, rel: string, abs: string, stampNow: (abs: string) => string): Whose {
   const owned = ledger.owned.peek(abs)
+  if (!owned && inOwnDir(ledger, abs)) return "own"
   if (!owned) {
     const baseline = ledger.baseline?.state
     return baseline ? (changedIn(baseline, rel) ? "before" : "other") : "unknown"
@@ -4457,8 +4461,19 @@ function whoseChange(ledger: WorkLedger, rel: string, abs: string, stampNow: (ab
   return owned.stamp !== undefined && owned.stamp === stampNow(abs) ? "own" : "other"
 }
 
+/** Whether a path lies in an untracked directory one of the agent's commands made (a file it is the agent's). */
+function inOwnDir(ledger: WorkLedger, abs: string): boolean {
+  if (ledger.ownDirs.size === 0) return false
+  for (let at = abs.lastIndexOf("/"); at > 0; at = abs.lastIndexOf("/", at - 1))
+    if (ledger.ownDirs.has(abs.slice(0, at + 1))) return true
+  return false
+}
+
+/** Of the files a file command loses that are not the agent's: how many are untracked, changed, or ignored secrets. */
+type LostKinds = { untracked: number; changed: number; secret: number }
+
 /** What a discard would lose that is not the agent's own, in words (counts and kinds, never contents); null: none. */
-function lossText(discard: Discard, counts: Record<Whose, number>): string | null {
+function lossText(discard: Discard, counts: Record<Whose, number>, kinds?: LostKinds): string | null {
   const files = (n: number) => `${n} file${n === 1 ? "" : "s"}`
   const parts: string[] = []
   if (counts.before) parts.push(`${files(counts.before)} with changes that were there before this session`)
@@ -4467,9 +4482,16 @@ function lossText(discard: Discard, counts: Record<Whose, number>): string | nul
       `${files(counts.other)} changed during the session by someone other than the agent (or by a command the plugin could not follow)`,
     )
   if (counts.unknown) parts.push(`${files(counts.unknown)} whose changes the plugin cannot tell apart`)
+  if (kinds?.secret) parts.push(`${kinds.secret} of the person's secret files (git ignores them, and cannot bring them back)`)
   if (parts.length === 0) return null
   const own = counts.own ? `; ${files(counts.own)} with the agent's own changes may go` : ""
-  return `${discard.text} would throw away uncommitted work: ${parts.join(", ")}${own}`
+  if (discard.kind !== "files") return `${discard.text} would throw away uncommitted work: ${parts.join(", ")}${own}`
+  const kind = [
+    kinds?.untracked ? `${kinds.untracked} untracked` : "",
+    kinds?.changed ? `${kinds.changed} with uncommitted changes` : "",
+  ].filter(Boolean)
+  const of = kind.length ? ` (${kind.join(", ")})` : ""
+  return `${discard.text} would delete or overwrite what git cannot bring back: ${parts.join(", ")}${of}${own}`
 }
 
 /** The judge the discard check asks: the verdict prepared for this call, or protected when none was. */
@@ -5113,6 +5135,31 @@ type Discard =
   | { kind: "tree"; cwd: string; text: string }
   | { kind: "clean"; specs: string[]; ignored: boolean; cwd: string; text: string }
   | { kind: "stash"; clear: boolean; entry: string; cwd: string; text: string }
+  | FileDiscard
+
+/**
+ * A file command that deletes or overwrites files (`rm`, `mv` onto a file, `truncate`, ...): `paths`, absolute, each
+ * a file or a tree it loses (a glob as written: `*.txt`); `onto`, a copy or move whose loss depends on its
+ * destination (a file: it is lost; a directory: the file of each source's name in it); `unknown`, why what it loses
+ * cannot be told (a path held in a variable). `secrets`: the person's secret files among `paths`, lost even when git
+ * ignores them.
+ */
+type FileDiscard = {
+  kind: "files"
+  paths: string[]
+  onto?: Onto
+  unknown?: string
+  secrets: string[]
+  cwd: string
+  text: string
+}
+/**
+ * A copy or move onto `dest`: into it when it is a directory (`dir` true: `-t`; false: `-T`; undefined: as the disk
+ * says), each source's name there lost, or onto it when it is a file. `spread`: the files a loop moves onto the one
+ * name (`for f in *.txt; do mv "$f" out; done`): when `dest` is no directory, all but the last are lost; null when
+ * the loop's files cannot be told.
+ */
+type Onto = { dest: string; names: string[]; dir: boolean | undefined; spread?: string[] | null }
 
 /** The judge of a discard: undefined when all it throws away is the agent's own, else what is protected. */
 type WorkView = { judge(discard: Discard): string | undefined }
@@ -5170,6 +5217,15 @@ function discardOf(ran: RanCommand, places: PathPlaces): Discard | undefined {
     const clear = rest[0] === "clear"
     return { kind: "stash", clear, entry, cwd, text: clear ? `${shown} clear` : `${shown} drop ${entry}` }
   }
+  if (sub === "rm") {
+    // without -f git refuses to remove a file whose changes are not committed; --cached keeps the file
+    const parsed = getopt(rest, { long: ["pathspec-from-file"] })
+    const has = (...names: string[]) => names.some((name) => parsed.options.has(name))
+    if (!has("f", "force") || has("cached", "n", "dry-run", "h")) return undefined
+    if (has("pathspec-from-file")) return { kind: "tree", cwd, text: `${shown} -f of the files a list names` }
+    if (parsed.operands.length === 0) return undefined
+    return { kind: "paths", specs: parsed.operands, cwd, text: `${shown} -f of ${parsed.operands.join(" ")}` }
+  }
   if (sub === "clean") {
     const parsed = getopt(rest, { values: "e", long: ["exclude"] })
     const names = flagsGiven("git clean", parsed.options)
@@ -5180,10 +5236,200 @@ function discardOf(ran: RanCommand, places: PathPlaces): Discard | undefined {
   return undefined
 }
 
+// Files deleted or overwritten ------------------------------------------------------------------------------------
+
+/** The variables of a line's `for NAME in WORDS` loops and their words; `other`: it has a loop of another kind. */
+type LineLoops = { vars: Map<string, string[]>; other: boolean }
+const NO_LOOPS: LineLoops = { vars: new Map(), other: false }
+const FOR_LOOP = /\bfor\s+([A-Za-z_]\w*)\s+in\s+([^;\n]*?)\s*(?:;|\n)\s*do\b/g
+
+/** The loops of a command line, read from its text (`for f in *.txt; do`, `while read f; do`). */
+function lineLoops(command: string): LineLoops {
+  if (!/\bdo\b/.test(command)) return NO_LOOPS
+  const vars = new Map<string, string[]>()
+  for (const m of command.matchAll(FOR_LOOP)) vars.set(m[1], m[2].split(/\s+/).map((word) => word.replace(/^(["'])(.*)\1$/, "$2")))
+  return { vars, other: /\b(?:while|until|select)\b/.test(command) || vars.size === 0 }
+}
+
+/** A variable alone: `$f`, `${f}`; its name. */
+const VARIABLE = /^\$(?:\{([A-Za-z_]\w*)\}|([A-Za-z_]\w*))$/
+
+/**
+ * The absolute paths a word names: its braces expanded, `~` and the known variables (`$HOME`) resolved, a loop's
+ * variable as the loop's words; a glob stays a glob. `unknown` when a word holds a value the reader cannot know.
+ */
+function wordPaths(word: string, ran: RanCommand, places: PathPlaces, loops: LineLoops): { paths: string[]; unknown?: string } {
+  const paths: string[] = []
+  for (const alternative of braceWords(word) ?? [word]) {
+    const expanded = expandPlaces(alternative, places)
+    if (!/[$`]/.test(expanded)) {
+      paths.push(resolveOperand(expanded, places, ran.cwd))
+      continue
+    }
+    const variable = VARIABLE.exec(expanded)
+    const items = variable ? loops.vars.get(variable[1] ?? variable[2]) : undefined
+    if (!items || items.some((item) => /[$`]/.test(expandPlaces(item, places))))
+      return { paths, unknown: `${word} is a value the plugin cannot know` }
+    for (const item of items) paths.push(resolveOperand(expandPlaces(item, places), places, ran.cwd))
+  }
+  return { paths }
+}
+
+/** A word that holds a loop's variable or another value the reader cannot know. */
+function isVariable(word: string): boolean {
+  return /[$`]/.test(word)
+}
+
+const COPY_SPEC: Record<string, OptionSpec> = {
+  mv: { values: "tS", long: ["target-directory", "suffix"] },
+  cp: { values: "tS", long: ["target-directory", "suffix"] },
+  install: { values: "tSmog", long: ["target-directory", "suffix", "mode", "owner", "group"] },
+  rsync: { values: "efBT", long: ["rsh", "filter", "exclude", "include", "exclude-from", "include-from", "files-from"] },
+}
+
+/** What a copy or move writes onto: its destination and the names it puts there; undefined when nothing is lost. */
+function ontoOf(ran: RanCommand, places: PathPlaces, loops: LineLoops): Onto | undefined {
+  const parsed = getopt(ranArgs(ran), COPY_SPEC[ran.program])
+  const has = (...names: string[]) => names.some((name) => parsed.options.has(name))
+  const update = parsed.options.get("update") ?? []
+  if (has("n", "no-clobber", "b", "backup", "help", "version") || update.includes("none")) return undefined
+  if (ran.program === "install" && has("d", "directory")) return undefined
+  if (ran.program === "rsync" && (has("ignore-existing", "dry-run", "n", "list-only") || has("b"))) return undefined
+  const target = parsed.options.get("t") ?? parsed.options.get("target-directory")
+  const operands = parsed.operands
+  const dest = target ? target[target.length - 1] : operands[operands.length - 1]
+  const sources = target ? operands : operands.slice(0, -1)
+  if (dest === undefined || sources.length === 0) return undefined
+  if (ran.program === "rsync" && (/^[^/]*:/.test(dest) || /^[a-z]+:\/\//i.test(dest))) return undefined // remote
+  const to = wordPaths(dest, ran, places, loops)
+  if (to.unknown || to.paths.length !== 1) return undefined // a destination per file (`mv "$f" "$f.bak"`): see docs
+  const names: string[] = []
+  let spread: string[] | null | undefined
+  for (const source of sources) {
+    // rsync's `dir/` copies what the directory holds: any name may be written
+    if (ran.program === "rsync" && source.endsWith("/")) names.push("*")
+    else if (isVariable(source)) {
+      const from = wordPaths(source, ran, places, loops)
+      names.push(...(from.unknown ? ["*"] : from.paths.map(baseName)))
+      if (ran.program === "mv" && (loops.vars.size || loops.other)) spread = from.unknown ? null : from.paths
+    } else names.push(...(braceWords(source) ?? [source]).map(baseName))
+  }
+  const dir = target ? true : has("T", "no-target-directory") ? false : dest.endsWith("/") ? true : undefined
+  const onto: Onto = { dest: to.paths[0], names, dir }
+  if (spread !== undefined) onto.spread = spread
+  return onto
+}
+
+function baseName(path: string): string {
+  const trimmed = path.replace(/\/+$/, "")
+  return trimmed.slice(trimmed.lastIndexOf("/") + 1) || trimmed
+}
+
+/** find's tests that make the name test no longer the whole selection, or select only what holds nothing. */
+const FIND_WIDENS = new Set(["-o", "-or", "!", "-not", ",", "(", ")"])
+
+/** What `find ROOT... -delete` or `-exec rm` deletes: under each root, what its one name test selects (a glob). */
+function foundPaths(ran: RanCommand, places: PathPlaces, loops: LineLoops): { paths: string[]; unknown?: string } | undefined {
+  const args = ranArgs(ran)
+  const exec = args.findIndex((arg, k) => (arg === "-exec" || arg === "-execdir") && programName(args[k + 1] ?? "") === "rm")
+  if (!args.includes("-delete") && exec < 0) return undefined
+  if (args.includes("-empty")) return undefined // empty files and directories hold nothing
+  let k = 0
+  while (k < args.length && (FIND_LEADING.test(args[k]) || args[k] === "-D")) k += args[k] === "-D" ? 2 : 1
+  const roots: string[] = []
+  for (; k < args.length && !/^[-(!)]/.test(args[k]); k++) roots.push(args[k])
+  const tests = args.slice(k, exec < 0 ? undefined : exec)
+  const deletesDirsOnly = exec < 0 && tests.some((arg, j) => arg === "-type" && tests[j + 1] === "d")
+  if (deletesDirsOnly) return undefined // -delete removes only empty directories
+  const named = tests.flatMap((arg, j) => (arg === "-name" ? [tests[j + 1] ?? "*"] : []))
+  const narrowed = named.length === 1 && !tests.some((arg) => FIND_WIDENS.has(arg))
+  const paths: string[] = []
+  for (const root of roots.length ? roots : ["."]) {
+    const at = wordPaths(root, ran, places, loops)
+    if (at.unknown) return at
+    for (const abs of at.paths) {
+      const base = abs === "/" ? "" : abs
+      paths.push(...(narrowed ? [`${base}/**/${named[0]}`, `${base}/**/${named[0]}/**`] : [abs]))
+    }
+  }
+  return { paths }
+}
+
+/** truncate's sizes that only grow a file (`+N`, `>N`). */
+function onlyGrows(sizes: string[] | undefined): boolean {
+  return sizes !== undefined && sizes.length > 0 && sizes.every((size) => /^\s*[+>]/.test(size))
+}
+
+/** The file programs whose loss is judged, with their options that take a value. */
+const FILE_PROGRAMS: Record<string, OptionSpec> = {
+  rm: {},
+  unlink: {},
+  shred: { values: "ns", long: ["iterations", "size", "random-source"] },
+  truncate: { values: "sr", long: ["size", "reference"] },
+  mv: {},
+  cp: {},
+  install: {},
+  rsync: {},
+  find: {},
+}
+const FILE_DISCARD_PROGRAMS = Object.keys(FILE_PROGRAMS)
+
+/**
+ * What a file command loses: the files it deletes, truncates or overwrites, or undefined when it loses nothing
+ * (`mv -n`, `cp --backup`, `truncate -s +1M`, `find -empty -delete`) or only outside the project (the other families
+ * judge that). `loops`: the line's loops, for a move or delete of each file a loop names.
+ */
+function fileDiscardOf(ran: RanCommand, places: PathPlaces, loops: LineLoops = NO_LOOPS): FileDiscard | undefined {
+  const spec = FILE_PROGRAMS[ran.program]
+  if (!spec) return undefined
+  const cwd = resolveOperand(".", places, ran.cwd)
+  const args = ranArgs(ran)
+  const parsed = getopt(args, COPY_SPEC[ran.program] ?? spec)
+  const text = `\`${ran.program}\` of ${oneLine(parsed.operands.join(" "), 120)}`
+  const discard: FileDiscard = { kind: "files", paths: [], secrets: [], cwd, text }
+  if (parsed.options.has("help") || parsed.options.has("version")) return undefined
+  if (ran.program === "find") {
+    const found = foundPaths(ran, places, loops)
+    if (!found) return undefined
+    discard.paths = found.paths
+    discard.unknown = found.unknown
+  } else if (COPY_SPEC[ran.program]) {
+    const onto = ontoOf(ran, places, loops)
+    if (!onto) return undefined
+    discard.onto = onto
+  } else {
+    if (ran.program === "truncate" && onlyGrows(parsed.options.get("s") ?? parsed.options.get("size"))) return undefined
+    // `{}` is each file a find finds: judged as the find's own deletion
+    const words = ran.found ? parsed.operands.filter((word) => !word.includes("{}")) : parsed.operands
+    for (const word of words) {
+      const at = wordPaths(word, ran, places, loops)
+      discard.paths.push(...at.paths)
+      discard.unknown ??= at.unknown
+    }
+  }
+  const lost = [...discard.paths, ...(discard.onto ? [discard.onto.dest, ...(discard.onto.spread ?? [])] : [])]
+  discard.secrets = lost.filter((abs) => !/[*?[]/.test(abs) && isSecretPath(abs, places))
+  const inside = (abs: string) => abs === places.project || strictlyUnder(abs, places.project)
+  if (!discard.unknown && !lost.some(inside)) return undefined
+  return discard
+}
+
+/** Deleting or overwriting the person's files: protected unless the work view says all they lose is the agent's own. */
+const FILE_DISCARD_CHECK: ProtectCheck = {
+  programs: FILE_DISCARD_PROGRAMS,
+  check(ran, places, work) {
+    const discard = fileDiscardOf(ran, places)
+    if (!discard) return undefined
+    return work
+      ? work.judge(discard)
+      : `${discard.text} would delete or overwrite files, and whose they are cannot be told here`
+  },
+}
+
 /** The discards of uncommitted work: protected unless the work view says all they throw away is the agent's own. */
 const DISCARD_CHECK: ProtectCheck = {
   programs: ["git"],
-  keys: ["git checkout", "git restore", "git switch", "git reset", "git stash", "git clean"],
+  keys: ["git checkout", "git restore", "git switch", "git reset", "git stash", "git clean", "git rm"],
   check(ran, places, work) {
     const discard = discardOf(ran, places)
     if (!discard) return undefined
@@ -5312,7 +5558,7 @@ function protectionContracts(): Contract[] {
       description: "Never throw away commits, or uncommitted work the agent did not make.",
       message:
         "Ask the user first; git stash keeps changes, git status and git log show what is there. The agent may undo its own edits of this session.",
-      trigger: protectTrigger(LOCAL_HISTORY_RUNS, [DISCARD_CHECK]),
+      trigger: protectTrigger(LOCAL_HISTORY_RUNS, [DISCARD_CHECK, FILE_DISCARD_CHECK]),
       examples: {
         fires: [
           bash("git reset --hard HEAD~1"),
@@ -8046,6 +8292,9 @@ function plainTool(definition: {
  * judged on its own call; every fault protects and is logged once.
  */
 type GitAnswer = { out: string } | { fault: string }
+const NOT_A_REPOSITORY = "the project is not a git repository"
+const NOT_A_REPOSITORY_FILES =
+  "the project is not a git repository, so there is no record of whose files are whose: file commands (rm, mv, cp, truncate) run, and only the other protections apply to them"
 
 /**
  * One question to git in the repository, never longer than WORK_GIT_MS (its own timer too, in case the kill is not
@@ -8080,7 +8329,7 @@ function gitFault(error: any, stderr: string): string {
   if (error?.code === "ENOENT") return "git is not installed"
   if (error?.killed || error?.signal) return GIT_LATE
   if (/maxBuffer/i.test(String(error?.message))) return "the tree is too large to judge"
-  if (/not a git repository/i.test(stderr)) return "the project is not a git repository"
+  if (/not a git repository/i.test(stderr)) return NOT_A_REPOSITORY
   return `git failed (${oneLine(String(stderr || error?.message || error), 120)})`
 }
 
@@ -8088,14 +8337,19 @@ const loggedWorkFaults = new WeakMap<Anchors, Set<string>>()
 
 /** Says once per process and kind of fault that discards are protected because of it. */
 function workFault(anchors: Anchors, fault: string): void {
-  let logged = loggedWorkFaults.get(anchors)
-  if (!logged) loggedWorkFaults.set(anchors, (logged = new Set()))
-  if (logged.has(fault) || logged.size > 32) return
-  logged.add(fault)
-  anchors.log(
-    "warn",
+  logOnce(
+    anchors,
     `cannot tell whose uncommitted work a discard would throw away: ${fault}; such discards are protected (blocked)`,
   )
+}
+
+/** A warning in the log, once per process. */
+function logOnce(anchors: Anchors, message: string): void {
+  let logged = loggedWorkFaults.get(anchors)
+  if (!logged) loggedWorkFaults.set(anchors, (logged = new Set()))
+  if (logged.has(message) || logged.size > 32) return
+  logged.add(message)
+  anchors.log("warn", message)
 }
 
 /** The repository's root: the opencode worktree, when opencode found one (it says `/` when there is none). */
@@ -8131,7 +8385,7 @@ function snapshotTree(anchors: Anchors, state: SessionState): void {
   ledger.snapshot = snapshot
   ledger.baseline ??= snapshot
   if (!root) {
-    snapshot.fault = "the project is not a git repository"
+    snapshot.fault = NOT_A_REPOSITORY
     workFault(anchors, snapshot.fault) // said at the first message, not only at a discard: the log has it early
     return
   }
@@ -8184,20 +8438,125 @@ async function judgeDiscard(
     workFault(anchors, fault)
     return `${discard.text} would throw away uncommitted changes, and the plugin cannot tell whose (${fault}): they are protected`
   }
-  if (!root) return protect("the project is not a git repository")
+  if (discard.kind === "files") return judgeFiles(anchors, ledger, discard, root)
+  if (!root) return protect(NOT_A_REPOSITORY)
   if (discard.kind === "stash") return judgeStash(root, [...ledger.stash, ...pushed], pushed.length, discard, protect)
-  // the snapshots the judgement rests on, if still running (each bounded by its own question)
-  await Promise.all([
-    ledger.baseline?.pending,
-    ledger.snapshot?.pending, // what the agent's last command changed, still being attributed
-    ...[...ledger.owned.values()].map((file) => file.before?.pending),
-  ])
+  await settledSnapshots(ledger)
   const answer = await discardedFiles(root, discard)
   if ("fault" in answer) return protect(answer.fault)
   const counts: Record<Whose, number> = { own: 0, before: 0, other: 0, unknown: 0 }
   for (const rel of answer.files) counts[whoseChange(ledger, rel, `${root}/${rel}`, stampOf)]++
   if (counts.unknown && ledger.baseline?.fault) workFault(anchors, ledger.baseline.fault)
   return lossText(discard, counts)
+}
+
+/**
+ * A file command's verdict: what it deletes or overwrites that git cannot bring back (untracked files that are not
+ * ignored, uncommitted changes, the person's secret files even when ignored), by whose it is. The disk is asked first
+ * (no process): a copy's destination, a file that is not there (nothing lost), a file of the agent's own left as it
+ * was (lost, and its own); git is asked only about the rest. In a project that is not a git repository there is no
+ * baseline: the command runs (logged once; docs/contracts.md, "Files deleted or overwritten").
+ */
+async function judgeFiles(
+  anchors: Anchors,
+  ledger: WorkLedger,
+  discard: FileDiscard,
+  root: string | undefined,
+): Promise<string | null> {
+  const protect = (fault: string) => {
+    workFault(anchors, fault)
+    return `${discard.text} would delete or overwrite files, and the plugin cannot tell whose (${fault}): they are protected`
+  }
+  if (!root) {
+    logOnce(anchors, NOT_A_REPOSITORY_FILES)
+    return null
+  }
+  if (discard.unknown) return protect(discard.unknown)
+  const lost = lostPaths(discard)
+  if (typeof lost === "string") return protect(lost)
+  const counts: Record<Whose, number> = { own: 0, before: 0, other: 0, unknown: 0 }
+  const kinds: LostKinds = { untracked: 0, changed: 0, secret: 0 }
+  const specs: string[] = []
+  for (const abs of lost) {
+    const rel = relativeInside(root, abs)
+    if (rel === undefined) continue // outside the repository: protect-files judges it
+    if (GLOB.test(rel)) {
+      specs.push(`:(glob)${rel}`)
+      continue
+    }
+    const kind = fileKind(abs)
+    if (kind === "none") continue // nothing there: nothing lost
+    if (kind === "file" && whoseChange(ledger, rel, abs, stampOf) === "own") counts.own++
+    else specs.push(`:(literal)${rel}`)
+  }
+  const secrets = new Set(discard.secrets.filter((abs) => fileKind(abs) === "file" && !ownsAsLeft(ledger, root, abs)))
+  if (specs.length === 0 && secrets.size === 0) return null
+  if (specs.length) {
+    await settledSnapshots(ledger)
+    const args = ["status", "--porcelain=v2", "-z", "--untracked-files=all", "--ignored=no", "--", ...specs]
+    const answer = await askGit(root, args)
+    if ("fault" in answer && answer.fault === NOT_A_REPOSITORY) {
+      logOnce(anchors, NOT_A_REPOSITORY_FILES)
+      return null
+    }
+    if ("fault" in answer) return protect(answer.fault)
+    const state = parseStatus(answer.out)
+    if (typeof state === "string") return protect(state)
+    for (const rel of [...state.tracked, ...state.untracked]) {
+      const abs = `${root}/${rel}`
+      secrets.delete(abs)
+      const whose = whoseChange(ledger, rel, abs, stampOf)
+      counts[whose]++
+      if (whose !== "own") kinds[state.untracked.has(rel) ? "untracked" : "changed"]++
+    }
+  }
+  kinds.secret = secrets.size
+  return lossText(discard, counts, kinds)
+}
+
+/** Glob characters in a path: it is asked of git as a glob pathspec. */
+const GLOB = /[*?[]/
+/** What is at a path: a file (or link), a directory, or nothing. */
+function fileKind(abs: string): "file" | "dir" | "none" {
+  try {
+    return statSync(abs).isDirectory() ? "dir" : "file"
+  } catch {
+    try {
+      lstatSync(abs) // a dangling link: a file all the same
+      return "file"
+    } catch {
+      return "none"
+    }
+  }
+}
+
+/** A file the agent made and left as it was: losing it loses only the agent's work. */
+function ownsAsLeft(ledger: WorkLedger, root: string, abs: string): boolean {
+  const rel = relativeInside(root, abs)
+  return rel !== undefined && whoseChange(ledger, rel, abs, stampOf) === "own"
+}
+
+/**
+ * The paths a file command loses, a copy's destination read on the disk: into a directory, each source's name there;
+ * onto a file, the file; a loop's moves onto one name that is no directory, every file the loop moves. A string: why
+ * that cannot be told.
+ */
+function lostPaths(discard: FileDiscard): string[] | string {
+  const onto = discard.onto
+  if (!onto) return discard.paths
+  const intoDir = onto.dir ?? fileKind(onto.dest) === "dir"
+  if (intoDir) return [...discard.paths, ...onto.names.map((name) => `${onto.dest}/${name}`)]
+  if (onto.spread === null) return `a loop moves files the plugin cannot tell onto the one name ${onto.dest}`
+  return [...discard.paths, onto.dest, ...(onto.spread ?? [])]
+}
+
+/** The snapshots a judgement rests on, if still running (each bounded by its own question). */
+async function settledSnapshots(ledger: WorkLedger): Promise<void> {
+  await Promise.all([
+    ledger.baseline?.pending,
+    ledger.snapshot?.pending, // what the agent's last command changed, still being attributed
+    ...[...ledger.owned.values()].map((file) => file.before?.pending),
+  ])
 }
 
 /**
@@ -8246,16 +8605,26 @@ function prepareDiscards(
   keys: string[],
 ): Promise<void> | undefined {
   if (hookInput.tool !== "bash" || !isMapping(args) || typeof args.command !== "string") return
-  const gits = ranIndex(readCommand(args.command)).byProgram.get("git")
-  if (!gits) return
+  const { byProgram } = ranIndex(readCommand(args.command))
+  const gits = byProgram.get("git")
+  const files = FILE_DISCARD_PROGRAMS.some((program) => byProgram.has(program))
+  if (!gits && !files) return
   const state = anchors.stateOf(hookInput.sessionID)
   if (!guardsWork(anchors, state)) return
   const places = pathPlaces(anchors.env, typeof args.workdir === "string" ? args.workdir : undefined)
   const steps: { discard?: Discard; op?: "push" | "pop"; cwd: string }[] = []
-  for (const ran of gits) {
+  for (const ran of gits ?? []) {
     const discard = discardOf(ran, places)
     const op = discard ? undefined : stashOpOf(ran)
     if (discard || op) steps.push({ discard, op, cwd: resolveOperand(".", places, ran.cwd) })
+  }
+  if (files) {
+    const loops = lineLoops(args.command)
+    for (const program of FILE_DISCARD_PROGRAMS)
+      for (const ran of byProgram.get(program) ?? []) {
+        const discard = fileDiscardOf(ran, places, loops)
+        if (discard) steps.push({ discard, cwd: discard.cwd })
+      }
   }
   if (steps.length === 0) return
   const ledger = (state.work ??= newLedger())
@@ -8394,6 +8763,8 @@ function attributeAfterCall(anchors: Anchors, ledger: WorkLedger, pre: Snapshot)
   const done = post.pending
   post.pending = done?.then(() => {
     if (!post.state || !pre.state) return
+    for (const dir of post.state.dirs)
+      if (!changedIn(pre.state, dir)) ledger.ownDirs.set(`${root}/${dir}`, true) // made by the call, all in it too
     for (const rel of [...post.state.tracked, ...post.state.untracked]) {
       if (changedIn(pre.state, rel)) continue // changed before the call: whose is not known here
       const abs = `${root}/${rel}`

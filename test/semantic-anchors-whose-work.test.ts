@@ -3,7 +3,6 @@
 // session, or during it) are protected; and wherever git cannot say, or says it too slowly, the discard is protected
 // and the log says why, once. A call's files are really changed between its before and after hooks, as the tool does.
 import { afterAll, describe, expect, test } from "bun:test"
-import { execFileSync } from "node:child_process"
 import {
   appendFileSync,
   chmodSync,
@@ -17,61 +16,10 @@ import {
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { WORK_CALL_MS } from "../semantic-anchors"
-import { type Harness, start } from "./fixtures/semantic-anchors/harness"
+import { agent, edit, judged, repo, say, settle } from "./fixtures/semantic-anchors/work-repo"
 
-const S = "ses_work"
-let calls = 0
 const fakes = mkdtempSync(join(tmpdir(), "fake-git-"))
 afterAll(() => rmSync(fakes, { recursive: true, force: true }))
-
-/** A fresh harness whose project is a git repository with a.txt, b.txt and c.txt committed. */
-async function repo(
-  init = true,
-): Promise<Harness & { git: (...args: string[]) => string; file: (name: string) => string }> {
-  // the default protection alone (an empty preset: no step count between the calls)
-  const h = await start({ project: "version: 1\npresets:\n  software-developer: []\n" })
-  const dir = h.dirs.project
-  const git = (...args: string[]) => execFileSync("git", args, { cwd: dir, encoding: "utf8" })
-  for (const name of ["a.txt", "b.txt", "c.txt"]) writeFileSync(join(dir, name), `${name}\n`)
-  writeFileSync(join(dir, ".gitignore"), ".opencode/\n")
-  if (init) {
-    git("init", "-q", "-b", "main")
-    git("-c", "user.email=t@t", "-c", "user.name=t", "add", ".")
-    git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "init")
-  }
-  return Object.assign(h, { git, file: (name: string) => join(dir, name) })
-}
-
-/** A call as opencode runs it: before (a block throws), the tool's effect on the files, then after. */
-async function agent(h: Harness, tool: string, args: Record<string, unknown>, effect?: () => void | Promise<void>) {
-  const callID = `call_w${++calls}`
-  try {
-    await h.hooks["tool.execute.before"]({ tool, sessionID: S, callID }, { args })
-  } catch (error) {
-    return (error as Error).message
-  }
-  await effect?.()
-  await h.hooks["tool.execute.after"]({ tool, sessionID: S, callID, args }, { title: tool, output: "ok", metadata: {} })
-  return undefined
-}
-
-/** The agent edits a file with the edit tool. */
-const edit = (h: Awaited<ReturnType<typeof repo>>, name: string) =>
-  agent(h, "edit", { filePath: name, oldString: "x", newString: "y" }, () => appendFileSync(h.file(name), "agent\n"))
-
-/** The verdict on a bash command: "runs", or the block's Why now line. */
-async function judged(h: Harness, command: string, effect?: () => void | Promise<void>): Promise<string> {
-  const blocked = await agent(h, "bash", { command }, effect)
-  return blocked === undefined ? "runs" : (blocked.split("\n").find((line) => line.startsWith("Why now:")) ?? blocked)
-}
-
-const settle = () => new Promise((resolve) => setTimeout(resolve, 300)) // the background snapshot of a user message
-
-/** A user message, straight to chat.message (the harness's user() runs timers at once: here the bounds must not). */
-async function say(h: Harness, text = "go") {
-  const parts = [{ id: "prt_w", sessionID: S, messageID: "msg_w", type: "text", text }]
-  await h.hooks["chat.message"]({ sessionID: S }, { message: { agent: "build" }, parts } as never)
-}
 
 describe("the agent's own edits may be undone", () => {
   test.each([

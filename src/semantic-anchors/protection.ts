@@ -16,6 +16,9 @@ import { UNDER_ROOT } from "./command-patterns"
 import type { OptionSpec } from "../shared/bash-words"
 import { gitSubcommandAt } from "../shared/git-words"
 import { resolvePath } from "./names"
+import { braceWords } from "./names"
+import { oneLine } from "./names"
+import { programName } from "../shared/bash-programs"
 import { expandPlaces } from "./command-patterns"
 import type { Trigger } from "./model"
 import { parseCommandPattern } from "./command-patterns"
@@ -262,6 +265,31 @@ export type Discard =
   | { kind: "tree"; cwd: string; text: string }
   | { kind: "clean"; specs: string[]; ignored: boolean; cwd: string; text: string }
   | { kind: "stash"; clear: boolean; entry: string; cwd: string; text: string }
+  | FileDiscard
+
+/**
+ * A file command that deletes or overwrites files (`rm`, `mv` onto a file, `truncate`, ...): `paths`, absolute, each
+ * a file or a tree it loses (a glob as written: `*.txt`); `onto`, a copy or move whose loss depends on its
+ * destination (a file: it is lost; a directory: the file of each source's name in it); `unknown`, why what it loses
+ * cannot be told (a path held in a variable). `secrets`: the person's secret files among `paths`, lost even when git
+ * ignores them.
+ */
+export type FileDiscard = {
+  kind: "files"
+  paths: string[]
+  onto?: Onto
+  unknown?: string
+  secrets: string[]
+  cwd: string
+  text: string
+}
+/**
+ * A copy or move onto `dest`: into it when it is a directory (`dir` true: `-t`; false: `-T`; undefined: as the disk
+ * says), each source's name there lost, or onto it when it is a file. `spread`: the files a loop moves onto the one
+ * name (`for f in *.txt; do mv "$f" out; done`): when `dest` is no directory, all but the last are lost; null when
+ * the loop's files cannot be told.
+ */
+export type Onto = { dest: string; names: string[]; dir: boolean | undefined; spread?: string[] | null }
 
 /** The judge of a discard: undefined when all it throws away is the agent's own, else what is protected. */
 export type WorkView = { judge(discard: Discard): string | undefined }
@@ -319,6 +347,15 @@ export function discardOf(ran: RanCommand, places: PathPlaces): Discard | undefi
     const clear = rest[0] === "clear"
     return { kind: "stash", clear, entry, cwd, text: clear ? `${shown} clear` : `${shown} drop ${entry}` }
   }
+  if (sub === "rm") {
+    // without -f git refuses to remove a file whose changes are not committed; --cached keeps the file
+    const parsed = getopt(rest, { long: ["pathspec-from-file"] })
+    const has = (...names: string[]) => names.some((name) => parsed.options.has(name))
+    if (!has("f", "force") || has("cached", "n", "dry-run", "h")) return undefined
+    if (has("pathspec-from-file")) return { kind: "tree", cwd, text: `${shown} -f of the files a list names` }
+    if (parsed.operands.length === 0) return undefined
+    return { kind: "paths", specs: parsed.operands, cwd, text: `${shown} -f of ${parsed.operands.join(" ")}` }
+  }
   if (sub === "clean") {
     const parsed = getopt(rest, { values: "e", long: ["exclude"] })
     const names = flagsGiven("git clean", parsed.options)
@@ -329,10 +366,200 @@ export function discardOf(ran: RanCommand, places: PathPlaces): Discard | undefi
   return undefined
 }
 
+// Files deleted or overwritten ------------------------------------------------------------------------------------
+
+/** The variables of a line's `for NAME in WORDS` loops and their words; `other`: it has a loop of another kind. */
+export type LineLoops = { vars: Map<string, string[]>; other: boolean }
+const NO_LOOPS: LineLoops = { vars: new Map(), other: false }
+const FOR_LOOP = /\bfor\s+([A-Za-z_]\w*)\s+in\s+([^;\n]*?)\s*(?:;|\n)\s*do\b/g
+
+/** The loops of a command line, read from its text (`for f in *.txt; do`, `while read f; do`). */
+export function lineLoops(command: string): LineLoops {
+  if (!/\bdo\b/.test(command)) return NO_LOOPS
+  const vars = new Map<string, string[]>()
+  for (const m of command.matchAll(FOR_LOOP)) vars.set(m[1], m[2].split(/\s+/).map((word) => word.replace(/^(["'])(.*)\1$/, "$2")))
+  return { vars, other: /\b(?:while|until|select)\b/.test(command) || vars.size === 0 }
+}
+
+/** A variable alone: `$f`, `${f}`; its name. */
+const VARIABLE = /^\$(?:\{([A-Za-z_]\w*)\}|([A-Za-z_]\w*))$/
+
+/**
+ * The absolute paths a word names: its braces expanded, `~` and the known variables (`$HOME`) resolved, a loop's
+ * variable as the loop's words; a glob stays a glob. `unknown` when a word holds a value the reader cannot know.
+ */
+function wordPaths(word: string, ran: RanCommand, places: PathPlaces, loops: LineLoops): { paths: string[]; unknown?: string } {
+  const paths: string[] = []
+  for (const alternative of braceWords(word) ?? [word]) {
+    const expanded = expandPlaces(alternative, places)
+    if (!/[$`]/.test(expanded)) {
+      paths.push(resolveOperand(expanded, places, ran.cwd))
+      continue
+    }
+    const variable = VARIABLE.exec(expanded)
+    const items = variable ? loops.vars.get(variable[1] ?? variable[2]) : undefined
+    if (!items || items.some((item) => /[$`]/.test(expandPlaces(item, places))))
+      return { paths, unknown: `${word} is a value the plugin cannot know` }
+    for (const item of items) paths.push(resolveOperand(expandPlaces(item, places), places, ran.cwd))
+  }
+  return { paths }
+}
+
+/** A word that holds a loop's variable or another value the reader cannot know. */
+function isVariable(word: string): boolean {
+  return /[$`]/.test(word)
+}
+
+const COPY_SPEC: Record<string, OptionSpec> = {
+  mv: { values: "tS", long: ["target-directory", "suffix"] },
+  cp: { values: "tS", long: ["target-directory", "suffix"] },
+  install: { values: "tSmog", long: ["target-directory", "suffix", "mode", "owner", "group"] },
+  rsync: { values: "efBT", long: ["rsh", "filter", "exclude", "include", "exclude-from", "include-from", "files-from"] },
+}
+
+/** What a copy or move writes onto: its destination and the names it puts there; undefined when nothing is lost. */
+function ontoOf(ran: RanCommand, places: PathPlaces, loops: LineLoops): Onto | undefined {
+  const parsed = getopt(ranArgs(ran), COPY_SPEC[ran.program])
+  const has = (...names: string[]) => names.some((name) => parsed.options.has(name))
+  const update = parsed.options.get("update") ?? []
+  if (has("n", "no-clobber", "b", "backup", "help", "version") || update.includes("none")) return undefined
+  if (ran.program === "install" && has("d", "directory")) return undefined
+  if (ran.program === "rsync" && (has("ignore-existing", "dry-run", "n", "list-only") || has("b"))) return undefined
+  const target = parsed.options.get("t") ?? parsed.options.get("target-directory")
+  const operands = parsed.operands
+  const dest = target ? target[target.length - 1] : operands[operands.length - 1]
+  const sources = target ? operands : operands.slice(0, -1)
+  if (dest === undefined || sources.length === 0) return undefined
+  if (ran.program === "rsync" && (/^[^/]*:/.test(dest) || /^[a-z]+:\/\//i.test(dest))) return undefined // remote
+  const to = wordPaths(dest, ran, places, loops)
+  if (to.unknown || to.paths.length !== 1) return undefined // a destination per file (`mv "$f" "$f.bak"`): see docs
+  const names: string[] = []
+  let spread: string[] | null | undefined
+  for (const source of sources) {
+    // rsync's `dir/` copies what the directory holds: any name may be written
+    if (ran.program === "rsync" && source.endsWith("/")) names.push("*")
+    else if (isVariable(source)) {
+      const from = wordPaths(source, ran, places, loops)
+      names.push(...(from.unknown ? ["*"] : from.paths.map(baseName)))
+      if (ran.program === "mv" && (loops.vars.size || loops.other)) spread = from.unknown ? null : from.paths
+    } else names.push(...(braceWords(source) ?? [source]).map(baseName))
+  }
+  const dir = target ? true : has("T", "no-target-directory") ? false : dest.endsWith("/") ? true : undefined
+  const onto: Onto = { dest: to.paths[0], names, dir }
+  if (spread !== undefined) onto.spread = spread
+  return onto
+}
+
+function baseName(path: string): string {
+  const trimmed = path.replace(/\/+$/, "")
+  return trimmed.slice(trimmed.lastIndexOf("/") + 1) || trimmed
+}
+
+/** find's tests that make the name test no longer the whole selection, or select only what holds nothing. */
+const FIND_WIDENS = new Set(["-o", "-or", "!", "-not", ",", "(", ")"])
+
+/** What `find ROOT... -delete` or `-exec rm` deletes: under each root, what its one name test selects (a glob). */
+function foundPaths(ran: RanCommand, places: PathPlaces, loops: LineLoops): { paths: string[]; unknown?: string } | undefined {
+  const args = ranArgs(ran)
+  const exec = args.findIndex((arg, k) => (arg === "-exec" || arg === "-execdir") && programName(args[k + 1] ?? "") === "rm")
+  if (!args.includes("-delete") && exec < 0) return undefined
+  if (args.includes("-empty")) return undefined // empty files and directories hold nothing
+  let k = 0
+  while (k < args.length && (FIND_LEADING.test(args[k]) || args[k] === "-D")) k += args[k] === "-D" ? 2 : 1
+  const roots: string[] = []
+  for (; k < args.length && !/^[-(!)]/.test(args[k]); k++) roots.push(args[k])
+  const tests = args.slice(k, exec < 0 ? undefined : exec)
+  const deletesDirsOnly = exec < 0 && tests.some((arg, j) => arg === "-type" && tests[j + 1] === "d")
+  if (deletesDirsOnly) return undefined // -delete removes only empty directories
+  const named = tests.flatMap((arg, j) => (arg === "-name" ? [tests[j + 1] ?? "*"] : []))
+  const narrowed = named.length === 1 && !tests.some((arg) => FIND_WIDENS.has(arg))
+  const paths: string[] = []
+  for (const root of roots.length ? roots : ["."]) {
+    const at = wordPaths(root, ran, places, loops)
+    if (at.unknown) return at
+    for (const abs of at.paths) {
+      const base = abs === "/" ? "" : abs
+      paths.push(...(narrowed ? [`${base}/**/${named[0]}`, `${base}/**/${named[0]}/**`] : [abs]))
+    }
+  }
+  return { paths }
+}
+
+/** truncate's sizes that only grow a file (`+N`, `>N`). */
+function onlyGrows(sizes: string[] | undefined): boolean {
+  return sizes !== undefined && sizes.length > 0 && sizes.every((size) => /^\s*[+>]/.test(size))
+}
+
+/** The file programs whose loss is judged, with their options that take a value. */
+const FILE_PROGRAMS: Record<string, OptionSpec> = {
+  rm: {},
+  unlink: {},
+  shred: { values: "ns", long: ["iterations", "size", "random-source"] },
+  truncate: { values: "sr", long: ["size", "reference"] },
+  mv: {},
+  cp: {},
+  install: {},
+  rsync: {},
+  find: {},
+}
+export const FILE_DISCARD_PROGRAMS = Object.keys(FILE_PROGRAMS)
+
+/**
+ * What a file command loses: the files it deletes, truncates or overwrites, or undefined when it loses nothing
+ * (`mv -n`, `cp --backup`, `truncate -s +1M`, `find -empty -delete`) or only outside the project (the other families
+ * judge that). `loops`: the line's loops, for a move or delete of each file a loop names.
+ */
+export function fileDiscardOf(ran: RanCommand, places: PathPlaces, loops: LineLoops = NO_LOOPS): FileDiscard | undefined {
+  const spec = FILE_PROGRAMS[ran.program]
+  if (!spec) return undefined
+  const cwd = resolveOperand(".", places, ran.cwd)
+  const args = ranArgs(ran)
+  const parsed = getopt(args, COPY_SPEC[ran.program] ?? spec)
+  const text = `\`${ran.program}\` of ${oneLine(parsed.operands.join(" "), 120)}`
+  const discard: FileDiscard = { kind: "files", paths: [], secrets: [], cwd, text }
+  if (parsed.options.has("help") || parsed.options.has("version")) return undefined
+  if (ran.program === "find") {
+    const found = foundPaths(ran, places, loops)
+    if (!found) return undefined
+    discard.paths = found.paths
+    discard.unknown = found.unknown
+  } else if (COPY_SPEC[ran.program]) {
+    const onto = ontoOf(ran, places, loops)
+    if (!onto) return undefined
+    discard.onto = onto
+  } else {
+    if (ran.program === "truncate" && onlyGrows(parsed.options.get("s") ?? parsed.options.get("size"))) return undefined
+    // `{}` is each file a find finds: judged as the find's own deletion
+    const words = ran.found ? parsed.operands.filter((word) => !word.includes("{}")) : parsed.operands
+    for (const word of words) {
+      const at = wordPaths(word, ran, places, loops)
+      discard.paths.push(...at.paths)
+      discard.unknown ??= at.unknown
+    }
+  }
+  const lost = [...discard.paths, ...(discard.onto ? [discard.onto.dest, ...(discard.onto.spread ?? [])] : [])]
+  discard.secrets = lost.filter((abs) => !/[*?[]/.test(abs) && isSecretPath(abs, places))
+  const inside = (abs: string) => abs === places.project || strictlyUnder(abs, places.project)
+  if (!discard.unknown && !lost.some(inside)) return undefined
+  return discard
+}
+
+/** Deleting or overwriting the person's files: protected unless the work view says all they lose is the agent's own. */
+const FILE_DISCARD_CHECK: ProtectCheck = {
+  programs: FILE_DISCARD_PROGRAMS,
+  check(ran, places, work) {
+    const discard = fileDiscardOf(ran, places)
+    if (!discard) return undefined
+    return work
+      ? work.judge(discard)
+      : `${discard.text} would delete or overwrite files, and whose they are cannot be told here`
+  },
+}
+
 /** The discards of uncommitted work: protected unless the work view says all they throw away is the agent's own. */
 const DISCARD_CHECK: ProtectCheck = {
   programs: ["git"],
-  keys: ["git checkout", "git restore", "git switch", "git reset", "git stash", "git clean"],
+  keys: ["git checkout", "git restore", "git switch", "git reset", "git stash", "git clean", "git rm"],
   check(ran, places, work) {
     const discard = discardOf(ran, places)
     if (!discard) return undefined
@@ -461,7 +688,7 @@ export function protectionContracts(): Contract[] {
       description: "Never throw away commits, or uncommitted work the agent did not make.",
       message:
         "Ask the user first; git stash keeps changes, git status and git log show what is there. The agent may undo its own edits of this session.",
-      trigger: protectTrigger(LOCAL_HISTORY_RUNS, [DISCARD_CHECK]),
+      trigger: protectTrigger(LOCAL_HISTORY_RUNS, [DISCARD_CHECK, FILE_DISCARD_CHECK]),
       examples: {
         fires: [
           bash("git reset --hard HEAD~1"),

@@ -5,6 +5,11 @@
 import { process } from "./constants"
 import { newLedger } from "./work-ledger"
 import { discardOf } from "./protection"
+import { fileDiscardOf } from "./protection"
+import { lineLoops } from "./protection"
+import { FILE_DISCARD_PROGRAMS } from "./protection"
+import type { FileDiscard } from "./protection"
+import type { LostKinds } from "./work-ledger"
 import { discardKey } from "./work-ledger"
 import { GIT_LATE } from "./work-ledger"
 import { WORK_GIT_MS } from "./work-ledger"
@@ -40,8 +45,11 @@ import { editTargets } from "./integrity"
 // @ts-ignore -- node:child_process is built into Bun too: git is asked, with a bound, what a discard would lose.
 import { execFile } from "node:child_process"
 // @ts-ignore -- no Node types in this zero-dependency project; node:fs is built into Bun, which runs the plugin.
-import { lstatSync } from "node:fs"
+import { lstatSync, statSync } from "node:fs"
 type GitAnswer = { out: string } | { fault: string }
+const NOT_A_REPOSITORY = "the project is not a git repository"
+const NOT_A_REPOSITORY_FILES =
+  "the project is not a git repository, so there is no record of whose files are whose: file commands (rm, mv, cp, truncate) run, and only the other protections apply to them"
 
 /**
  * One question to git in the repository, never longer than WORK_GIT_MS (its own timer too, in case the kill is not
@@ -76,7 +84,7 @@ function gitFault(error: any, stderr: string): string {
   if (error?.code === "ENOENT") return "git is not installed"
   if (error?.killed || error?.signal) return GIT_LATE
   if (/maxBuffer/i.test(String(error?.message))) return "the tree is too large to judge"
-  if (/not a git repository/i.test(stderr)) return "the project is not a git repository"
+  if (/not a git repository/i.test(stderr)) return NOT_A_REPOSITORY
   return `git failed (${oneLine(String(stderr || error?.message || error), 120)})`
 }
 
@@ -84,14 +92,19 @@ const loggedWorkFaults = new WeakMap<Anchors, Set<string>>()
 
 /** Says once per process and kind of fault that discards are protected because of it. */
 export function workFault(anchors: Anchors, fault: string): void {
-  let logged = loggedWorkFaults.get(anchors)
-  if (!logged) loggedWorkFaults.set(anchors, (logged = new Set()))
-  if (logged.has(fault) || logged.size > 32) return
-  logged.add(fault)
-  anchors.log(
-    "warn",
+  logOnce(
+    anchors,
     `cannot tell whose uncommitted work a discard would throw away: ${fault}; such discards are protected (blocked)`,
   )
+}
+
+/** A warning in the log, once per process. */
+function logOnce(anchors: Anchors, message: string): void {
+  let logged = loggedWorkFaults.get(anchors)
+  if (!logged) loggedWorkFaults.set(anchors, (logged = new Set()))
+  if (logged.has(message) || logged.size > 32) return
+  logged.add(message)
+  anchors.log("warn", message)
 }
 
 /** The repository's root: the opencode worktree, when opencode found one (it says `/` when there is none). */
@@ -127,7 +140,7 @@ export function snapshotTree(anchors: Anchors, state: SessionState): void {
   ledger.snapshot = snapshot
   ledger.baseline ??= snapshot
   if (!root) {
-    snapshot.fault = "the project is not a git repository"
+    snapshot.fault = NOT_A_REPOSITORY
     workFault(anchors, snapshot.fault) // said at the first message, not only at a discard: the log has it early
     return
   }
@@ -180,20 +193,125 @@ async function judgeDiscard(
     workFault(anchors, fault)
     return `${discard.text} would throw away uncommitted changes, and the plugin cannot tell whose (${fault}): they are protected`
   }
-  if (!root) return protect("the project is not a git repository")
+  if (discard.kind === "files") return judgeFiles(anchors, ledger, discard, root)
+  if (!root) return protect(NOT_A_REPOSITORY)
   if (discard.kind === "stash") return judgeStash(root, [...ledger.stash, ...pushed], pushed.length, discard, protect)
-  // the snapshots the judgement rests on, if still running (each bounded by its own question)
-  await Promise.all([
-    ledger.baseline?.pending,
-    ledger.snapshot?.pending, // what the agent's last command changed, still being attributed
-    ...[...ledger.owned.values()].map((file) => file.before?.pending),
-  ])
+  await settledSnapshots(ledger)
   const answer = await discardedFiles(root, discard)
   if ("fault" in answer) return protect(answer.fault)
   const counts: Record<Whose, number> = { own: 0, before: 0, other: 0, unknown: 0 }
   for (const rel of answer.files) counts[whoseChange(ledger, rel, `${root}/${rel}`, stampOf)]++
   if (counts.unknown && ledger.baseline?.fault) workFault(anchors, ledger.baseline.fault)
   return lossText(discard, counts)
+}
+
+/**
+ * A file command's verdict: what it deletes or overwrites that git cannot bring back (untracked files that are not
+ * ignored, uncommitted changes, the person's secret files even when ignored), by whose it is. The disk is asked first
+ * (no process): a copy's destination, a file that is not there (nothing lost), a file of the agent's own left as it
+ * was (lost, and its own); git is asked only about the rest. In a project that is not a git repository there is no
+ * baseline: the command runs (logged once; docs/contracts.md, "Files deleted or overwritten").
+ */
+async function judgeFiles(
+  anchors: Anchors,
+  ledger: WorkLedger,
+  discard: FileDiscard,
+  root: string | undefined,
+): Promise<string | null> {
+  const protect = (fault: string) => {
+    workFault(anchors, fault)
+    return `${discard.text} would delete or overwrite files, and the plugin cannot tell whose (${fault}): they are protected`
+  }
+  if (!root) {
+    logOnce(anchors, NOT_A_REPOSITORY_FILES)
+    return null
+  }
+  if (discard.unknown) return protect(discard.unknown)
+  const lost = lostPaths(discard)
+  if (typeof lost === "string") return protect(lost)
+  const counts: Record<Whose, number> = { own: 0, before: 0, other: 0, unknown: 0 }
+  const kinds: LostKinds = { untracked: 0, changed: 0, secret: 0 }
+  const specs: string[] = []
+  for (const abs of lost) {
+    const rel = relativeInside(root, abs)
+    if (rel === undefined) continue // outside the repository: protect-files judges it
+    if (GLOB.test(rel)) {
+      specs.push(`:(glob)${rel}`)
+      continue
+    }
+    const kind = fileKind(abs)
+    if (kind === "none") continue // nothing there: nothing lost
+    if (kind === "file" && whoseChange(ledger, rel, abs, stampOf) === "own") counts.own++
+    else specs.push(`:(literal)${rel}`)
+  }
+  const secrets = new Set(discard.secrets.filter((abs) => fileKind(abs) === "file" && !ownsAsLeft(ledger, root, abs)))
+  if (specs.length === 0 && secrets.size === 0) return null
+  if (specs.length) {
+    await settledSnapshots(ledger)
+    const args = ["status", "--porcelain=v2", "-z", "--untracked-files=all", "--ignored=no", "--", ...specs]
+    const answer = await askGit(root, args)
+    if ("fault" in answer && answer.fault === NOT_A_REPOSITORY) {
+      logOnce(anchors, NOT_A_REPOSITORY_FILES)
+      return null
+    }
+    if ("fault" in answer) return protect(answer.fault)
+    const state = parseStatus(answer.out)
+    if (typeof state === "string") return protect(state)
+    for (const rel of [...state.tracked, ...state.untracked]) {
+      const abs = `${root}/${rel}`
+      secrets.delete(abs)
+      const whose = whoseChange(ledger, rel, abs, stampOf)
+      counts[whose]++
+      if (whose !== "own") kinds[state.untracked.has(rel) ? "untracked" : "changed"]++
+    }
+  }
+  kinds.secret = secrets.size
+  return lossText(discard, counts, kinds)
+}
+
+/** Glob characters in a path: it is asked of git as a glob pathspec. */
+const GLOB = /[*?[]/
+/** What is at a path: a file (or link), a directory, or nothing. */
+function fileKind(abs: string): "file" | "dir" | "none" {
+  try {
+    return statSync(abs).isDirectory() ? "dir" : "file"
+  } catch {
+    try {
+      lstatSync(abs) // a dangling link: a file all the same
+      return "file"
+    } catch {
+      return "none"
+    }
+  }
+}
+
+/** A file the agent made and left as it was: losing it loses only the agent's work. */
+function ownsAsLeft(ledger: WorkLedger, root: string, abs: string): boolean {
+  const rel = relativeInside(root, abs)
+  return rel !== undefined && whoseChange(ledger, rel, abs, stampOf) === "own"
+}
+
+/**
+ * The paths a file command loses, a copy's destination read on the disk: into a directory, each source's name there;
+ * onto a file, the file; a loop's moves onto one name that is no directory, every file the loop moves. A string: why
+ * that cannot be told.
+ */
+function lostPaths(discard: FileDiscard): string[] | string {
+  const onto = discard.onto
+  if (!onto) return discard.paths
+  const intoDir = onto.dir ?? fileKind(onto.dest) === "dir"
+  if (intoDir) return [...discard.paths, ...onto.names.map((name) => `${onto.dest}/${name}`)]
+  if (onto.spread === null) return `a loop moves files the plugin cannot tell onto the one name ${onto.dest}`
+  return [...discard.paths, onto.dest, ...(onto.spread ?? [])]
+}
+
+/** The snapshots a judgement rests on, if still running (each bounded by its own question). */
+async function settledSnapshots(ledger: WorkLedger): Promise<void> {
+  await Promise.all([
+    ledger.baseline?.pending,
+    ledger.snapshot?.pending, // what the agent's last command changed, still being attributed
+    ...[...ledger.owned.values()].map((file) => file.before?.pending),
+  ])
 }
 
 /**
@@ -242,16 +360,26 @@ export function prepareDiscards(
   keys: string[],
 ): Promise<void> | undefined {
   if (hookInput.tool !== "bash" || !isMapping(args) || typeof args.command !== "string") return
-  const gits = ranIndex(readCommand(args.command)).byProgram.get("git")
-  if (!gits) return
+  const { byProgram } = ranIndex(readCommand(args.command))
+  const gits = byProgram.get("git")
+  const files = FILE_DISCARD_PROGRAMS.some((program) => byProgram.has(program))
+  if (!gits && !files) return
   const state = anchors.stateOf(hookInput.sessionID)
   if (!guardsWork(anchors, state)) return
   const places = pathPlaces(anchors.env, typeof args.workdir === "string" ? args.workdir : undefined)
   const steps: { discard?: Discard; op?: "push" | "pop"; cwd: string }[] = []
-  for (const ran of gits) {
+  for (const ran of gits ?? []) {
     const discard = discardOf(ran, places)
     const op = discard ? undefined : stashOpOf(ran)
     if (discard || op) steps.push({ discard, op, cwd: resolveOperand(".", places, ran.cwd) })
+  }
+  if (files) {
+    const loops = lineLoops(args.command)
+    for (const program of FILE_DISCARD_PROGRAMS)
+      for (const ran of byProgram.get(program) ?? []) {
+        const discard = fileDiscardOf(ran, places, loops)
+        if (discard) steps.push({ discard, cwd: discard.cwd })
+      }
   }
   if (steps.length === 0) return
   const ledger = (state.work ??= newLedger())
@@ -390,6 +518,8 @@ export function attributeAfterCall(anchors: Anchors, ledger: WorkLedger, pre: Sn
   const done = post.pending
   post.pending = done?.then(() => {
     if (!post.state || !pre.state) return
+    for (const dir of post.state.dirs)
+      if (!changedIn(pre.state, dir)) ledger.ownDirs.set(`${root}/${dir}`, true) // made by the call, all in it too
     for (const rel of [...post.state.tracked, ...post.state.untracked]) {
       if (changedIn(pre.state, rel)) continue // changed before the call: whose is not known here
       const abs = `${root}/${rel}`

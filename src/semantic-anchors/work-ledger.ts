@@ -23,6 +23,7 @@ export const GIT_LATE = `git did not answer in time (${WORK_GIT_MS / 1000} s a q
 const WORK_MAX_ENTRIES = 20_000 // changed files in one `git status` beyond which a tree is too large to judge
 export const WORK_MAX_OUTPUT = 8 * 1024 * 1024 // bytes of one git answer
 export const MAX_OWNED_FILES = 4096 // files per session the ledger keeps; beyond, the oldest is forgotten (then protected)
+export const MAX_OWN_DIRS = 256 // untracked directories per session the agent's commands made; beyond, the oldest
 export const MAX_WORK_VERDICTS = 64 // discard verdicts waiting for their call's decision
 
 /** What `git status --porcelain=v2` said: changed tracked files, untracked (and ignored) files and directories. */
@@ -35,6 +36,7 @@ export type WorkLedger = {
   owned: RecentMap<OwnedFile> // absolute path -> what the agent did to it; beyond MAX_OWNED_FILES the oldest is forgotten
   baseline?: Snapshot // the first snapshot of the session: what was there before it changed anything
   snapshot?: Snapshot // the latest
+  ownDirs: RecentMap<true> // untracked directories a command of the agent made (`dir/`, absolute): all in them is its own
   stash: boolean[] // the stash entries the agent made in this session, oldest first: true when all its own work
   verdicts: RecentMap<string | null> // discard key -> what it would lose (null: only the agent's own)
   afterCall: RecentMap<AfterCall> // callID -> what to do once that call ran
@@ -46,6 +48,7 @@ export type AfterCall = { stamp: string[]; stash: ("push-own" | "push-other" | "
 export function newLedger(): WorkLedger {
   return {
     owned: new RecentMap(MAX_OWNED_FILES),
+    ownDirs: new RecentMap(MAX_OWN_DIRS),
     stash: [],
     verdicts: new RecentMap(MAX_WORK_VERDICTS),
     afterCall: new RecentMap(MAX_WORK_VERDICTS),
@@ -97,6 +100,7 @@ export type Whose = "own" | "before" | "other" | "unknown"
 
 export function whoseChange(ledger: WorkLedger, rel: string, abs: string, stampNow: (abs: string) => string): Whose {
   const owned = ledger.owned.peek(abs)
+  if (!owned && inOwnDir(ledger, abs)) return "own"
   if (!owned) {
     const baseline = ledger.baseline?.state
     return baseline ? (changedIn(baseline, rel) ? "before" : "other") : "unknown"
@@ -107,8 +111,19 @@ export function whoseChange(ledger: WorkLedger, rel: string, abs: string, stampN
   return owned.stamp !== undefined && owned.stamp === stampNow(abs) ? "own" : "other"
 }
 
+/** Whether a path lies in an untracked directory one of the agent's commands made (a file it is the agent's). */
+function inOwnDir(ledger: WorkLedger, abs: string): boolean {
+  if (ledger.ownDirs.size === 0) return false
+  for (let at = abs.lastIndexOf("/"); at > 0; at = abs.lastIndexOf("/", at - 1))
+    if (ledger.ownDirs.has(abs.slice(0, at + 1))) return true
+  return false
+}
+
+/** Of the files a file command loses that are not the agent's: how many are untracked, changed, or ignored secrets. */
+export type LostKinds = { untracked: number; changed: number; secret: number }
+
 /** What a discard would lose that is not the agent's own, in words (counts and kinds, never contents); null: none. */
-export function lossText(discard: Discard, counts: Record<Whose, number>): string | null {
+export function lossText(discard: Discard, counts: Record<Whose, number>, kinds?: LostKinds): string | null {
   const files = (n: number) => `${n} file${n === 1 ? "" : "s"}`
   const parts: string[] = []
   if (counts.before) parts.push(`${files(counts.before)} with changes that were there before this session`)
@@ -117,9 +132,16 @@ export function lossText(discard: Discard, counts: Record<Whose, number>): strin
       `${files(counts.other)} changed during the session by someone other than the agent (or by a command the plugin could not follow)`,
     )
   if (counts.unknown) parts.push(`${files(counts.unknown)} whose changes the plugin cannot tell apart`)
+  if (kinds?.secret) parts.push(`${kinds.secret} of the person's secret files (git ignores them, and cannot bring them back)`)
   if (parts.length === 0) return null
   const own = counts.own ? `; ${files(counts.own)} with the agent's own changes may go` : ""
-  return `${discard.text} would throw away uncommitted work: ${parts.join(", ")}${own}`
+  if (discard.kind !== "files") return `${discard.text} would throw away uncommitted work: ${parts.join(", ")}${own}`
+  const kind = [
+    kinds?.untracked ? `${kinds.untracked} untracked` : "",
+    kinds?.changed ? `${kinds.changed} with uncommitted changes` : "",
+  ].filter(Boolean)
+  const of = kind.length ? ` (${kind.join(", ")})` : ""
+  return `${discard.text} would delete or overwrite what git cannot bring back: ${parts.join(", ")}${of}${own}`
 }
 
 /** The judge the discard check asks: the verdict prepared for this call, or protected when none was. */

@@ -1,0 +1,163 @@
+// Files deleted or overwritten (docs/contracts.md, "Files deleted or overwritten"): in a real git repository, through
+// server() and the hooks. A file command (rm, unlink, find -delete, git rm -f, mv, cp, install, rsync, truncate,
+// shred) that would lose the person's untracked files or uncommitted changes is blocked, as `git clean -f` and
+// `git checkout` are; over the agent's own files, committed files and ignored build output it runs.
+import { beforeAll, describe, expect, test } from "bun:test"
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs"
+import { agent, edit, judged, type Repo, repo, say, settle, write } from "./fixtures/semantic-anchors/work-repo"
+
+/**
+ * The project of every row: the person's b.txt changed and notes.md untracked before the session, and their folder
+ * keep/ with one untracked file; the agent's new.txt (write tool), its edit of a.txt, its repro.py and gen/ made by a
+ * script the reader cannot follow, out.md by a redirect; dist/ and .env ignored (.env the person's), c.txt committed.
+ */
+async function project(): Promise<Repo> {
+  const h = await repo(true, ["dist/", "__pycache__/", ".env"])
+  writeFileSync(h.file("b.txt"), "the person's work\n")
+  writeFileSync(h.file("notes.md"), "the person's notes\n")
+  mkdirSync(h.file("keep"))
+  writeFileSync(h.file("keep/plan.md"), "the person's plan\n")
+  mkdirSync(h.file("dist"))
+  writeFileSync(h.file("dist/app.js"), "built\n")
+  writeFileSync(h.file(".env"), "API_TOKEN=sk-live-0123456789abcdef\n")
+  mkdirSync(h.file("sub"))
+  await say(h)
+  await settle()
+  await write(h, "new.txt")
+  await write(h, "new2.txt")
+  await edit(h, "a.txt")
+  const script = `python3 -c "import os; os.makedirs('gen'); open('repro.py','w').write('x'); open('gen/x.py','w')"`
+  await judged(h, script, async () => {
+    await settle()
+    writeFileSync(h.file("repro.py"), "x")
+    mkdirSync(h.file("gen"))
+    writeFileSync(h.file("gen/x.py"), "")
+  })
+  await settle() // what the script changed is attributed in the background
+  await judged(h, "cat > out.md <<'EOF'\nthe agent's\nEOF", () => writeFileSync(h.file("out.md"), "the agent's\n"))
+  await settle() // what the script changed is attributed in the background
+  return h
+}
+
+const UNTRACKED = "1 file with changes that were there before this session (1 untracked)"
+const CHANGED = "1 file with changes that were there before this session (1 with uncommitted changes)"
+
+describe("over the person's files: blocked, saying how many and which kind", () => {
+  let h: Repo
+  beforeAll(async () => void (h = await project()))
+  test.each([
+    ["rm notes.md", UNTRACKED],
+    ["rm -f b.txt", CHANGED],
+    ["rm -rf keep", UNTRACKED],
+    ["rm -r keep/", UNTRACKED],
+    ["cd keep && rm plan.md", UNTRACKED],
+    ["rm *.md", UNTRACKED],
+    ["rm {notes,out}.md", UNTRACKED],
+    ["unlink notes.md", UNTRACKED],
+    ["find . -name '*.md' -delete", "2 files with changes that were there before this session (2 untracked)"],
+    ["find keep -type f -exec rm {} +", UNTRACKED],
+    ["git rm -f b.txt", "1 file with changes that were there before this session"],
+    ["mv c.txt notes.md", UNTRACKED],
+    ["mv new.txt b.txt", CHANGED],
+    ["cp c.txt b.txt", CHANGED],
+    ["cp -f c.txt keep/plan.md", UNTRACKED],
+    ["install -m 644 c.txt notes.md", UNTRACKED],
+    ["rsync c.txt notes.md", UNTRACKED],
+    ["truncate -s 0 b.txt", CHANGED],
+    ["shred -u notes.md", UNTRACKED],
+    ["rm .env", "1 of the person's secret files (git ignores them, and cannot bring them back)"],
+    ["for f in *.md; do mv \"$f\" out; done", UNTRACKED],
+    ["ls | while read f; do mv \"$f\" merged; done", "a loop moves files the plugin cannot tell onto the one name"],
+    ["rm $FILE", "$FILE is a value the plugin cannot know"],
+    ["git clean -f notes.md", "1 file with changes that were there before this session"],
+  ])("%p: %p", async (command, says) => {
+    const verdict = await judged(h, command)
+    expect(verdict).toContain(says)
+    for (const contents of ["the person's notes", "the person's work", "the person's plan", "sk-live"])
+      expect(verdict).not.toContain(contents)
+    expect(readFileSync(h.file("notes.md"), "utf8")).toBe("the person's notes\n")
+  })
+})
+
+describe("over the agent's own files, committed files and ignored output: runs", () => {
+  let h: Repo
+  beforeAll(async () => void (h = await project()))
+  test.each([
+    "rm new.txt",
+    "rm -f new.txt new2.txt repro.py out.md",
+    "rm a.txt", // the agent's edit of a committed file: git brings the commit back
+    "rm c.txt",
+    "rm -rf dist __pycache__ node_modules",
+    "rm -rf gen", // a folder a script of the agent's made
+    "unlink new.txt",
+    "find . -name '*.pyc' -delete",
+    "find . -name __pycache__ -type d -exec rm -rf {} +",
+    "find sub -type d -empty -delete",
+    "cp keep/plan.md sub/", // sub/plan.md is not there: nothing lost
+    "git rm -f c.txt",
+    "mv new2.txt new.txt",
+    "mv c.txt sub/",
+    "mv -n c.txt notes.md",
+    "cp c.txt new.txt",
+    "cp --backup c.txt notes.md",
+    "truncate -s 0 new.txt",
+    "truncate -s +1M notes.md",
+    "shred -u repro.py",
+    "for f in new.txt new2.txt; do mv \"$f\" merged; done",
+    "cat > notes.md <<'EOF'\nrewritten\nEOF", // a redirect is the shell's write tool: an edit, not a loss
+    "rm /tmp/scratch.txt",
+    "git clean -f new.txt",
+  ])("%p runs", async (command) => {
+    expect(await judged(h, command)).toBe("runs")
+  })
+})
+
+describe("the same answer as git, whoever deletes", () => {
+  test("git clean -f and rm of the person's untracked file are both blocked; of the agent's both run", async () => {
+    const h = await project()
+    expect(await judged(h, "git clean -f notes.md")).not.toBe("runs")
+    expect(await judged(h, "rm notes.md")).not.toBe("runs")
+    expect(await judged(h, "git clean -f new.txt")).toBe("runs")
+    expect(await judged(h, "rm new.txt")).toBe("runs")
+  })
+
+  test("a file the agent wrote and the person then changed is the person's", async () => {
+    const h = await project()
+    writeFileSync(h.file("new.txt"), "the person took it over\n")
+    expect(await judged(h, "rm new.txt")).toContain("someone other than the agent")
+  })
+})
+
+describe("a project that is not a git repository", () => {
+  test("file commands run, and the log says once why they are not judged", async () => {
+    const h = await repo(false)
+    writeFileSync(h.file("notes.md"), "the person's notes\n")
+    await say(h)
+    await settle()
+    expect(await judged(h, "rm notes.md")).toBe("runs")
+    expect(await judged(h, "mv c.txt b.txt")).toBe("runs")
+    const said = h.logs.filter((entry) => entry.message.includes("there is no record of whose files are whose"))
+    expect(said.length).toBe(1)
+  })
+})
+
+describe("costs", () => {
+  test("deleting the agent's own file, or one that is not there, asks no git", async () => {
+    const h = await project()
+    const before = h.logs.length
+    // a PATH without git: a git question would fail and protect
+    const path = process.env.PATH
+    process.env.PATH = "/nonexistent"
+    try {
+      expect(await judged(h, "rm new.txt")).toBe("runs")
+      expect(await judged(h, "rm -f missing.txt")).toBe("runs")
+    } finally {
+      process.env.PATH = path
+    }
+    expect(h.logs.length).toBe(before)
+  })
+  test("an unrelated call of a read-only kind asks nothing", async () => {
+    const h = await project()
+    expect(await agent(h, "read", { filePath: "notes.md" })).toBeUndefined()
+  })
+})
