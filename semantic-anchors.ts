@@ -4482,7 +4482,8 @@ function lossText(discard: Discard, counts: Record<Whose, number>, kinds?: LostK
       `${files(counts.other)} changed during the session by someone other than the agent (or by a command the plugin could not follow)`,
     )
   if (counts.unknown) parts.push(`${files(counts.unknown)} whose changes the plugin cannot tell apart`)
-  if (kinds?.secret) parts.push(`${kinds.secret} of the person's secret files (git ignores them, and cannot bring them back)`)
+  if (kinds?.secret)
+    parts.push(`${kinds.secret} of the person's secret files (git ignores them, and cannot bring them back)`)
   if (parts.length === 0) return null
   const own = counts.own ? `; ${files(counts.own)} with the agent's own changes may go` : ""
   if (discard.kind !== "files") return `${discard.text} would throw away uncommitted work: ${parts.join(", ")}${own}`
@@ -4937,7 +4938,7 @@ function base64Forms(value: string): string[] {
 type ProtectCheck = {
   programs: string[]
   keys?: string[]
-  check(ran: RanCommand, places: PathPlaces, work: WorkView | undefined): string | undefined
+  check(ran: RanCommand, places: PathPlaces, work: WorkView | undefined, line: LineLoops): string | undefined
 }
 /** What a built-in tool trigger checks besides its patterns. */
 type Protection = { checks: ProtectCheck[]; keys: string[] }
@@ -5238,17 +5239,33 @@ function discardOf(ran: RanCommand, places: PathPlaces): Discard | undefined {
 
 // Files deleted or overwritten ------------------------------------------------------------------------------------
 
-/** The variables of a line's `for NAME in WORDS` loops and their words; `other`: it has a loop of another kind. */
-type LineLoops = { vars: Map<string, string[]>; other: boolean }
-const NO_LOOPS: LineLoops = { vars: new Map(), other: false }
+/**
+ * The values a line gives its variables: a `for NAME in WORDS` loop's words, a plain `NAME=WORD` before the
+ * command; `loop`: the line has a loop (a `for`, or a `while` whose files are not known), `other` one of another
+ * kind.
+ */
+type LineLoops = { vars: Map<string, string[]>; loop: boolean; other: boolean }
+const NO_LOOPS: LineLoops = { vars: new Map(), loop: false, other: false }
 const FOR_LOOP = /\bfor\s+([A-Za-z_]\w*)\s+in\s+([^;\n]*?)\s*(?:;|\n)\s*do\b/g
+const ASSIGNMENT = /(?:^|[;&|\n]\s*)([A-Za-z_]\w*)=("[^"$`]*"|'[^']*'|[^\s;&|$`'"]*)(?=\s*(?:[;&\n]|$))/g
 
-/** The loops of a command line, read from its text (`for f in *.txt; do`, `while read f; do`). */
+/** A word without its enclosing quotes. */
+function unquoted(word: string): string {
+  return word.replace(/^(["'])(.*)\1$/, "$2")
+}
+
+/** The variables of a command line, read from its text (`for f in *.txt; do`, `OUT=build;`, `while read f; do`). */
 function lineLoops(command: string): LineLoops {
-  if (!/\bdo\b/.test(command)) return NO_LOOPS
+  if (!command.includes("=") && !/\bdo\b/.test(command)) return NO_LOOPS
   const vars = new Map<string, string[]>()
-  for (const m of command.matchAll(FOR_LOOP)) vars.set(m[1], m[2].split(/\s+/).map((word) => word.replace(/^(["'])(.*)\1$/, "$2")))
-  return { vars, other: /\b(?:while|until|select)\b/.test(command) || vars.size === 0 }
+  for (const m of command.matchAll(ASSIGNMENT)) vars.set(m[1], [unquoted(m[2])])
+  const loop = /\bdo\b/.test(command)
+  let fors = 0
+  for (const m of command.matchAll(FOR_LOOP)) {
+    vars.set(m[1], m[2].split(/\s+/).map(unquoted))
+    fors++
+  }
+  return { vars, loop, other: loop && (/\b(?:while|until|select)\b/.test(command) || fors === 0) }
 }
 
 /** A variable alone: `$f`, `${f}`; its name. */
@@ -5258,7 +5275,12 @@ const VARIABLE = /^\$(?:\{([A-Za-z_]\w*)\}|([A-Za-z_]\w*))$/
  * The absolute paths a word names: its braces expanded, `~` and the known variables (`$HOME`) resolved, a loop's
  * variable as the loop's words; a glob stays a glob. `unknown` when a word holds a value the reader cannot know.
  */
-function wordPaths(word: string, ran: RanCommand, places: PathPlaces, loops: LineLoops): { paths: string[]; unknown?: string } {
+function wordPaths(
+  word: string,
+  ran: RanCommand,
+  places: PathPlaces,
+  loops: LineLoops,
+): { paths: string[]; unknown?: string } {
   const paths: string[] = []
   for (const alternative of braceWords(word) ?? [word]) {
     const expanded = expandPlaces(alternative, places)
@@ -5284,7 +5306,10 @@ const COPY_SPEC: Record<string, OptionSpec> = {
   mv: { values: "tS", long: ["target-directory", "suffix"] },
   cp: { values: "tS", long: ["target-directory", "suffix"] },
   install: { values: "tSmog", long: ["target-directory", "suffix", "mode", "owner", "group"] },
-  rsync: { values: "efBT", long: ["rsh", "filter", "exclude", "include", "exclude-from", "include-from", "files-from"] },
+  rsync: {
+    values: "efBT",
+    long: ["rsh", "filter", "exclude", "include", "exclude-from", "include-from", "files-from"],
+  },
 }
 
 /** What a copy or move writes onto: its destination and the names it puts there; undefined when nothing is lost. */
@@ -5311,7 +5336,7 @@ function ontoOf(ran: RanCommand, places: PathPlaces, loops: LineLoops): Onto | u
     else if (isVariable(source)) {
       const from = wordPaths(source, ran, places, loops)
       names.push(...(from.unknown ? ["*"] : from.paths.map(baseName)))
-      if (ran.program === "mv" && (loops.vars.size || loops.other)) spread = from.unknown ? null : from.paths
+      if (ran.program === "mv" && loops.loop) spread = from.unknown ? null : from.paths
     } else names.push(...(braceWords(source) ?? [source]).map(baseName))
   }
   const dir = target ? true : has("T", "no-target-directory") ? false : dest.endsWith("/") ? true : undefined
@@ -5329,9 +5354,15 @@ function baseName(path: string): string {
 const FIND_WIDENS = new Set(["-o", "-or", "!", "-not", ",", "(", ")"])
 
 /** What `find ROOT... -delete` or `-exec rm` deletes: under each root, what its one name test selects (a glob). */
-function foundPaths(ran: RanCommand, places: PathPlaces, loops: LineLoops): { paths: string[]; unknown?: string } | undefined {
+function foundPaths(
+  ran: RanCommand,
+  places: PathPlaces,
+  loops: LineLoops,
+): { paths: string[]; unknown?: string } | undefined {
   const args = ranArgs(ran)
-  const exec = args.findIndex((arg, k) => (arg === "-exec" || arg === "-execdir") && programName(args[k + 1] ?? "") === "rm")
+  const exec = args.findIndex(
+    (arg, k) => (arg === "-exec" || arg === "-execdir") && programName(args[k + 1] ?? "") === "rm",
+  )
   if (!args.includes("-delete") && exec < 0) return undefined
   if (args.includes("-empty")) return undefined // empty files and directories hold nothing
   let k = 0
@@ -5379,7 +5410,11 @@ const FILE_DISCARD_PROGRAMS = Object.keys(FILE_PROGRAMS)
  * (`mv -n`, `cp --backup`, `truncate -s +1M`, `find -empty -delete`) or only outside the project (the other families
  * judge that). `loops`: the line's loops, for a move or delete of each file a loop names.
  */
-function fileDiscardOf(ran: RanCommand, places: PathPlaces, loops: LineLoops = NO_LOOPS): FileDiscard | undefined {
+function fileDiscardOf(
+  ran: RanCommand,
+  places: PathPlaces,
+  loops: LineLoops = NO_LOOPS,
+): FileDiscard | undefined {
   const spec = FILE_PROGRAMS[ran.program]
   if (!spec) return undefined
   const cwd = resolveOperand(".", places, ran.cwd)
@@ -5417,8 +5452,8 @@ function fileDiscardOf(ran: RanCommand, places: PathPlaces, loops: LineLoops = N
 /** Deleting or overwriting the person's files: protected unless the work view says all they lose is the agent's own. */
 const FILE_DISCARD_CHECK: ProtectCheck = {
   programs: FILE_DISCARD_PROGRAMS,
-  check(ran, places, work) {
-    const discard = fileDiscardOf(ran, places)
+  check(ran, places, work, line) {
+    const discard = fileDiscardOf(ran, places, line)
     if (!discard) return undefined
     return work
       ? work.judge(discard)
@@ -5671,10 +5706,11 @@ function protectHolds(
   const places = pathPlaces(env, typeof args.workdir === "string" ? args.workdir : undefined)
   const { byProgram } = ranIndex(read)
   const work = workViewOf(state, env)
+  let line: LineLoops | undefined
   for (const check of trigger.protect.checks)
     for (const program of check.programs)
       for (const ran of byProgram.get(program) ?? NO_RAN) {
-        const what = check.check(ran, places, work)
+        const what = check.check(ran, places, work, (line ??= lineLoops(args.command)))
         if (what === undefined) continue
         const text = `runs \`${ranText(ran)}\`${ranWhere(ran)}: ${what}`
         why?.push(`protects: ${text}`)
@@ -8763,8 +8799,7 @@ function attributeAfterCall(anchors: Anchors, ledger: WorkLedger, pre: Snapshot)
   const done = post.pending
   post.pending = done?.then(() => {
     if (!post.state || !pre.state) return
-    for (const dir of post.state.dirs)
-      if (!changedIn(pre.state, dir)) ledger.ownDirs.set(`${root}/${dir}`, true) // made by the call, all in it too
+    for (const dir of post.state.dirs) if (!changedIn(pre.state, dir)) ledger.ownDirs.set(`${root}/${dir}`, true) // made by the call, all in it too
     for (const rel of [...post.state.tracked, ...post.state.untracked]) {
       if (changedIn(pre.state, rel)) continue // changed before the call: whose is not known here
       const abs = `${root}/${rel}`

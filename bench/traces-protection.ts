@@ -45,7 +45,9 @@ const EDITING = new Set(EDIT_TOOLS)
 
 /**
  * The stand-in git: `status ... -- SPECS` lists as changed each spec that looks like a file, and every file of
- * $REPLAY_DIRTY (the agent's edit-tool files, relative to the project) under `.`; `status` with no spec lists the
+ * $REPLAY_DIRTY (the agent's edit-tool files, relative to the project) under `.`; a file command's question
+ * (`--ignored=no`, `:(literal)` and `:(glob)` specs) lists the files of $REPLAY_DIRTY each spec names: a tree clean
+ * when the session began holds no other change or untracked file; `status` with no spec lists the
  * files of $REPLAY_DIRTY, or nothing in the snapshot of a user message (no --untracked-files=no there); `stash list`
  * is empty; anything else succeeds silently.
  */
@@ -54,11 +56,21 @@ const FAKE_GIT = `#!/bin/sh
 entry() { printf '1 .M N... 100644 100644 100644 0000000000000000000000000000000000000000 0000000000000000000000000000000000000000 %s\\0' "$1"; }
 if [ "$1" = "status" ]; then
   printf '# branch.oid 0000000000000000000000000000000000000000\\0# branch.head main\\0'
-  snapshot=yes; specs=no
+  snapshot=yes; specs=no; files=no
   for a in "$@"; do
+    [ "$a" = "--ignored=no" ] && files=yes
     [ "$a" = "--untracked-files=no" ] && snapshot=no
     [ "$a" = "--untracked-files=all" ] && snapshot=no
-    if [ "$specs" = yes ]; then
+    if [ "$specs" = yes ] && [ "$files" = yes ]; then
+      # a file command's question: the edit-tool files under a literal path, or matching a glob
+      [ -f "$REPLAY_DIRTY" ] && while IFS= read -r f; do
+        case "$a" in
+          ":(literal)$f"|":(literal)$f/"*) entry "$f" ;;
+          ":(glob)"*) pattern="\${a#:(glob)}"; case "$f" in $pattern) entry "$f" ;; esac ;;
+          ":(literal)"*) case "$f" in "\${a#:(literal)}"/*) entry "$f" ;; esac ;;
+        esac
+      done < "$REPLAY_DIRTY"
+    elif [ "$specs" = yes ]; then
       case "$a" in
         .|./) [ -f "$REPLAY_DIRTY" ] && while IFS= read -r f; do entry "$f"; done < "$REPLAY_DIRTY" ;;
         origin/*|upstream/*|refs/*|HEAD*|@*) ;;
@@ -74,6 +86,13 @@ fi
 exit 0
 `
 
+type Counts = {
+  bashCalls: number
+  discards: number
+  discardsRan: number
+  fileCommands: number
+  fileCommandsRan: number
+}
 type Block = { system: string; id: string; call: number; families: string[]; command: string; why: string[] }
 
 const quiet = { app: { log: async () => true }, tui: { showToast: async () => true } }
@@ -114,7 +133,7 @@ async function pass(dir: string, root: string, dirtyFile: string, base: any) {
   const blocks: Block[] = []
   const costs: number[] = []
   const baseCosts: number[] = []
-  const counts = { bashCalls: 0, discards: 0, discardsRan: 0 }
+  const counts: Counts = { bashCalls: 0, discards: 0, discardsRan: 0, fileCommands: 0, fileCommandsRan: 0 }
   for (const { file: system, trajectories } of loadTraces(dir))
     for (const trajectory of trajectories as Trajectory[]) {
       await replay(system, trajectory, root, dirtyFile, base, baseCosts, [], undefined)
@@ -126,6 +145,9 @@ async function pass(dir: string, root: string, dirtyFile: string, base: any) {
 
 const DISCARD =
   /\bgit\b[^|;&]*\b(?:checkout|restore|stash\s+(?:drop|clear)|clean|reset\s+--hard|switch\s+(?:-f|--discard))/
+/** A file command that may delete or overwrite (counted apart from the git discards). */
+const FILE_COMMAND =
+  /(?:^|[;&|({]\s*|\bdo\s+|\bthen\s+)(?:rm|unlink|mv|cp|install|rsync|truncate|shred)\s|-delete\b|-exec\s+rm\b/m
 
 /** One trajectory through one plugin: the time of each bash call's before hook, and (for this one) its blocks. */
 async function replay(
@@ -136,7 +158,7 @@ async function replay(
   plugin: any,
   costs: number[],
   blocks: Block[],
-  counts: { bashCalls: number; discards: number; discardsRan: number } | undefined,
+  counts: Counts | undefined,
 ) {
   const project = projectOf(trajectory)
   const hooks = await start(project, root, plugin)
@@ -167,6 +189,10 @@ async function replay(
           if (DISCARD.test(command as string)) {
             counts.discards++
             if (blocked === undefined) counts.discardsRan++
+          }
+          if (FILE_COMMAND.test(command as string)) {
+            counts.fileCommands++
+            if (blocked === undefined) counts.fileCommandsRan++
           }
         }
       }
@@ -224,6 +250,9 @@ export async function replayProtection(dir: string, base = "86fb395") {
       FAMILIES.map((id) => [id, String(byFamily[id] ?? 0)]),
     )
     console.log(`\ndiscards of uncommitted work seen: ${after.discards}, of them ran: ${after.discardsRan}`)
+    console.log(
+      `file commands that may delete or overwrite: ${after.fileCommands}, of them ran: ${after.fileCommandsRan}`,
+    )
     console.log(`\nevery blocked call (${after.blocks.length}), to be judged:`)
     for (const b of after.blocks)
       console.log(

@@ -147,7 +147,7 @@ describe("/anchor test: each trigger type, through the command hook", () => {
       "warn  emergence-anchor: passes",
       "with this call, 1 top-level directories (src) since the user's last confirmation, limit 3",
     ])
-    const guard = await dryRun(h, "bash rm .opencode/opencode-semantic-anchors.yaml")
+    const guard = await dryRun(h, "bash touch .opencode/opencode-semantic-anchors.yaml")
     expect(guard).toContain("verdict: block (guard-integrity): the call would not run")
     expect(contractLines(guard, "guard-integrity")).toEqual([
       "block guard-integrity [locked by the plugin]: fires",

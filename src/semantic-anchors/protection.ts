@@ -67,7 +67,7 @@ import { isSecretPath } from "./secrets"
 type ProtectCheck = {
   programs: string[]
   keys?: string[]
-  check(ran: RanCommand, places: PathPlaces, work: WorkView | undefined): string | undefined
+  check(ran: RanCommand, places: PathPlaces, work: WorkView | undefined, line: LineLoops): string | undefined
 }
 /** What a built-in tool trigger checks besides its patterns. */
 export type Protection = { checks: ProtectCheck[]; keys: string[] }
@@ -368,17 +368,33 @@ export function discardOf(ran: RanCommand, places: PathPlaces): Discard | undefi
 
 // Files deleted or overwritten ------------------------------------------------------------------------------------
 
-/** The variables of a line's `for NAME in WORDS` loops and their words; `other`: it has a loop of another kind. */
-export type LineLoops = { vars: Map<string, string[]>; other: boolean }
-const NO_LOOPS: LineLoops = { vars: new Map(), other: false }
+/**
+ * The values a line gives its variables: a `for NAME in WORDS` loop's words, a plain `NAME=WORD` before the
+ * command; `loop`: the line has a loop (a `for`, or a `while` whose files are not known), `other` one of another
+ * kind.
+ */
+export type LineLoops = { vars: Map<string, string[]>; loop: boolean; other: boolean }
+const NO_LOOPS: LineLoops = { vars: new Map(), loop: false, other: false }
 const FOR_LOOP = /\bfor\s+([A-Za-z_]\w*)\s+in\s+([^;\n]*?)\s*(?:;|\n)\s*do\b/g
+const ASSIGNMENT = /(?:^|[;&|\n]\s*)([A-Za-z_]\w*)=("[^"$`]*"|'[^']*'|[^\s;&|$`'"]*)(?=\s*(?:[;&\n]|$))/g
 
-/** The loops of a command line, read from its text (`for f in *.txt; do`, `while read f; do`). */
+/** A word without its enclosing quotes. */
+function unquoted(word: string): string {
+  return word.replace(/^(["'])(.*)\1$/, "$2")
+}
+
+/** The variables of a command line, read from its text (`for f in *.txt; do`, `OUT=build;`, `while read f; do`). */
 export function lineLoops(command: string): LineLoops {
-  if (!/\bdo\b/.test(command)) return NO_LOOPS
+  if (!command.includes("=") && !/\bdo\b/.test(command)) return NO_LOOPS
   const vars = new Map<string, string[]>()
-  for (const m of command.matchAll(FOR_LOOP)) vars.set(m[1], m[2].split(/\s+/).map((word) => word.replace(/^(["'])(.*)\1$/, "$2")))
-  return { vars, other: /\b(?:while|until|select)\b/.test(command) || vars.size === 0 }
+  for (const m of command.matchAll(ASSIGNMENT)) vars.set(m[1], [unquoted(m[2])])
+  const loop = /\bdo\b/.test(command)
+  let fors = 0
+  for (const m of command.matchAll(FOR_LOOP)) {
+    vars.set(m[1], m[2].split(/\s+/).map(unquoted))
+    fors++
+  }
+  return { vars, loop, other: loop && (/\b(?:while|until|select)\b/.test(command) || fors === 0) }
 }
 
 /** A variable alone: `$f`, `${f}`; its name. */
@@ -388,7 +404,12 @@ const VARIABLE = /^\$(?:\{([A-Za-z_]\w*)\}|([A-Za-z_]\w*))$/
  * The absolute paths a word names: its braces expanded, `~` and the known variables (`$HOME`) resolved, a loop's
  * variable as the loop's words; a glob stays a glob. `unknown` when a word holds a value the reader cannot know.
  */
-function wordPaths(word: string, ran: RanCommand, places: PathPlaces, loops: LineLoops): { paths: string[]; unknown?: string } {
+function wordPaths(
+  word: string,
+  ran: RanCommand,
+  places: PathPlaces,
+  loops: LineLoops,
+): { paths: string[]; unknown?: string } {
   const paths: string[] = []
   for (const alternative of braceWords(word) ?? [word]) {
     const expanded = expandPlaces(alternative, places)
@@ -414,7 +435,10 @@ const COPY_SPEC: Record<string, OptionSpec> = {
   mv: { values: "tS", long: ["target-directory", "suffix"] },
   cp: { values: "tS", long: ["target-directory", "suffix"] },
   install: { values: "tSmog", long: ["target-directory", "suffix", "mode", "owner", "group"] },
-  rsync: { values: "efBT", long: ["rsh", "filter", "exclude", "include", "exclude-from", "include-from", "files-from"] },
+  rsync: {
+    values: "efBT",
+    long: ["rsh", "filter", "exclude", "include", "exclude-from", "include-from", "files-from"],
+  },
 }
 
 /** What a copy or move writes onto: its destination and the names it puts there; undefined when nothing is lost. */
@@ -441,7 +465,7 @@ function ontoOf(ran: RanCommand, places: PathPlaces, loops: LineLoops): Onto | u
     else if (isVariable(source)) {
       const from = wordPaths(source, ran, places, loops)
       names.push(...(from.unknown ? ["*"] : from.paths.map(baseName)))
-      if (ran.program === "mv" && (loops.vars.size || loops.other)) spread = from.unknown ? null : from.paths
+      if (ran.program === "mv" && loops.loop) spread = from.unknown ? null : from.paths
     } else names.push(...(braceWords(source) ?? [source]).map(baseName))
   }
   const dir = target ? true : has("T", "no-target-directory") ? false : dest.endsWith("/") ? true : undefined
@@ -459,9 +483,15 @@ function baseName(path: string): string {
 const FIND_WIDENS = new Set(["-o", "-or", "!", "-not", ",", "(", ")"])
 
 /** What `find ROOT... -delete` or `-exec rm` deletes: under each root, what its one name test selects (a glob). */
-function foundPaths(ran: RanCommand, places: PathPlaces, loops: LineLoops): { paths: string[]; unknown?: string } | undefined {
+function foundPaths(
+  ran: RanCommand,
+  places: PathPlaces,
+  loops: LineLoops,
+): { paths: string[]; unknown?: string } | undefined {
   const args = ranArgs(ran)
-  const exec = args.findIndex((arg, k) => (arg === "-exec" || arg === "-execdir") && programName(args[k + 1] ?? "") === "rm")
+  const exec = args.findIndex(
+    (arg, k) => (arg === "-exec" || arg === "-execdir") && programName(args[k + 1] ?? "") === "rm",
+  )
   if (!args.includes("-delete") && exec < 0) return undefined
   if (args.includes("-empty")) return undefined // empty files and directories hold nothing
   let k = 0
@@ -509,7 +539,11 @@ export const FILE_DISCARD_PROGRAMS = Object.keys(FILE_PROGRAMS)
  * (`mv -n`, `cp --backup`, `truncate -s +1M`, `find -empty -delete`) or only outside the project (the other families
  * judge that). `loops`: the line's loops, for a move or delete of each file a loop names.
  */
-export function fileDiscardOf(ran: RanCommand, places: PathPlaces, loops: LineLoops = NO_LOOPS): FileDiscard | undefined {
+export function fileDiscardOf(
+  ran: RanCommand,
+  places: PathPlaces,
+  loops: LineLoops = NO_LOOPS,
+): FileDiscard | undefined {
   const spec = FILE_PROGRAMS[ran.program]
   if (!spec) return undefined
   const cwd = resolveOperand(".", places, ran.cwd)
@@ -547,8 +581,8 @@ export function fileDiscardOf(ran: RanCommand, places: PathPlaces, loops: LineLo
 /** Deleting or overwriting the person's files: protected unless the work view says all they lose is the agent's own. */
 const FILE_DISCARD_CHECK: ProtectCheck = {
   programs: FILE_DISCARD_PROGRAMS,
-  check(ran, places, work) {
-    const discard = fileDiscardOf(ran, places)
+  check(ran, places, work, line) {
+    const discard = fileDiscardOf(ran, places, line)
     if (!discard) return undefined
     return work
       ? work.judge(discard)
@@ -801,10 +835,11 @@ export function protectHolds(
   const places = pathPlaces(env, typeof args.workdir === "string" ? args.workdir : undefined)
   const { byProgram } = ranIndex(read)
   const work = workViewOf(state, env)
+  let line: LineLoops | undefined
   for (const check of trigger.protect.checks)
     for (const program of check.programs)
       for (const ran of byProgram.get(program) ?? NO_RAN) {
-        const what = check.check(ran, places, work)
+        const what = check.check(ran, places, work, (line ??= lineLoops(args.command)))
         if (what === undefined) continue
         const text = `runs \`${ranText(ran)}\`${ranWhere(ran)}: ${what}`
         why?.push(`protects: ${text}`)

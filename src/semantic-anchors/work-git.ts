@@ -518,8 +518,7 @@ export function attributeAfterCall(anchors: Anchors, ledger: WorkLedger, pre: Sn
   const done = post.pending
   post.pending = done?.then(() => {
     if (!post.state || !pre.state) return
-    for (const dir of post.state.dirs)
-      if (!changedIn(pre.state, dir)) ledger.ownDirs.set(`${root}/${dir}`, true) // made by the call, all in it too
+    for (const dir of post.state.dirs) if (!changedIn(pre.state, dir)) ledger.ownDirs.set(`${root}/${dir}`, true) // made by the call, all in it too
     for (const rel of [...post.state.tracked, ...post.state.untracked]) {
       if (changedIn(pre.state, rel)) continue // changed before the call: whose is not known here
       const abs = `${root}/${rel}`

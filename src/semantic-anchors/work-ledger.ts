@@ -132,7 +132,8 @@ export function lossText(discard: Discard, counts: Record<Whose, number>, kinds?
       `${files(counts.other)} changed during the session by someone other than the agent (or by a command the plugin could not follow)`,
     )
   if (counts.unknown) parts.push(`${files(counts.unknown)} whose changes the plugin cannot tell apart`)
-  if (kinds?.secret) parts.push(`${kinds.secret} of the person's secret files (git ignores them, and cannot bring them back)`)
+  if (kinds?.secret)
+    parts.push(`${kinds.secret} of the person's secret files (git ignores them, and cannot bring them back)`)
   if (parts.length === 0) return null
   const own = counts.own ? `; ${files(counts.own)} with the agent's own changes may go` : ""
   if (discard.kind !== "files") return `${discard.text} would throw away uncommitted work: ${parts.join(", ")}${own}`
