@@ -526,6 +526,10 @@ class RecentMap<V> {
     return this.map.values()
   }
 
+  entries(): IterableIterator<[string, V]> {
+    return this.map.entries()
+  }
+
   get size(): number {
     return this.map.size
   }

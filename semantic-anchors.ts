@@ -170,6 +170,10 @@ class RecentMap<V> {
     return this.map.values()
   }
 
+  entries(): IterableIterator<[string, V]> {
+    return this.map.entries()
+  }
+
   get size(): number {
     return this.map.size
   }
@@ -4393,7 +4397,16 @@ type WorkLedger = {
 }
 
 /** What a call's after hook does: stamp the files it wrote, record its stash entries, attribute what it changed. */
-type AfterCall = { stamp: string[]; stash: ("push-own" | "push-other" | "pop" | "clear")[]; pre?: Snapshot }
+type AfterCall = { stamp: string[]; stash: ("push-own" | "push-other" | "pop" | "clear")[]; pre?: BeforeCall }
+/**
+ * What was known when a command the reader cannot follow began: the time, the latest snapshot (the tree before it,
+ * as far as the background snapshots know), and the agent's own files as it left them (they stay its own when the
+ * command changes them). No process is started for it: a file changed after the snapshot is the call's when its
+ * mtime is not before the call began (MTIME_SLACK_MS), else someone else's.
+ */
+type BeforeCall = { at: number; base: Snapshot | undefined; own: Set<string> }
+const MTIME_SLACK_MS = 20 // a file's mtime may trail the clock by a tick of the kernel's coarse time
+const MAX_OWN_STAMPED = 64 // the agent's files whose stamps a call reads before it runs (the latest changed)
 
 function newLedger(): WorkLedger {
   return {
@@ -8417,22 +8430,14 @@ function snapshotTree(anchors: Anchors, state: SessionState): void {
   if (!guardsWork(anchors, state)) return
   const ledger = (state.work ??= newLedger())
   if (ledger.snapshot?.pending) return
-  const snapshot: Snapshot = {}
-  ledger.snapshot = snapshot
-  ledger.baseline ??= snapshot
   if (!root) {
-    snapshot.fault = NOT_A_REPOSITORY
-    workFault(anchors, snapshot.fault) // said at the first message, not only at a discard: the log has it early
+    ledger.snapshot = { fault: NOT_A_REPOSITORY }
+    ledger.baseline ??= ledger.snapshot
+    workFault(anchors, NOT_A_REPOSITORY) // said at the first message, not only at a discard: the log has it early
     return
   }
-  snapshot.pending = askGit(root, ["status", "--porcelain=v2", "-z", "--branch", "--untracked-files=normal"]).then(
-    (answer) => {
-      const state = "out" in answer ? parseStatus(answer.out) : answer.fault
-      if (typeof state === "string") snapshot.fault = state
-      else snapshot.state = state
-      snapshot.pending = undefined
-    },
-  )
+  ledger.snapshot = treeSnapshot(root)
+  ledger.baseline ??= ledger.snapshot
 }
 
 /** git's answer on what a discard would throw away: the changed files (relative to the root), or a fault. */
@@ -8684,6 +8689,7 @@ async function judgeSteps(
     if (discard) {
       const verdict = await judgeDiscard(anchors, ledger, discard, pushed)
       ledger.verdicts.set(discardKey(discard), verdict)
+      after.stamp.push(...revertedFiles(ledger, discard))
       if (discard.kind === "stash") after.stash.push(discard.clear ? "clear" : "pop")
     } else if (op === "pop") after.stash.push("pop")
     else {
@@ -8693,6 +8699,16 @@ async function judgeSteps(
       after.stash.push(own ? "push-own" : "push-other")
     }
   }
+}
+
+/**
+ * The agent's files a git discard puts back as committed, to be stamped once it ran: what the agent reverted is its
+ * own again, so that a later change of a script to it is told apart from the person's.
+ */
+function revertedFiles(ledger: WorkLedger, discard: Discard): string[] {
+  // only files it names: under a directory, or with `reset --hard`, an untracked file of the agent's stays as it was
+  if (discard.kind !== "paths") return []
+  return discard.specs.map((spec) => resolvePath(discard.cwd, spec)).filter((abs) => ledger.owned.has(abs))
 }
 
 function noteAfter(ledger: WorkLedger, callID: string) {
@@ -8756,10 +8772,14 @@ function afterAgentCall(state: SessionState, callID: string): void {
     else ledger.stash.push(op === "push-own")
 }
 
-/** A `git status` of the whole tree, started now and not waited for; `after` first when given (one at a time). */
+/**
+ * A `git status` of the whole tree, asked in the background: started on the next turn of the event loop, once the
+ * hook that asks for it has returned (no process on a call's path), after `after` when given (one at a time).
+ */
 function treeSnapshot(root: string, after?: Snapshot): Snapshot {
   const snapshot: Snapshot = {}
-  snapshot.pending = Promise.resolve(after?.pending)
+  const turn = new Promise<void>((resolve) => setTimeout(resolve, 0))
+  snapshot.pending = Promise.all([turn, after?.pending])
     .then(() => askGit(root, ["status", "--porcelain=v2", "-z", "--branch", "--untracked-files=normal"]))
     .then((answer) => {
       const state = "out" in answer ? parseStatus(answer.out) : answer.fault
@@ -8771,45 +8791,65 @@ function treeSnapshot(root: string, after?: Snapshot): Snapshot {
 }
 
 /**
- * A changing bash call the reader cannot follow (a script, `python3 -c`, an unknown program) is about to run: a
- * snapshot of the tree now, in the background (the call does not wait for it), so that what the call changed can be
- * told apart afterwards (attributeAfterCall). A command that is quicker than git may be seen as having changed its
- * files before it ran: they are then not the agent's, which protects them.
+ * A changing bash call the reader cannot follow (a script, `python3 -c`, an unknown program) is about to run: what is
+ * known now, without a process (BeforeCall): the time, the latest snapshot, and the agent's own files as it left them
+ * (a stamp each, the latest MAX_OWN_STAMPED), so that what the call changed can be told apart afterwards
+ * (attributeAfterCall).
  */
 function snapshotBeforeCall(anchors: Anchors, hookInput: HookInput<"tool.execute.before">, args: unknown): void {
   if (hookInput.tool !== "bash" || !isMapping(args) || typeof args.command !== "string") return
   const ledger = anchors.stateOf(hookInput.sessionID).work
-  const root = workRoot(anchors)
-  if (!ledger || !root) return
+  if (!ledger || !workRoot(anchors)) return
   const read = readCommand(args.command)
   if (!read.opaque || !read.changing) return
-  noteAfter(ledger, hookInput.callID).pre = treeSnapshot(root)
+  const own = new Set<string>()
+  const owned = [...ledger.owned.entries()]
+  for (const [abs, file] of owned.slice(-MAX_OWN_STAMPED))
+    if (file.stamp !== undefined && file.stamp === stampOf(abs)) own.add(abs)
+  noteAfter(ledger, hookInput.callID).pre = { at: Date.now(), base: ledger.snapshot, own }
 }
 
 /**
- * After such a call ran: in the background, the files changed since its snapshot before are the agent's (the files
- * a script wrote, `git stash pop`, `patch < x`). A change the person makes in the editor while the command runs is
- * taken for the agent's. The next discard waits for this, within its bound.
+ * After such a call ran: in the background, a snapshot, and the files it shows changed since the call began are the
+ * agent's (the files a script wrote, `git stash pop`, `patch < x`): a file of the agent's own it left as it was, or a
+ * file clean in the snapshot before whose mtime is not before the call began. A file the person changed while the
+ * agent was thinking keeps its older mtime and stays theirs; one they change while the command runs is taken for the
+ * agent's. The next discard waits for this, within its bound.
  */
-function attributeAfterCall(anchors: Anchors, ledger: WorkLedger, pre: Snapshot): void {
+function attributeAfterCall(anchors: Anchors, ledger: WorkLedger, pre: BeforeCall): void {
   const root = workRoot(anchors)
   if (!root) return
-  const post = treeSnapshot(root, pre)
+  const post = treeSnapshot(root, pre.base)
   ledger.snapshot = post
   const done = post.pending
   post.pending = done?.then(() => {
-    if (!post.state || !pre.state) return
-    for (const dir of post.state.dirs) if (!changedIn(pre.state, dir)) ledger.ownDirs.set(`${root}/${dir}`, true) // made by the call, all in it too
+    const before = pre.base?.state
+    if (!post.state) return
+    for (const dir of post.state.dirs)
+      if (before && !changedIn(before, dir) && changedSince(`${root}/${dir}`, pre.at))
+        ledger.ownDirs.set(`${root}/${dir}`, true) // made by the call, all in it too
     for (const rel of [...post.state.tracked, ...post.state.untracked]) {
-      if (changedIn(pre.state, rel)) continue // changed before the call: whose is not known here
       const abs = `${root}/${rel}`
-      // clean before the call and changed after it: the call changed it, so its state now is the agent's, also
-      // for a file the agent changed and reverted earlier (edit, revert, change by a script, revert again)
       const owned = ledger.owned.peek(abs)
-      if (owned) owned.stamp = stampOf(abs)
-      else ledger.owned.set(abs, { before: pre, stamp: stampOf(abs) })
+      if (owned) {
+        // the agent's as it left it, changed by its call: still its own; changed by someone since: theirs
+        if (pre.own.has(abs)) owned.stamp = stampOf(abs)
+        continue
+      }
+      if (!before || changedIn(before, rel) || !changedSince(abs, pre.at)) continue // someone else's, or not known
+      // clean before the call and changed since it began: the call changed it, so its state now is the agent's
+      ledger.owned.set(abs, { before: pre.base, stamp: stampOf(abs) })
     }
   })
+}
+
+/** Whether a path changed since a time: its mtime not before it (a deleted file counts: its deletion is not dated). */
+function changedSince(abs: string, at: number): boolean {
+  try {
+    return lstatSync(abs).mtimeMs >= at - MTIME_SLACK_MS
+  } catch {
+    return true
+  }
 }
 
 // ---- src/shared/v2-host.ts ----------------------------------------------------------------------------------------

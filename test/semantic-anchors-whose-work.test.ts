@@ -53,6 +53,7 @@ describe("the agent's own edits may be undone", () => {
     await say(h)
     await settle()
     writeFileSync(h.file("c.txt"), "the person, between two calls\n")
+    await settle() // the model thinks: the person's edit is older than the next call (MTIME_SLACK_MS)
     const script = `python3 -c "open('b.txt','a').write('x')"`
     expect(await judged(h, script, async () => (await settle(), appendFileSync(h.file("b.txt"), "x")))).toBe("runs")
     expect(await judged(h, "git checkout b.txt")).toBe("runs")
@@ -82,6 +83,7 @@ describe("the agent's own edits may be undone", () => {
     await edit(h, "b.txt")
     expect(await judged(h, "git checkout b.txt", () => writeFileSync(h.file("b.txt"), "b.txt\n"))).toBe("runs")
     writeFileSync(h.file("b.txt"), "the person's work\n") // between the agent's calls
+    await settle()
     const script = `python3 -c "open('b.txt','a').write('again')"`
     expect(await judged(h, script, async () => (await settle(), appendFileSync(h.file("b.txt"), "again\n")))).toBe(
       "runs",
@@ -292,5 +294,29 @@ describe("when git cannot say: protected, within the bound, said once in the log
       await edit(h, "a.txt")
     })
     expect(existsSync(log)).toBe(false)
+  })
+
+  test("a command the reader cannot follow starts no git inside its hooks: its snapshot comes after them", async () => {
+    const h = await repo()
+    await settle()
+    const log = join(fakes, "opaque.log")
+    const dir = fakeGit("count-opaque", `echo "$@" >> ${log}; exec /usr/bin/git "$@"`)
+    await withPath(`${dir}:/usr/bin:/bin`, async () => {
+      await say(h)
+      await settle()
+      rmSync(log, { force: true })
+      const callID = "call_opaque"
+      const args = { command: `python3 -c "open('b.txt','a').write('x')"` }
+      await h.hooks["tool.execute.before"]({ tool: "bash", sessionID: "ses_work", callID }, { args })
+      appendFileSync(h.file("b.txt"), "x")
+      await h.hooks["tool.execute.after"](
+        { tool: "bash", sessionID: "ses_work", callID, args },
+        { title: "bash", output: "ok", metadata: {} },
+      )
+      expect(existsSync(log)).toBe(false) // nothing yet: both hooks returned without a process
+      await settle()
+      expect(readFileSync(log, "utf8")).toContain("status") // the snapshot after it, in the background
+      expect(await judged(h, "git checkout b.txt")).toBe("runs") // and it made b.txt the agent's
+    })
   })
 })

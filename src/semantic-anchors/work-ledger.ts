@@ -43,7 +43,16 @@ export type WorkLedger = {
 }
 
 /** What a call's after hook does: stamp the files it wrote, record its stash entries, attribute what it changed. */
-export type AfterCall = { stamp: string[]; stash: ("push-own" | "push-other" | "pop" | "clear")[]; pre?: Snapshot }
+export type AfterCall = { stamp: string[]; stash: ("push-own" | "push-other" | "pop" | "clear")[]; pre?: BeforeCall }
+/**
+ * What was known when a command the reader cannot follow began: the time, the latest snapshot (the tree before it,
+ * as far as the background snapshots know), and the agent's own files as it left them (they stay its own when the
+ * command changes them). No process is started for it: a file changed after the snapshot is the call's when its
+ * mtime is not before the call began (MTIME_SLACK_MS), else someone else's.
+ */
+export type BeforeCall = { at: number; base: Snapshot | undefined; own: Set<string> }
+export const MTIME_SLACK_MS = 20 // a file's mtime may trail the clock by a tick of the kernel's coarse time
+export const MAX_OWN_STAMPED = 64 // the agent's files whose stamps a call reads before it runs (the latest changed)
 
 export function newLedger(): WorkLedger {
   return {

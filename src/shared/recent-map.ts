@@ -58,6 +58,10 @@ export class RecentMap<V> {
     return this.map.values()
   }
 
+  entries(): IterableIterator<[string, V]> {
+    return this.map.entries()
+  }
+
   get size(): number {
     return this.map.size
   }
