@@ -4377,7 +4377,7 @@ const GIT_LATE = `git did not answer in time (${WORK_GIT_MS / 1000} s a question
 const WORK_MAX_ENTRIES = 20_000 // changed files in one `git status` beyond which a tree is too large to judge
 const WORK_MAX_OUTPUT = 8 * 1024 * 1024 // bytes of one git answer
 const MAX_OWNED_FILES = 4096 // files per session the ledger keeps; beyond, the oldest is forgotten (then protected)
-const MAX_OWN_DIRS = 256 // untracked directories per session the agent's commands made; beyond, the oldest
+const MAX_RUNS = 256 // commands the reader cannot follow a session remembers; beyond, the oldest is forgotten
 const MAX_WORK_VERDICTS = 64 // discard verdicts waiting for their call's decision
 
 /** What `git status --porcelain=v2` said: changed tracked files, untracked (and ignored) files and directories. */
@@ -4390,28 +4390,40 @@ type WorkLedger = {
   owned: RecentMap<OwnedFile> // absolute path -> what the agent did to it; beyond MAX_OWNED_FILES the oldest is forgotten
   baseline?: Snapshot // the first snapshot of the session: what was there before it changed anything
   snapshot?: Snapshot // the latest
-  ownDirs: RecentMap<true> // untracked directories a command of the agent made (`dir/`, absolute): all in them is its own
+  runs: Run[] // the agent's commands the reader cannot follow, oldest first, the latest MAX_RUNS
   stash: boolean[] // the stash entries the agent made in this session, oldest first: true when all its own work
   verdicts: RecentMap<string | null> // discard key -> what it would lose (null: only the agent's own)
   afterCall: RecentMap<AfterCall> // callID -> what to do once that call ran
 }
 
-/** What a call's after hook does: stamp the files it wrote, record its stash entries, attribute what it changed. */
-type AfterCall = { stamp: string[]; stash: ("push-own" | "push-other" | "pop" | "clear")[]; pre?: BeforeCall }
+/** What a call's after hook does: stamp the files it wrote, record its stash entries, end its run. */
+type AfterCall = { stamp: string[]; stash: ("push-own" | "push-other" | "pop" | "clear")[]; run?: Run }
 /**
- * What was known when a command the reader cannot follow began: the time, the latest snapshot (the tree before it,
- * as far as the background snapshots know), and the agent's own files as it left them (they stay its own when the
- * command changes them). No process is started for it: a file changed after the snapshot is the call's when its
- * mtime is not before the call began (MTIME_SLACK_MS), else someone else's.
+ * A command of the agent's that the reader cannot follow (a script, `python3 -c`, `make`): when it ran, from `at`
+ * (its before hook) to `end` (its after hook), the snapshot before it, and the agent's own files as it left them when
+ * it began. No process is started for it: a file whose mtime lies in a run was changed by it (MTIME_SLACK_MS either
+ * side), so it is the agent's, when it was clean in the snapshot before the run or the agent's own as it left it.
  */
-type BeforeCall = { at: number; base: Snapshot | undefined; own: Set<string> }
+type Run = { at: number; end: number; base: Snapshot | undefined; own: Set<string> }
 const MTIME_SLACK_MS = 20 // a file's mtime may trail the clock by a tick of the kernel's coarse time
-const MAX_OWN_STAMPED = 64 // the agent's files whose stamps a call reads before it runs (the latest changed)
+const MAX_OWN_STAMPED = 64 // the agent's files whose stamps a run reads before it begins (the latest changed)
+
+/** A file as the disk has it now: its stamp (size and mtime, or `gone`) and its mtime. */
+type FileNow = { stamp: string; mtime?: number }
+
+/** The run whose time holds an mtime, the latest first. */
+function runAt(ledger: WorkLedger, mtime: number): Run | undefined {
+  for (let k = ledger.runs.length - 1; k >= 0; k--) {
+    const run = ledger.runs[k]
+    if (mtime >= run.at - MTIME_SLACK_MS && mtime <= run.end + MTIME_SLACK_MS) return run
+  }
+  return undefined
+}
 
 function newLedger(): WorkLedger {
   return {
     owned: new RecentMap(MAX_OWNED_FILES),
-    ownDirs: new RecentMap(MAX_OWN_DIRS),
+    runs: [],
     stash: [],
     verdicts: new RecentMap(MAX_WORK_VERDICTS),
     afterCall: new RecentMap(MAX_WORK_VERDICTS),
@@ -4461,25 +4473,24 @@ function changedIn(state: TreeState, rel: string): boolean {
 /** Whose a changed file is: the agent's own, there before the session, someone else's, or not known. */
 type Whose = "own" | "before" | "other" | "unknown"
 
-function whoseChange(ledger: WorkLedger, rel: string, abs: string, stampNow: (abs: string) => string): Whose {
+function whoseChange(ledger: WorkLedger, rel: string, abs: string, look: (abs: string) => FileNow): Whose {
+  const now = look(abs)
+  const run = now.mtime === undefined ? undefined : runAt(ledger, now.mtime)
   const owned = ledger.owned.peek(abs)
-  if (!owned && inOwnDir(ledger, abs)) return "own"
   if (!owned) {
     const baseline = ledger.baseline?.state
-    return baseline ? (changedIn(baseline, rel) ? "before" : "other") : "unknown"
+    if (!baseline) return "unknown"
+    if (changedIn(baseline, rel)) return "before"
+    // changed by a run of the agent's, and clean before it; or gone (a deleted file is not dated) after a run
+    const base = run?.base?.state
+    if (run) return base && !changedIn(base, rel) ? "own" : "other"
+    return now.mtime === undefined && ledger.runs.length ? "own" : "other"
   }
   const before = owned.before?.state
   if (!before) return "unknown"
   if (changedIn(before, rel)) return "before"
-  return owned.stamp !== undefined && owned.stamp === stampNow(abs) ? "own" : "other"
-}
-
-/** Whether a path lies in an untracked directory one of the agent's commands made (a file it is the agent's). */
-function inOwnDir(ledger: WorkLedger, abs: string): boolean {
-  if (ledger.ownDirs.size === 0) return false
-  for (let at = abs.lastIndexOf("/"); at > 0; at = abs.lastIndexOf("/", at - 1))
-    if (ledger.ownDirs.has(abs.slice(0, at + 1))) return true
-  return false
+  if (owned.stamp !== undefined && owned.stamp === now.stamp) return "own"
+  return run?.own.has(abs) ? "own" : "other" // changed by a run that began with it as the agent left it
 }
 
 /** Of the files a file command loses that are not the agent's: how many are untracked, changed, or ignored secrets. */
@@ -8406,14 +8417,28 @@ function workRoot(anchors: Anchors): string | undefined {
   return anchors.paths.worktree !== "/" ? anchors.paths.worktree : undefined
 }
 
-/** A file's stamp: its size and modification time, or `gone`; read only for a file the agent changed. */
-function stampOf(abs: string): string {
+/** A file's stamp (its size and modification time, or `gone`) and mtime; read only for a file a discard names, or
+ * one the agent changed. */
+function lookFile(abs: string): FileNow {
+  const stat = statOf(abs, lstatSync)
+  return stat ? { stamp: `${stat.size}:${stat.mtimeMs}`, mtime: stat.mtimeMs } : { stamp: "gone" }
+}
+
+/** A path's stat, or undefined when nothing is there (a name too long, a file where a directory would be, a loop
+ * of links: nothing can be there either); no exception for the common case (a throw costs more than the stat). */
+function statOf(
+  abs: string,
+  stat: typeof lstatSync,
+): { size: number; mtimeMs: number; isDirectory(): boolean } | undefined {
   try {
-    const stat = lstatSync(abs)
-    return `${stat.size}:${stat.mtimeMs}`
+    return stat(abs, { throwIfNoEntry: false })
   } catch {
-    return "gone"
+    return undefined
   }
+}
+
+function stampOf(abs: string): string {
+  return lookFile(abs).stamp
 }
 
 /** Whether the default protection of uncommitted work applies to this session's role (else no git is asked). */
@@ -8486,7 +8511,7 @@ async function judgeDiscard(
   const answer = await discardedFiles(root, discard)
   if ("fault" in answer) return protect(answer.fault)
   const counts: Record<Whose, number> = { own: 0, before: 0, other: 0, unknown: 0 }
-  for (const rel of answer.files) counts[whoseChange(ledger, rel, `${root}/${rel}`, stampOf)]++
+  for (const rel of answer.files) counts[whoseChange(ledger, rel, `${root}/${rel}`, lookFile)]++
   if (counts.unknown && ledger.baseline?.fault) workFault(anchors, ledger.baseline.fault)
   return lossText(discard, counts)
 }
@@ -8527,7 +8552,7 @@ async function judgeFiles(
     }
     const kind = fileKind(abs)
     if (kind === "none") continue // nothing there: nothing lost
-    if (kind === "file" && whoseChange(ledger, rel, abs, stampOf) === "own") counts.own++
+    if (kind === "file" && whoseChange(ledger, rel, abs, lookFile) === "own") counts.own++
     else specs.push(`:(literal)${rel}`)
   }
   const secrets = new Set(discard.secrets.filter((abs) => fileKind(abs) === "file" && !ownsAsLeft(ledger, root, abs)))
@@ -8546,7 +8571,7 @@ async function judgeFiles(
     for (const rel of [...state.tracked, ...state.untracked]) {
       const abs = `${root}/${rel}`
       secrets.delete(abs)
-      const whose = whoseChange(ledger, rel, abs, stampOf)
+      const whose = whoseChange(ledger, rel, abs, lookFile)
       counts[whose]++
       if (whose !== "own") kinds[state.untracked.has(rel) ? "untracked" : "changed"]++
     }
@@ -8559,22 +8584,14 @@ async function judgeFiles(
 const GLOB = /[*?[]/
 /** What is at a path: a file (or link), a directory, or nothing. */
 function fileKind(abs: string): "file" | "dir" | "none" {
-  try {
-    return statSync(abs).isDirectory() ? "dir" : "file"
-  } catch {
-    try {
-      lstatSync(abs) // a dangling link: a file all the same
-      return "file"
-    } catch {
-      return "none"
-    }
-  }
+  const stat = statOf(abs, statSync) ?? statOf(abs, lstatSync) // a dangling link is a file all the same
+  return stat === undefined ? "none" : stat.isDirectory() ? "dir" : "file"
 }
 
 /** A file the agent made and left as it was: losing it loses only the agent's work. */
 function ownsAsLeft(ledger: WorkLedger, root: string, abs: string): boolean {
   const rel = relativeInside(root, abs)
-  return rel !== undefined && whoseChange(ledger, rel, abs, stampOf) === "own"
+  return rel !== undefined && whoseChange(ledger, rel, abs, lookFile) === "own"
 }
 
 /**
@@ -8762,6 +8779,7 @@ function afterAgentCall(state: SessionState, callID: string): void {
   const after = ledger?.afterCall.peek(callID)
   if (!ledger || !after) return
   ledger.afterCall.delete(callID)
+  if (after.run) after.run.end = Date.now()
   for (const abs of after.stamp) {
     const owned = ledger.owned.peek(abs)
     if (owned) owned.stamp = stampOf(abs)
@@ -8774,12 +8792,11 @@ function afterAgentCall(state: SessionState, callID: string): void {
 
 /**
  * A `git status` of the whole tree, asked in the background: started on the next turn of the event loop, once the
- * hook that asks for it has returned (no process on a call's path), after `after` when given (one at a time).
+ * hook that asks for it has returned (no process on a call's path).
  */
-function treeSnapshot(root: string, after?: Snapshot): Snapshot {
+function treeSnapshot(root: string): Snapshot {
   const snapshot: Snapshot = {}
-  const turn = new Promise<void>((resolve) => setTimeout(resolve, 0))
-  snapshot.pending = Promise.all([turn, after?.pending])
+  snapshot.pending = new Promise<void>((resolve) => setTimeout(resolve, 0))
     .then(() => askGit(root, ["status", "--porcelain=v2", "-z", "--branch", "--untracked-files=normal"]))
     .then((answer) => {
       const state = "out" in answer ? parseStatus(answer.out) : answer.fault
@@ -8791,65 +8808,34 @@ function treeSnapshot(root: string, after?: Snapshot): Snapshot {
 }
 
 /**
- * A changing bash call the reader cannot follow (a script, `python3 -c`, an unknown program) is about to run: what is
- * known now, without a process (BeforeCall): the time, the latest snapshot, and the agent's own files as it left them
- * (a stamp each, the latest MAX_OWN_STAMPED), so that what the call changed can be told apart afterwards
- * (attributeAfterCall).
+ * A changing bash call the reader cannot follow (a script, `python3 -c`, an unknown program) is about to run: its run
+ * begins (Run), with no process: the time, the latest snapshot, and the agent's own files as it left them (a stamp
+ * each, the latest MAX_OWN_STAMPED; one a run of the agent's changed since is its own too, and is stamped anew), so
+ * that a discard can tell later what the run changed by the files' mtimes.
  */
-function snapshotBeforeCall(anchors: Anchors, hookInput: HookInput<"tool.execute.before">, args: unknown): void {
+function beginRun(anchors: Anchors, hookInput: HookInput<"tool.execute.before">, args: unknown): void {
   if (hookInput.tool !== "bash" || !isMapping(args) || typeof args.command !== "string") return
   const ledger = anchors.stateOf(hookInput.sessionID).work
   if (!ledger || !workRoot(anchors)) return
   const read = readCommand(args.command)
   if (!read.opaque || !read.changing) return
+  const at = Date.now()
   const own = new Set<string>()
-  const owned = [...ledger.owned.entries()]
-  for (const [abs, file] of owned.slice(-MAX_OWN_STAMPED))
-    if (file.stamp !== undefined && file.stamp === stampOf(abs)) own.add(abs)
-  noteAfter(ledger, hookInput.callID).pre = { at: Date.now(), base: ledger.snapshot, own }
-}
-
-/**
- * After such a call ran: in the background, a snapshot, and the files it shows changed since the call began are the
- * agent's (the files a script wrote, `git stash pop`, `patch < x`): a file of the agent's own it left as it was, or a
- * file clean in the snapshot before whose mtime is not before the call began. A file the person changed while the
- * agent was thinking keeps its older mtime and stays theirs; one they change while the command runs is taken for the
- * agent's. The next discard waits for this, within its bound.
- */
-function attributeAfterCall(anchors: Anchors, ledger: WorkLedger, pre: BeforeCall): void {
-  const root = workRoot(anchors)
-  if (!root) return
-  const post = treeSnapshot(root, pre.base)
-  ledger.snapshot = post
-  const done = post.pending
-  post.pending = done?.then(() => {
-    const before = pre.base?.state
-    if (!post.state) return
-    for (const dir of post.state.dirs)
-      if (before && !changedIn(before, dir) && changedSince(`${root}/${dir}`, pre.at))
-        ledger.ownDirs.set(`${root}/${dir}`, true) // made by the call, all in it too
-    for (const rel of [...post.state.tracked, ...post.state.untracked]) {
-      const abs = `${root}/${rel}`
-      const owned = ledger.owned.peek(abs)
-      if (owned) {
-        // the agent's as it left it, changed by its call: still its own; changed by someone since: theirs
-        if (pre.own.has(abs)) owned.stamp = stampOf(abs)
-        continue
-      }
-      if (!before || changedIn(before, rel) || !changedSince(abs, pre.at)) continue // someone else's, or not known
-      // clean before the call and changed since it began: the call changed it, so its state now is the agent's
-      ledger.owned.set(abs, { before: pre.base, stamp: stampOf(abs) })
+  for (const [abs, file] of [...ledger.owned.entries()].slice(-MAX_OWN_STAMPED)) {
+    if (file.stamp === undefined) continue
+    const now = lookFile(abs)
+    if (now.stamp === file.stamp) own.add(abs)
+    else if (now.mtime !== undefined && runAt(ledger, now.mtime)?.own.has(abs)) {
+      file.stamp = now.stamp // an earlier run changed the agent's file: the agent's still, as it is now
+      own.add(abs)
     }
-  })
-}
-
-/** Whether a path changed since a time: its mtime not before it (a deleted file counts: its deletion is not dated). */
-function changedSince(abs: string, at: number): boolean {
-  try {
-    return lstatSync(abs).mtimeMs >= at - MTIME_SLACK_MS
-  } catch {
-    return true
   }
+  const last = ledger.runs[ledger.runs.length - 1]
+  if (last && last.end > at) last.end = at // a run whose after hook never came ends where the next begins
+  const run: Run = { at, end: Number.POSITIVE_INFINITY, base: ledger.snapshot, own }
+  ledger.runs.push(run)
+  if (ledger.runs.length > MAX_RUNS) ledger.runs.shift()
+  noteAfter(ledger, hookInput.callID).run = run
 }
 
 // ---- src/shared/v2-host.ts ----------------------------------------------------------------------------------------
@@ -9598,7 +9584,7 @@ async function onToolBefore(
   try {
     blocked = decideToolCall(anchors, hookInput, output)
     if (!blocked) noteAgentWrites(anchors, hookInput, output?.args)
-    if (!blocked) snapshotBeforeCall(anchors, hookInput, output?.args)
+    if (!blocked) beginRun(anchors, hookInput, output?.args)
     if (prepared.length) for (const key of prepared) anchors.stateOf(hookInput.sessionID).work?.verdicts.delete(key)
   } catch (error) {
     anchors.failOpen("tool.execute.before", error)
@@ -9647,9 +9633,7 @@ async function onToolAfter(
       anchors.resolvedDirs.forget()
     const state = anchors.stateOf(hookInput.sessionID)
     settle(state, hookInput.callID)
-    const pre = state.work?.afterCall.peek(hookInput.callID)?.pre
     afterAgentCall(state, hookInput.callID)
-    if (pre && state.work) attributeAfterCall(anchors, state.work, pre)
     const original = typeof output?.output === "string" ? output.output : ""
     if (original && anchors.secrets) await withholdSecrets(anchors, state, hookInput, output, anchors.secrets)
     const note = state.pendingNotes.peek(hookInput.callID)

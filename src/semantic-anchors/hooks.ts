@@ -10,9 +10,8 @@ import { setTimeout } from "./constants"
 import { clearTimeout } from "./constants"
 import { workFault } from "./work-git"
 import { noteAgentWrites } from "./work-git"
-import { snapshotBeforeCall } from "./work-git"
+import { beginRun } from "./work-git"
 import { afterAgentCall } from "./work-git"
-import { attributeAfterCall } from "./work-git"
 import { agentOwns } from "./work-git"
 import { SECRET_WAIT_MS, SecretStore } from "./secret-files"
 import type { Hooks, Plugin, PluginInput } from "@opencode-ai/plugin"
@@ -352,7 +351,7 @@ async function onToolBefore(
   try {
     blocked = decideToolCall(anchors, hookInput, output)
     if (!blocked) noteAgentWrites(anchors, hookInput, output?.args)
-    if (!blocked) snapshotBeforeCall(anchors, hookInput, output?.args)
+    if (!blocked) beginRun(anchors, hookInput, output?.args)
     if (prepared.length) for (const key of prepared) anchors.stateOf(hookInput.sessionID).work?.verdicts.delete(key)
   } catch (error) {
     anchors.failOpen("tool.execute.before", error)
@@ -401,9 +400,7 @@ async function onToolAfter(
       anchors.resolvedDirs.forget()
     const state = anchors.stateOf(hookInput.sessionID)
     settle(state, hookInput.callID)
-    const pre = state.work?.afterCall.peek(hookInput.callID)?.pre
     afterAgentCall(state, hookInput.callID)
-    if (pre && state.work) attributeAfterCall(anchors, state.work, pre)
     const original = typeof output?.output === "string" ? output.output : ""
     if (original && anchors.secrets) await withholdSecrets(anchors, state, hookInput, output, anchors.secrets)
     const note = state.pendingNotes.peek(hookInput.callID)

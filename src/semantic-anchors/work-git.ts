@@ -22,10 +22,11 @@ import type { Whose } from "./work-ledger"
 import { whoseChange } from "./work-ledger"
 import { lossText } from "./work-ledger"
 import type { AfterCall } from "./work-ledger"
-import type { BeforeCall } from "./work-ledger"
+import type { Run } from "./work-ledger"
+import type { FileNow } from "./work-ledger"
 import { MAX_OWN_STAMPED } from "./work-ledger"
-import { MTIME_SLACK_MS } from "./work-ledger"
-import { changedIn } from "./work-ledger"
+import { MAX_RUNS } from "./work-ledger"
+import { runAt } from "./work-ledger"
 import { clearTimeout } from "./constants"
 import { setTimeout } from "./constants"
 import { oneLine } from "./names"
@@ -115,14 +116,28 @@ function workRoot(anchors: Anchors): string | undefined {
   return anchors.paths.worktree !== "/" ? anchors.paths.worktree : undefined
 }
 
-/** A file's stamp: its size and modification time, or `gone`; read only for a file the agent changed. */
-function stampOf(abs: string): string {
+/** A file's stamp (its size and modification time, or `gone`) and mtime; read only for a file a discard names, or
+ * one the agent changed. */
+function lookFile(abs: string): FileNow {
+  const stat = statOf(abs, lstatSync)
+  return stat ? { stamp: `${stat.size}:${stat.mtimeMs}`, mtime: stat.mtimeMs } : { stamp: "gone" }
+}
+
+/** A path's stat, or undefined when nothing is there (a name too long, a file where a directory would be, a loop
+ * of links: nothing can be there either); no exception for the common case (a throw costs more than the stat). */
+function statOf(
+  abs: string,
+  stat: typeof lstatSync,
+): { size: number; mtimeMs: number; isDirectory(): boolean } | undefined {
   try {
-    const stat = lstatSync(abs)
-    return `${stat.size}:${stat.mtimeMs}`
+    return stat(abs, { throwIfNoEntry: false })
   } catch {
-    return "gone"
+    return undefined
   }
+}
+
+function stampOf(abs: string): string {
+  return lookFile(abs).stamp
 }
 
 /** Whether the default protection of uncommitted work applies to this session's role (else no git is asked). */
@@ -195,7 +210,7 @@ async function judgeDiscard(
   const answer = await discardedFiles(root, discard)
   if ("fault" in answer) return protect(answer.fault)
   const counts: Record<Whose, number> = { own: 0, before: 0, other: 0, unknown: 0 }
-  for (const rel of answer.files) counts[whoseChange(ledger, rel, `${root}/${rel}`, stampOf)]++
+  for (const rel of answer.files) counts[whoseChange(ledger, rel, `${root}/${rel}`, lookFile)]++
   if (counts.unknown && ledger.baseline?.fault) workFault(anchors, ledger.baseline.fault)
   return lossText(discard, counts)
 }
@@ -236,7 +251,7 @@ async function judgeFiles(
     }
     const kind = fileKind(abs)
     if (kind === "none") continue // nothing there: nothing lost
-    if (kind === "file" && whoseChange(ledger, rel, abs, stampOf) === "own") counts.own++
+    if (kind === "file" && whoseChange(ledger, rel, abs, lookFile) === "own") counts.own++
     else specs.push(`:(literal)${rel}`)
   }
   const secrets = new Set(discard.secrets.filter((abs) => fileKind(abs) === "file" && !ownsAsLeft(ledger, root, abs)))
@@ -255,7 +270,7 @@ async function judgeFiles(
     for (const rel of [...state.tracked, ...state.untracked]) {
       const abs = `${root}/${rel}`
       secrets.delete(abs)
-      const whose = whoseChange(ledger, rel, abs, stampOf)
+      const whose = whoseChange(ledger, rel, abs, lookFile)
       counts[whose]++
       if (whose !== "own") kinds[state.untracked.has(rel) ? "untracked" : "changed"]++
     }
@@ -268,22 +283,14 @@ async function judgeFiles(
 const GLOB = /[*?[]/
 /** What is at a path: a file (or link), a directory, or nothing. */
 function fileKind(abs: string): "file" | "dir" | "none" {
-  try {
-    return statSync(abs).isDirectory() ? "dir" : "file"
-  } catch {
-    try {
-      lstatSync(abs) // a dangling link: a file all the same
-      return "file"
-    } catch {
-      return "none"
-    }
-  }
+  const stat = statOf(abs, statSync) ?? statOf(abs, lstatSync) // a dangling link is a file all the same
+  return stat === undefined ? "none" : stat.isDirectory() ? "dir" : "file"
 }
 
 /** A file the agent made and left as it was: losing it loses only the agent's work. */
 function ownsAsLeft(ledger: WorkLedger, root: string, abs: string): boolean {
   const rel = relativeInside(root, abs)
-  return rel !== undefined && whoseChange(ledger, rel, abs, stampOf) === "own"
+  return rel !== undefined && whoseChange(ledger, rel, abs, lookFile) === "own"
 }
 
 /**
@@ -471,6 +478,7 @@ export function afterAgentCall(state: SessionState, callID: string): void {
   const after = ledger?.afterCall.peek(callID)
   if (!ledger || !after) return
   ledger.afterCall.delete(callID)
+  if (after.run) after.run.end = Date.now()
   for (const abs of after.stamp) {
     const owned = ledger.owned.peek(abs)
     if (owned) owned.stamp = stampOf(abs)
@@ -483,12 +491,11 @@ export function afterAgentCall(state: SessionState, callID: string): void {
 
 /**
  * A `git status` of the whole tree, asked in the background: started on the next turn of the event loop, once the
- * hook that asks for it has returned (no process on a call's path), after `after` when given (one at a time).
+ * hook that asks for it has returned (no process on a call's path).
  */
-function treeSnapshot(root: string, after?: Snapshot): Snapshot {
+function treeSnapshot(root: string): Snapshot {
   const snapshot: Snapshot = {}
-  const turn = new Promise<void>((resolve) => setTimeout(resolve, 0))
-  snapshot.pending = Promise.all([turn, after?.pending])
+  snapshot.pending = new Promise<void>((resolve) => setTimeout(resolve, 0))
     .then(() => askGit(root, ["status", "--porcelain=v2", "-z", "--branch", "--untracked-files=normal"]))
     .then((answer) => {
       const state = "out" in answer ? parseStatus(answer.out) : answer.fault
@@ -500,63 +507,32 @@ function treeSnapshot(root: string, after?: Snapshot): Snapshot {
 }
 
 /**
- * A changing bash call the reader cannot follow (a script, `python3 -c`, an unknown program) is about to run: what is
- * known now, without a process (BeforeCall): the time, the latest snapshot, and the agent's own files as it left them
- * (a stamp each, the latest MAX_OWN_STAMPED), so that what the call changed can be told apart afterwards
- * (attributeAfterCall).
+ * A changing bash call the reader cannot follow (a script, `python3 -c`, an unknown program) is about to run: its run
+ * begins (Run), with no process: the time, the latest snapshot, and the agent's own files as it left them (a stamp
+ * each, the latest MAX_OWN_STAMPED; one a run of the agent's changed since is its own too, and is stamped anew), so
+ * that a discard can tell later what the run changed by the files' mtimes.
  */
-export function snapshotBeforeCall(anchors: Anchors, hookInput: HookInput<"tool.execute.before">, args: unknown): void {
+export function beginRun(anchors: Anchors, hookInput: HookInput<"tool.execute.before">, args: unknown): void {
   if (hookInput.tool !== "bash" || !isMapping(args) || typeof args.command !== "string") return
   const ledger = anchors.stateOf(hookInput.sessionID).work
   if (!ledger || !workRoot(anchors)) return
   const read = readCommand(args.command)
   if (!read.opaque || !read.changing) return
+  const at = Date.now()
   const own = new Set<string>()
-  const owned = [...ledger.owned.entries()]
-  for (const [abs, file] of owned.slice(-MAX_OWN_STAMPED))
-    if (file.stamp !== undefined && file.stamp === stampOf(abs)) own.add(abs)
-  noteAfter(ledger, hookInput.callID).pre = { at: Date.now(), base: ledger.snapshot, own }
-}
-
-/**
- * After such a call ran: in the background, a snapshot, and the files it shows changed since the call began are the
- * agent's (the files a script wrote, `git stash pop`, `patch < x`): a file of the agent's own it left as it was, or a
- * file clean in the snapshot before whose mtime is not before the call began. A file the person changed while the
- * agent was thinking keeps its older mtime and stays theirs; one they change while the command runs is taken for the
- * agent's. The next discard waits for this, within its bound.
- */
-export function attributeAfterCall(anchors: Anchors, ledger: WorkLedger, pre: BeforeCall): void {
-  const root = workRoot(anchors)
-  if (!root) return
-  const post = treeSnapshot(root, pre.base)
-  ledger.snapshot = post
-  const done = post.pending
-  post.pending = done?.then(() => {
-    const before = pre.base?.state
-    if (!post.state) return
-    for (const dir of post.state.dirs)
-      if (before && !changedIn(before, dir) && changedSince(`${root}/${dir}`, pre.at))
-        ledger.ownDirs.set(`${root}/${dir}`, true) // made by the call, all in it too
-    for (const rel of [...post.state.tracked, ...post.state.untracked]) {
-      const abs = `${root}/${rel}`
-      const owned = ledger.owned.peek(abs)
-      if (owned) {
-        // the agent's as it left it, changed by its call: still its own; changed by someone since: theirs
-        if (pre.own.has(abs)) owned.stamp = stampOf(abs)
-        continue
-      }
-      if (!before || changedIn(before, rel) || !changedSince(abs, pre.at)) continue // someone else's, or not known
-      // clean before the call and changed since it began: the call changed it, so its state now is the agent's
-      ledger.owned.set(abs, { before: pre.base, stamp: stampOf(abs) })
+  for (const [abs, file] of [...ledger.owned.entries()].slice(-MAX_OWN_STAMPED)) {
+    if (file.stamp === undefined) continue
+    const now = lookFile(abs)
+    if (now.stamp === file.stamp) own.add(abs)
+    else if (now.mtime !== undefined && runAt(ledger, now.mtime)?.own.has(abs)) {
+      file.stamp = now.stamp // an earlier run changed the agent's file: the agent's still, as it is now
+      own.add(abs)
     }
-  })
-}
-
-/** Whether a path changed since a time: its mtime not before it (a deleted file counts: its deletion is not dated). */
-function changedSince(abs: string, at: number): boolean {
-  try {
-    return lstatSync(abs).mtimeMs >= at - MTIME_SLACK_MS
-  } catch {
-    return true
   }
+  const last = ledger.runs[ledger.runs.length - 1]
+  if (last && last.end > at) last.end = at // a run whose after hook never came ends where the next begins
+  const run: Run = { at, end: Number.POSITIVE_INFINITY, base: ledger.snapshot, own }
+  ledger.runs.push(run)
+  if (ledger.runs.length > MAX_RUNS) ledger.runs.shift()
+  noteAfter(ledger, hookInput.callID).run = run
 }

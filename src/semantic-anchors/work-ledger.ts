@@ -23,7 +23,7 @@ export const GIT_LATE = `git did not answer in time (${WORK_GIT_MS / 1000} s a q
 const WORK_MAX_ENTRIES = 20_000 // changed files in one `git status` beyond which a tree is too large to judge
 export const WORK_MAX_OUTPUT = 8 * 1024 * 1024 // bytes of one git answer
 export const MAX_OWNED_FILES = 4096 // files per session the ledger keeps; beyond, the oldest is forgotten (then protected)
-export const MAX_OWN_DIRS = 256 // untracked directories per session the agent's commands made; beyond, the oldest
+export const MAX_RUNS = 256 // commands the reader cannot follow a session remembers; beyond, the oldest is forgotten
 export const MAX_WORK_VERDICTS = 64 // discard verdicts waiting for their call's decision
 
 /** What `git status --porcelain=v2` said: changed tracked files, untracked (and ignored) files and directories. */
@@ -36,28 +36,40 @@ export type WorkLedger = {
   owned: RecentMap<OwnedFile> // absolute path -> what the agent did to it; beyond MAX_OWNED_FILES the oldest is forgotten
   baseline?: Snapshot // the first snapshot of the session: what was there before it changed anything
   snapshot?: Snapshot // the latest
-  ownDirs: RecentMap<true> // untracked directories a command of the agent made (`dir/`, absolute): all in them is its own
+  runs: Run[] // the agent's commands the reader cannot follow, oldest first, the latest MAX_RUNS
   stash: boolean[] // the stash entries the agent made in this session, oldest first: true when all its own work
   verdicts: RecentMap<string | null> // discard key -> what it would lose (null: only the agent's own)
   afterCall: RecentMap<AfterCall> // callID -> what to do once that call ran
 }
 
-/** What a call's after hook does: stamp the files it wrote, record its stash entries, attribute what it changed. */
-export type AfterCall = { stamp: string[]; stash: ("push-own" | "push-other" | "pop" | "clear")[]; pre?: BeforeCall }
+/** What a call's after hook does: stamp the files it wrote, record its stash entries, end its run. */
+export type AfterCall = { stamp: string[]; stash: ("push-own" | "push-other" | "pop" | "clear")[]; run?: Run }
 /**
- * What was known when a command the reader cannot follow began: the time, the latest snapshot (the tree before it,
- * as far as the background snapshots know), and the agent's own files as it left them (they stay its own when the
- * command changes them). No process is started for it: a file changed after the snapshot is the call's when its
- * mtime is not before the call began (MTIME_SLACK_MS), else someone else's.
+ * A command of the agent's that the reader cannot follow (a script, `python3 -c`, `make`): when it ran, from `at`
+ * (its before hook) to `end` (its after hook), the snapshot before it, and the agent's own files as it left them when
+ * it began. No process is started for it: a file whose mtime lies in a run was changed by it (MTIME_SLACK_MS either
+ * side), so it is the agent's, when it was clean in the snapshot before the run or the agent's own as it left it.
  */
-export type BeforeCall = { at: number; base: Snapshot | undefined; own: Set<string> }
+export type Run = { at: number; end: number; base: Snapshot | undefined; own: Set<string> }
 export const MTIME_SLACK_MS = 20 // a file's mtime may trail the clock by a tick of the kernel's coarse time
-export const MAX_OWN_STAMPED = 64 // the agent's files whose stamps a call reads before it runs (the latest changed)
+export const MAX_OWN_STAMPED = 64 // the agent's files whose stamps a run reads before it begins (the latest changed)
+
+/** A file as the disk has it now: its stamp (size and mtime, or `gone`) and its mtime. */
+export type FileNow = { stamp: string; mtime?: number }
+
+/** The run whose time holds an mtime, the latest first. */
+export function runAt(ledger: WorkLedger, mtime: number): Run | undefined {
+  for (let k = ledger.runs.length - 1; k >= 0; k--) {
+    const run = ledger.runs[k]
+    if (mtime >= run.at - MTIME_SLACK_MS && mtime <= run.end + MTIME_SLACK_MS) return run
+  }
+  return undefined
+}
 
 export function newLedger(): WorkLedger {
   return {
     owned: new RecentMap(MAX_OWNED_FILES),
-    ownDirs: new RecentMap(MAX_OWN_DIRS),
+    runs: [],
     stash: [],
     verdicts: new RecentMap(MAX_WORK_VERDICTS),
     afterCall: new RecentMap(MAX_WORK_VERDICTS),
@@ -107,25 +119,24 @@ export function changedIn(state: TreeState, rel: string): boolean {
 /** Whose a changed file is: the agent's own, there before the session, someone else's, or not known. */
 export type Whose = "own" | "before" | "other" | "unknown"
 
-export function whoseChange(ledger: WorkLedger, rel: string, abs: string, stampNow: (abs: string) => string): Whose {
+export function whoseChange(ledger: WorkLedger, rel: string, abs: string, look: (abs: string) => FileNow): Whose {
+  const now = look(abs)
+  const run = now.mtime === undefined ? undefined : runAt(ledger, now.mtime)
   const owned = ledger.owned.peek(abs)
-  if (!owned && inOwnDir(ledger, abs)) return "own"
   if (!owned) {
     const baseline = ledger.baseline?.state
-    return baseline ? (changedIn(baseline, rel) ? "before" : "other") : "unknown"
+    if (!baseline) return "unknown"
+    if (changedIn(baseline, rel)) return "before"
+    // changed by a run of the agent's, and clean before it; or gone (a deleted file is not dated) after a run
+    const base = run?.base?.state
+    if (run) return base && !changedIn(base, rel) ? "own" : "other"
+    return now.mtime === undefined && ledger.runs.length ? "own" : "other"
   }
   const before = owned.before?.state
   if (!before) return "unknown"
   if (changedIn(before, rel)) return "before"
-  return owned.stamp !== undefined && owned.stamp === stampNow(abs) ? "own" : "other"
-}
-
-/** Whether a path lies in an untracked directory one of the agent's commands made (a file it is the agent's). */
-function inOwnDir(ledger: WorkLedger, abs: string): boolean {
-  if (ledger.ownDirs.size === 0) return false
-  for (let at = abs.lastIndexOf("/"); at > 0; at = abs.lastIndexOf("/", at - 1))
-    if (ledger.ownDirs.has(abs.slice(0, at + 1))) return true
-  return false
+  if (owned.stamp !== undefined && owned.stamp === now.stamp) return "own"
+  return run?.own.has(abs) ? "own" : "other" // changed by a run that began with it as the agent left it
 }
 
 /** Of the files a file command loses that are not the agent's: how many are untracked, changed, or ignored secrets. */
