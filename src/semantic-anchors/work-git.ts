@@ -520,8 +520,9 @@ export function beginRun(anchors: Anchors, hookInput: HookInput<"tool.execute.be
   if (!read.opaque || !read.changing) return
   const at = Date.now()
   const own = new Set<string>()
-  for (const [abs, file] of [...ledger.owned.entries()].slice(-MAX_OWN_STAMPED)) {
-    if (file.stamp === undefined) continue
+  let skip = ledger.owned.size - MAX_OWN_STAMPED // the oldest, beyond the latest MAX_OWN_STAMPED
+  for (const [abs, file] of ledger.owned.entries()) {
+    if (skip-- > 0 || file.stamp === undefined) continue
     const now = lookFile(abs)
     if (now.stamp === file.stamp) own.add(abs)
     else if (now.mtime !== undefined && runAt(ledger, now.mtime)?.own.has(abs)) {
