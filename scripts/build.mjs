@@ -7,7 +7,7 @@
 //   node scripts/build.mjs           writes loop-guard.ts and semantic-anchors.ts
 //   node scripts/build.mjs --check   writes nothing; exits 1 when a committed file differs from a fresh build
 //
-// The order is the layering: a module imports values only from modules before it (types from anywhere);
+// The order is the layering: a module imports only from modules before it, types too (shared types: types.ts);
 // test/build.test.ts checks that, and that the committed files are fresh. Node alone, no dependency.
 import { readFileSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
@@ -32,11 +32,12 @@ export const BUNDLES = [
       "src/shared/tools.ts",
       "src/shared/recent-map.ts",
       "src/shared/text.ts",
+      ...SHARED_READER,
       "src/semantic-anchors/names.ts",
+      "src/semantic-anchors/types.ts",
       "src/semantic-anchors/model.ts",
       "src/semantic-anchors/problems.ts",
       "src/semantic-anchors/values.ts",
-      ...SHARED_READER,
       "src/semantic-anchors/command-patterns.ts",
       "src/semantic-anchors/integrity.ts",
       "src/semantic-anchors/sessions.ts",
@@ -72,6 +73,7 @@ export const BUNDLES = [
       "src/loop-guard/call-streak.ts",
       "src/loop-guard/wait-rule.ts",
       "src/loop-guard/failure-streak.ts",
+      "src/loop-guard/types.ts",
       "src/loop-guard/rules.ts",
       "src/loop-guard/texts.ts",
       "src/loop-guard/asked.ts",
@@ -155,21 +157,30 @@ export function build(bundle) {
   return parts.join("")
 }
 
-const VALUE_IMPORT = /^import \{([^}]*)\} from "(\.[^"]+)"/gm
+const MODULE_IMPORT = /^import (?:type )?\{([^}]*)\} from "(\.[^"]+)"/gm
 
 /**
- * What breaks the layering of one bundle: a module that imports a value from a module later in its order (or from
- * one the bundle leaves out). `read(path)` gives a module's text, so a test can try a bundle that breaks it.
+ * What breaks the layering of one bundle: a module that imports from a module later in its order, a type too (or
+ * from one the bundle leaves out), or from one neighbour in more than one line. `read(path)` gives a module's text,
+ * so a test can try a bundle that breaks it.
  */
 export function layeringProblems(bundle, read = (path) => readFileSync(join(ROOT, path), "utf8")) {
   const problems = []
   bundle.modules.forEach((path, index) => {
-    for (const [, names, from] of read(path).matchAll(VALUE_IMPORT)) {
+    const lines = new Map() // neighbour -> its import lines
+    for (const [, , from] of read(path).matchAll(MODULE_IMPORT)) lines.set(from, (lines.get(from) ?? 0) + 1)
+    for (const [from, count] of lines)
+      if (count > 1)
+        problems.push(`${path} imports from ${from} in ${count} lines: make them one (\`type\` marks a type)`)
+    for (const [, names, from] of read(path).matchAll(MODULE_IMPORT)) {
       const target = join(dirname(path), from) + ".ts"
       const at = bundle.modules.indexOf(target)
       const what = `${path} imports { ${namesIn(names).join(", ")} } from ${target}`
       if (at < 0) problems.push(`${what}, which ${bundle.out} does not list`)
-      else if (at > index) problems.push(`${what}, which comes later in ${bundle.out}: move the code or the module`)
+      else if (at > index)
+        problems.push(
+          `${what}, which comes later in ${bundle.out}: move the code or the module (a type both use: into types.ts)`,
+        )
     }
   })
   return problems

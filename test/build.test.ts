@@ -44,18 +44,23 @@ describe("the shipped files are built from src/", () => {
     expect(orphans).toEqual([])
   })
 
-  test("the layering check catches an import of a later module, and of a module the bundle leaves out", () => {
+  test("the layering check catches an import of a later module (a type too), of a module the bundle leaves out, and two lines from one neighbour", () => {
     const texts: Record<string, string> = {
-      "src/x/first.ts": 'import { later } from "./second"\nimport type { T } from "./second"\n',
+      "src/x/first.ts": 'import { later } from "./second"\n',
       "src/x/second.ts": 'import { gone } from "../y/other"\nexport const later = 1\n',
+      "src/x/third.ts": 'import type { T } from "./fourth"\n',
+      "src/x/fourth.ts": 'import { later } from "./second"\nimport type { U } from "./second"\nexport type T = 1\n',
     }
     const problems = layeringProblems(
-      { out: "x.ts", modules: ["src/x/first.ts", "src/x/second.ts"] },
+      { out: "x.ts", modules: ["src/x/first.ts", "src/x/second.ts", "src/x/third.ts", "src/x/fourth.ts"] },
       (path: string) => texts[path],
     )
+    const later = "which comes later in x.ts: move the code or the module (a type both use: into types.ts)"
     expect(problems).toEqual([
-      "src/x/first.ts imports { later } from src/x/second.ts, which comes later in x.ts: move the code or the module",
+      `src/x/first.ts imports { later } from src/x/second.ts, ${later}`,
       "src/x/second.ts imports { gone } from src/y/other.ts, which x.ts does not list",
+      `src/x/third.ts imports { T } from src/x/fourth.ts, ${later}`,
+      "src/x/fourth.ts imports from ./second in 2 lines: make them one (`type` marks a type)",
     ])
   })
 })

@@ -3,7 +3,7 @@
  * and whether a repeated passage of the answer is made of it (madeOfAsked). The stream watcher lets such a
  * repetition run up to the asked count.
  */
-import type { StreamLoop } from "./stream-watcher"
+import type { StreamLoop } from "./types"
 
 /**
  * A repetition the person asked for is not a loop. The person's latest message (chat.message) is read once by

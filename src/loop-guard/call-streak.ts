@@ -2,8 +2,7 @@
  * The per-call streak: one call repeated among varying calls with nothing changed between (`findCallStreak`,
  * `STREAK_MAX_GAP`).
  */
-import { callChanges } from "./results"
-import type { Call } from "./results"
+import { callChanges, type Call } from "./results"
 import { MAX_CYCLE } from "./cycle"
 
 /**

@@ -6,12 +6,10 @@
  */
 import type { Hooks, Plugin, PluginInput } from "@opencode-ai/plugin"
 import { globMatcher, ignoredKeys, signature } from "./signatures"
-import { changesProject, errorDigest, isRefusal, newCall, resultDigest } from "./results"
-import type { Call } from "./results"
+import { changesProject, errorDigest, isRefusal, newCall, resultDigest, type Call } from "./results"
 import { historyCapacity } from "./cycle"
 import { expectedWait, waitSeconds } from "./waits"
-import { findLoop } from "./rules"
-import type { Rules } from "./rules"
+import { findLoop, type Rules } from "./rules"
 import {
   ESCALATE_AT,
   blockMessage,
@@ -23,13 +21,20 @@ import {
   warnNote,
   warnToast,
 } from "./texts"
-import type { Finding } from "./texts"
-import { readSettings, readStreamMode } from "./settings"
-import type { Settings } from "./settings"
-import { Sessions, findCall, noteStep, record, resetTarget, settleWait, stepOf, toolPartUpdate } from "./sessions"
-import type { SessionState } from "./sessions"
-import { aborter, clockOf, environment, logger, toaster } from "./host"
-import type { Log, Toast } from "./host"
+import type { Finding } from "./types"
+import { readSettings, readStreamMode, type Settings } from "./settings"
+import {
+  Sessions,
+  findCall,
+  noteStep,
+  record,
+  resetTarget,
+  settleWait,
+  stepOf,
+  toolPartUpdate,
+  type SessionState,
+} from "./sessions"
+import { aborter, clockOf, environment, logger, toaster, type Log, type Toast } from "./host"
 import { streamGuard, streamHooks } from "./stream-guard"
 import { V2_NAMES, claimHost, setupV2 } from "../shared/v2-host"
 
@@ -291,7 +296,8 @@ export {
   StreamWatcher,
   cutText,
 } from "./stream-watcher"
-export type { LongRule, StreamLoop, StreamKind, StreamCut } from "./stream-watcher"
+export type { LongRule, StreamKind, StreamCut } from "./stream-watcher"
+export type { StreamLoop } from "./types"
 export {
   MAX_SESSIONS,
   newSessionState,

@@ -4,8 +4,7 @@
  * asks).
  */
 import { READING_TOOLS } from "../shared/tools"
-import { canonicalize, digest, isWellFormed } from "./signatures"
-import type { CallRecord } from "./signatures"
+import { canonicalize, digest, isWellFormed, type CallRecord } from "./signatures"
 import { isReadOnlyCommand } from "../shared/bash-programs"
 
 /** The result of a call that has not been seen (yet): a parallel call still running, or an event that never came. */

@@ -5,11 +5,10 @@
 import { findCycle } from "./cycle"
 import { findStepRepeat } from "./steps"
 import { findCallStreak } from "./call-streak"
-import { cycleOrWait } from "./wait-rule"
-import type { WaitLimits, WaitState } from "./wait-rule"
+import { cycleOrWait, type WaitLimits, type WaitState } from "./wait-rule"
 import { findStreak } from "./failure-streak"
 import type { Call } from "./results"
-import type { Finding } from "./texts"
+import type { Finding } from "./types"
 
 /** The settings the rules read (from the environment, see readSettings), with EXEMPT as a matcher. */
 export type Rules = WaitLimits & { failures: number }

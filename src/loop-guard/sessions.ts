@@ -5,10 +5,8 @@
 import { RecentMap } from "../shared/recent-map"
 import type { Call } from "./results"
 import { lastRun, measuredWait } from "./waits"
-import { addLap } from "./wait-rule"
-import type { Waiting } from "./wait-rule"
-import { StreamWatcher } from "./stream-watcher"
-import type { StreamKind } from "./stream-watcher"
+import { addLap, type Waiting } from "./wait-rule"
+import { StreamWatcher, type StreamKind } from "./stream-watcher"
 
 /** Sessions kept at once; the least recently used is dropped beyond it (a long `opencode serve` runs many). */
 export const MAX_SESSIONS = 1000

@@ -2,8 +2,7 @@
  * Steps as sets: the same 2..8 parallel calls made again in any order (`findStepRepeat`).
  */
 import type { CallRecord } from "./signatures"
-import { NO_RESULT } from "./results"
-import type { Call } from "./results"
+import { NO_RESULT, type Call } from "./results"
 import { MAX_CYCLE } from "./cycle"
 
 /** One step made again: the same calls at once, in any order. `changing`: their results changed (the backstop). */

@@ -3,13 +3,19 @@
  */
 import type { Hooks } from "@opencode-ai/plugin"
 import { RecentMap } from "../shared/recent-map"
-import { StreamWatcher, cutText, streamCut, streamToast, streamWhat } from "./stream-watcher"
-import type { StreamCut, StreamKind, StreamLoop } from "./stream-watcher"
-import { askedRepetition } from "./asked"
-import type { Asked } from "./asked"
+import {
+  StreamWatcher,
+  cutText,
+  streamCut,
+  streamToast,
+  streamWhat,
+  type StreamCut,
+  type StreamKind,
+} from "./stream-watcher"
+import type { StreamLoop } from "./types"
+import { askedRepetition, type Asked } from "./asked"
 import type { Mode } from "./settings"
-import { MAX_SESSIONS, MAX_STREAM_CUTS, MAX_STREAM_PARTS, resetTarget, streamEvent } from "./sessions"
-import type { WatchedPart } from "./sessions"
+import { MAX_SESSIONS, MAX_STREAM_CUTS, MAX_STREAM_PARTS, resetTarget, streamEvent, type WatchedPart } from "./sessions"
 import type { Log, Toast } from "./host"
 
 /**

@@ -1,9 +1,9 @@
 /**
  * The stream watcher: a streamed part repeating one passage (`StreamWatcher`, the `STREAM_*` bounds, `cutText`).
  */
-import { madeOfAsked } from "./asked"
-import type { Allowance, Asked } from "./asked"
+import { madeOfAsked, type Allowance, type Asked } from "./asked"
 import { article } from "./texts"
+import type { StreamLoop } from "./types"
 
 /**
  * A streamed part (reasoning or answer) is fed to its own StreamWatcher one delta at a time. The watcher looks for
@@ -81,22 +81,6 @@ const STREAM_CANDIDATES = 8
 
 /** The long-passage rule: a passage of `chars` characters or more repeated verbatim `repeats` times is a loop. */
 export type LongRule = { chars: number; repeats: number }
-
-/** A repetition found in a part: the passage's length, its copies so far, where it began, and when it was certain. */
-export type StreamLoop = {
-  /** the repeated passage's length when certain */
-  period: number
-  /** copies of that length since the loop began */
-  count: number
-  /** the loop's first character (offset in the part) */
-  start: number
-  /** the length of the passage it began with (the cut keeps one copy of it) */
-  first: number
-  /** characters seen when certain */
-  at: number
-  /** whole lines of code, a table or a diagram: stopped at the code backstop */
-  code: boolean
-}
 
 const HASH_BASE = 0x01000193
 const HASH_OUT = (() => {

@@ -5,13 +5,7 @@ import type { Cycle } from "./cycle"
 import type { StepRepeat } from "./steps"
 import type { CallStreak } from "./call-streak"
 import type { WaitOver } from "./wait-rule"
-import type { Streak } from "./failure-streak"
-
-/**
- * What was found: a cycle (results repeated, or at the backstop), a step made again, a per-call streak, a failure
- * streak, or a wait past its limit.
- */
-export type Finding = Cycle | StepRepeat | CallStreak | Streak | WaitOver
+import type { Finding } from "./types"
 
 /**
  * The finding with its tools named as the host names them (`names`: v1's name to the host's; on an OpenCode 2 host

@@ -3,8 +3,7 @@
  */
 import { EDIT_TOOLS } from "../shared/tools"
 import type { Call } from "./results"
-import type { Cycle } from "./cycle"
-import { MAX_CYCLE, hasSmallerPeriod, isPeriodic, windowSize } from "./cycle"
+import { type Cycle, MAX_CYCLE, hasSmallerPeriod, isPeriodic, windowSize } from "./cycle"
 
 /**
  * A waiting cycle being timed: the signatures of one turn of it, and what its waits have slept so far. A lap is

@@ -6,12 +6,11 @@ import { readFileSync, statSync } from "node:fs"
 import type { ToolContext, ToolDefinition } from "@opencode-ai/plugin"
 import { MESSAGE_CAP, OWN_TOOLS, TOAST_AFTER_MESSAGE_MS } from "./constants"
 import { capText } from "../shared/text"
-import { oneLine } from "./names"
-import type { Contract, Mode } from "./model"
+import { oneLine, resolvePath } from "./names"
+import { type Contract, type Mode, PROTECTION_IDS } from "./model"
 import { isMapping } from "./problems"
-import type { Raw } from "./problems"
-import { bypassRefusal, newState } from "./sessions"
-import type { SessionState } from "./sessions"
+import type { Raw } from "./types"
+import { bypassRefusal, newState, type SessionState } from "./sessions"
 import {
   TOOL_ARGUMENTS,
   checkMessageContract,
@@ -20,13 +19,12 @@ import {
   evaluateMessage,
   evaluatePlan,
   shownValue,
+  type Hit,
+  type Verdict,
 } from "./verdicts"
-import type { Hit, Verdict } from "./verdicts"
 import { BYPASS_ALWAYS, bypassAskToast, bypassFacts, bypassQuestion, bypassRefusedToast } from "./texts"
 import { Anchors, bypass, filesSummary, loadConfig, statusText, stripArgumentQuotes } from "./runtime"
-import { resolvePath } from "./names"
 import { SECRET_FILE_MAX } from "./secret-files"
-import { PROTECTION_IDS } from "./model"
 
 // `/anchor test`: one call judged as the next call of this session would be, with nothing counted or recorded.
 

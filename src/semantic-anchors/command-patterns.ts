@@ -2,17 +2,22 @@
  * Command rules (`runs:`): a pattern parsed, matched against the commands a call would run, code it cannot follow
  * that names it, why none matched (`parseCommandPattern`, `matchRan`, `FLAG_NAMES`, `FLAG_VALUES`, `runsMissWhy`).
  */
-import type { EngineEnv } from "./examples"
-import { relativeInside } from "./names"
+import type { EngineEnv, CommandPattern, FlagSpelling, PathPlaces, PatternFlag, PatternOperand } from "./types"
+import { relativeInside, braceWords, escapeRegex, globToRegExp, oneLine, resolvePath } from "./names"
 import { REGEX_INPUT_CAP, capText } from "../shared/text"
-import { braceWords, escapeRegex, globToRegExp, oneLine, resolvePath } from "./names"
 import { isMapping } from "./problems"
 import { NO_WORDS, scanCommand } from "../shared/bash-scan"
-import { getopt } from "../shared/bash-words"
-import type { OptionSpec } from "../shared/bash-words"
+import { getopt, type OptionSpec } from "../shared/bash-words"
 import { gitSubcommandAt } from "../shared/git-words"
-import { PROGRAM_READERS, programName, ranArgs, readCommand } from "../shared/bash-programs"
-import type { CommandReading, RanCommand, RanIndex } from "../shared/bash-programs"
+import {
+  PROGRAM_READERS,
+  programName,
+  ranArgs,
+  readCommand,
+  type CommandReading,
+  type RanCommand,
+  type RanIndex,
+} from "../shared/bash-programs"
 
 // A tool trigger's `runs: ["git push --force", "git push +*"]` fires when any simple command the bash call would run
 // (readCommand's `ran`: chains, subshells, `$(...)`, `bash -c`/`eval`, after wrappers and `VAR=x`) is that program
@@ -33,21 +38,6 @@ import type { CommandReading, RanCommand, RanIndex } from "../shared/bash-progra
 // the reader cannot follow (`python3 -c`, `ssh host '...'`, an unknown program) fires when it names the pattern's
 // words (program, subcommand, a spelling of each flag): it may run them, and the contract says so. A message it
 // sends (gh's --body, curl's --data: MESSAGE_OPTIONS) is text, left out of what it names.
-
-/** One flag of a pattern: any of its spellings (`{-f,--force-with-lease}`); a spelling's names all present (`-rf`). */
-type FlagSpelling = { names: string[]; value?: string }
-type PatternFlag = { any: FlagSpelling[]; absent: boolean }
-/** One operand of a pattern: any of its globs; `path`: matched as a resolved path; `excluded`: `!glob`. */
-type PatternOperand = { globs: string[]; path: boolean; excluded: boolean }
-export type CommandPattern = {
-  text: string // as written, for the explanations
-  programs: string[]
-  subcommands: string[][] // each position's alternatives
-  flags: PatternFlag[]
-  operands: PatternOperand[]
-  named: RegExp[] // what code the reader cannot follow must name (program, subcommands, each flag), each a regex
-  keys: string[] // `program subcommand` (or `program`) for each alternative: one must be among a call's (ranIndex)
-}
 
 /** Programs that run the command after their options: a pattern names that command, and matches it behind them. */
 const SEEN_THROUGH = new Set(
@@ -333,12 +323,6 @@ function patternKey(program: string, sub: string | undefined): string {
   const key = `${program} ${sub}`
   return own(FLAG_NAMES, key) !== undefined || own(LONG_OPTIONS, key) !== undefined ? key : program
 }
-
-/**
- * What a path operand's `$VAR`s and `~` stand for: the project, the home and the temporary directory; and
- * opencode's data directory, where its own credentials lie (protect-secrets).
- */
-export type PathPlaces = { directory: string; project: string; home: string; tmpdir: string; dataDir: string }
 
 export function expandPlaces(word: string, places: PathPlaces): string {
   if (word === "~" || word.startsWith("~/")) return places.home + word.slice(1)

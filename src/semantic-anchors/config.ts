@@ -2,23 +2,14 @@
  * The configuration built from file contents, no I/O: layers merged by id, built-ins' examples judged once
  * (`buildConfig`, `resolvePaths`).
  */
-import { ROLES } from "./model"
+import { ROLES, type Contract, builtinContracts, BUILTIN_PRESETS, type RoleView, copyView, type Config } from "./model"
 import { protectionContracts } from "./protection"
-import type { Contract } from "./model"
-import { builtinContracts } from "./model"
-import { BUILTIN_PRESETS } from "./model"
-import type { RoleView } from "./model"
-import { DEFAULT_MAX_OVERRIDES } from "./constants"
-import { copyView } from "./model"
-import { Bun, CONFIG_FILE_NAME } from "./constants"
+import { DEFAULT_MAX_OVERRIDES, Bun, CONFIG_FILE_NAME } from "./constants"
 import { normalizePath, resolvePath } from "./names"
-import type { Config, Paths } from "./model"
+import type { Paths, Problem, EngineEnv } from "./types"
 import { Reporter, join } from "./problems"
-import type { Problem } from "./problems"
 import { checkExamples, exampleEnv } from "./examples"
-import type { EngineEnv } from "./examples"
-import { applyFile } from "./validator"
-import type { FileLayer } from "./validator"
+import { applyFile, type FileLayer } from "./validator"
 import { duplicateKeys } from "./yaml-keys"
 
 /** Parses YAML text (JSON is YAML too) and applies it; a parse error skips the file. */

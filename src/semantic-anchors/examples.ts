@@ -2,16 +2,12 @@
  * A contract's examples judged with the engine (`exampleEnv`, `checkExamples`): before the validator, which checks
  * them at every load.
  */
-import { SCHEMA_KEYS } from "./model"
-import type { Contract, Example, MatchContext, Paths } from "./model"
+import { SCHEMA_KEYS, type Contract, type Example } from "./model"
+import type { Paths, EngineEnv } from "./types"
 import { Reporter, join } from "./problems"
 import { guardFiles } from "./integrity"
-import type { GuardFiles, RealPath } from "./integrity"
 import { newState, recordSeen } from "./sessions"
 import { checkMessageContract, checkToolContract } from "./verdicts"
-
-/** What the engine needs from outside: paths, the guard's files, and a realpath (the only file-system access). */
-export type EngineEnv = { paths: Paths; guard: GuardFiles; match: MatchContext; realpath: RealPath }
 
 /** Where examples are judged: the project's paths, and no file-system access (an example is a call on paper). */
 export function exampleEnv(paths: Paths): EngineEnv {

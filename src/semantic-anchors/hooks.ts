@@ -2,29 +2,43 @@
  * Opencode's hooks, each a named function (`onConfig`, `onEvent`, `onChatMessage`, `onCommand`, `onToolBefore`,
  * `onToolAfter`), then `server()` for v1 hosts and `setup()` for OpenCode 2, which translates its hooks into these.
  */
-import { WORK_CALL_MS } from "./work-ledger"
-import { GIT_LATE } from "./work-ledger"
-import { snapshotTree } from "./work-git"
-import { prepareDiscards } from "./work-git"
-import { setTimeout } from "./constants"
-import { clearTimeout } from "./constants"
-import { workFault } from "./work-git"
-import { noteAgentWrites } from "./work-git"
-import { beginRun } from "./work-git"
-import { afterAgentCall } from "./work-git"
-import { agentOwns } from "./work-git"
+import { WORK_CALL_MS, GIT_LATE } from "./work-ledger"
+import {
+  snapshotTree,
+  prepareDiscards,
+  workFault,
+  noteAgentWrites,
+  beginRun,
+  afterAgentCall,
+  agentOwns,
+} from "./work-git"
+import {
+  setTimeout,
+  clearTimeout,
+  MESSAGE_CAP,
+  OWN_TOOLS,
+  SERVICE,
+  TOAST_AFTER_MESSAGE_MS,
+  TOAST_SHOWN_MS,
+  process,
+} from "./constants"
 import { SECRET_WAIT_MS, SecretStore } from "./secret-files"
 import type { Hooks, Plugin, PluginInput } from "@opencode-ai/plugin"
-import { MESSAGE_CAP, OWN_TOOLS, SERVICE, TOAST_AFTER_MESSAGE_MS, TOAST_SHOWN_MS, process } from "./constants"
 import { capText } from "../shared/text"
 import { isMapping } from "./problems"
-import type { Raw } from "./problems"
+import type { Raw, EngineEnv } from "./types"
 import { guardFiles } from "./integrity"
-import { confirm, recordSeen, resetCounters } from "./sessions"
-import type { SessionState } from "./sessions"
-import { evaluateMessage, evaluatePlan, mayChangeLinks, release, reserve, settle } from "./verdicts"
-import type { CallFacts, Hit } from "./verdicts"
-import type { EngineEnv } from "./examples"
+import { confirm, recordSeen, resetCounters, type SessionState } from "./sessions"
+import {
+  evaluateMessage,
+  evaluatePlan,
+  mayChangeLinks,
+  release,
+  reserve,
+  settle,
+  type CallFacts,
+  type Hit,
+} from "./verdicts"
 import { resolvePaths } from "./config"
 import { PROTECTION_IDS } from "./model"
 import {
@@ -51,8 +65,10 @@ import {
   statusText,
   stripArgumentQuotes,
   withResolvedLinks,
+  type HookInput,
+  type HookOutput,
+  type Part,
 } from "./runtime"
-import type { HookInput, HookOutput, Part } from "./runtime"
 import { anchorTools, runAnchorCommand, testText } from "./anchor-command"
 import { V2_NAMES, claimHost, setupV2, v1Call } from "../shared/v2-host"
 

@@ -3,13 +3,12 @@
  * `bashTouchesGuard`).
  */
 import { substitutionsIn } from "../shared/bash-scan"
-import { programName } from "../shared/bash-programs"
+import { programName, readCommand, readCommandAt } from "../shared/bash-programs"
 import { CONFIG_FILE_NAME } from "./constants"
 import { braceGlob, braceWords, escapeRegex, globToRegExp, resolvePath } from "./names"
-import type { Paths } from "./model"
+import type { Paths, GuardFiles, RealPath } from "./types"
 import { isMapping } from "./problems"
 import type { Target } from "../shared/bash-words"
-import { readCommand, readCommandAt } from "../shared/bash-programs"
 
 /** The files an edit-tool call writes: `filePath`, or the paths named in a patch text. */
 export function editTargets(args: unknown): string[] {
@@ -30,12 +29,6 @@ export function editTargets(args: unknown): string[] {
 
 /** The files install.sh installs into a plugins directory. */
 const PLUGIN_FILES = ["semantic-anchors.ts", "loop-guard.ts", "opencode-semantic-anchors.schema.json"]
-
-/**
- * The guard's own files: config files, opencode config, plugin directories. `mentioned` holds when a text contains
- * any of `mentions` (one regex test instead of a search per name, on every bash call).
- */
-export type GuardFiles = { exact: Set<string>; roots: string[]; mentions: string[]; mentioned: RegExp }
 
 export function guardFiles(paths: Paths): GuardFiles {
   const projectDir = `${paths.directory}/.opencode`
@@ -94,9 +87,6 @@ function ancestorsAndSelf(abs: string): string[] {
   for (let cut = abs.lastIndexOf("/"); cut > 0; cut = abs.lastIndexOf("/", cut - 1)) out.push(abs.slice(0, cut))
   return out
 }
-
-/** Resolves symbolic links of a path that exists (or of its parent); the identity where nothing is known. */
-export type RealPath = (abs: string) => string
 
 /**
  * The guard's files and directories with every parent directory (a glob or a find root reaching one takes them),

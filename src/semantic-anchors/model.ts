@@ -3,10 +3,8 @@
  * agent (`builtinContracts`, `BUILTIN_PRESETS`, `ROLES`, `SCHEMA_KEYS`).
  */
 import { EDIT_TOOLS } from "../shared/tools"
-import type { Protection } from "./protection"
+import type { Protection, Problem, Raw, CommandPattern, MatchContext } from "./types"
 import { globToRegExp } from "./names"
-import type { Problem, Raw } from "./problems"
-import type { CommandPattern } from "./command-patterns"
 
 export type Mode = "block" | "warn" | "info"
 export const MODES: readonly Mode[] = ["block", "warn", "info"]
@@ -66,22 +64,6 @@ export const ANCHOR_IDS: ReadonlySet<string> = new Set(
     .split(/\s+/)
     .filter(Boolean),
 )
-
-/** Where the plugin looks, resolved once from the plugin input and the environment. */
-export type Paths = {
-  directory: string
-  worktree: string
-  home: string
-  tmpdir: string // $TMPDIR, else /tmp: where a command rule's `$TMPDIR` points
-  dataDir: string // ${XDG_DATA_HOME:-$HOME/.local/share}/opencode: opencode's own credentials (protect-secrets)
-  globalDir: string // ${XDG_CONFIG_HOME:-$HOME/.config}/opencode
-  globalFile: string // the global file, or the one OPENCODE_SEMANTIC_ANCHORS_CONFIG names
-  globalFromEnv: boolean
-  projectFile: string
-}
-
-/** What a matcher needs besides the value: paths are matched relative to the project when they lie inside it. */
-export type MatchContext = { directory: string; worktree: string }
 
 /** One argument matcher; `kind`, `text` (`regex /x/i`, `glob a/**`) and `negate` are for the explanations. */
 export type ArgMatcher = {

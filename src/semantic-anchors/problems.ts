@@ -2,15 +2,12 @@
  * A config problem (file, key path, fix) and the `Reporter` that collects them (`formatProblem`).
  */
 import { didYouMean } from "./names"
-
-type Severity = "error" | "warning"
-export type Problem = { severity: Severity; file: string; keyPath: string; text: string }
+import type { Problem, Raw } from "./types"
 
 export function formatProblem(problem: Problem): string {
   return `${problem.file}: ${problem.keyPath ? `${problem.keyPath}: ` : ""}${problem.text}`
 }
 
-export type Raw = Record<string, unknown>
 export const isMapping = (value: unknown): value is Raw =>
   typeof value === "object" && value !== null && !Array.isArray(value)
 export const describe = (value: unknown): string =>

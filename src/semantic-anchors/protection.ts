@@ -5,39 +5,38 @@
  * ledger). protect-secrets also takes the person's secrets out of every tool result (secrets.ts, hooks.ts).
  */
 import { workViewOf } from "./work-ledger"
-import type { RanCommand } from "../shared/bash-programs"
-import type { PathPlaces } from "./command-patterns"
-import { resolveOperand } from "./command-patterns"
-import { getopt } from "../shared/bash-words"
-import { ranArgs } from "../shared/bash-programs"
-import { flagName, flagsGiven } from "./command-patterns"
-import { foundOperands } from "./command-patterns"
-import { UNDER_ROOT } from "./command-patterns"
-import type { OptionSpec } from "../shared/bash-words"
+import { type RanCommand, ranArgs, programName, readCommand } from "../shared/bash-programs"
+import type {
+  PathPlaces,
+  CommandPattern,
+  EngineEnv,
+  Discard,
+  FileDiscard,
+  LineLoops,
+  Onto,
+  ProtectCheck,
+  Protection,
+} from "./types"
+import {
+  resolveOperand,
+  flagName,
+  flagsGiven,
+  foundOperands,
+  UNDER_ROOT,
+  expandPlaces,
+  parseCommandPattern,
+  runsHolds,
+  pathPlaces,
+  ranIndex,
+  ranText,
+  ranWhere,
+} from "./command-patterns"
+import { getopt, type OptionSpec } from "../shared/bash-words"
 import { gitSubcommandAt } from "../shared/git-words"
-import { resolvePath } from "./names"
-import { braceWords } from "./names"
-import { oneLine } from "./names"
-import { programName } from "../shared/bash-programs"
-import { expandPlaces } from "./command-patterns"
-import type { Trigger } from "./model"
-import { parseCommandPattern } from "./command-patterns"
-import { globToRegExp } from "./names"
-import type { Example } from "./model"
-import { call } from "./model"
-import type { Contract } from "./model"
-import type { Mode } from "./model"
-import { PROTECTION_IDS } from "./model"
-import type { CommandPattern } from "./command-patterns"
+import { resolvePath, braceWords, oneLine, globToRegExp } from "./names"
+import { type Trigger, type Example, call, type Contract, type Mode, PROTECTION_IDS } from "./model"
 import type { SessionState } from "./sessions"
-import type { EngineEnv } from "./examples"
-import { runsHolds } from "./command-patterns"
 import { isMapping } from "./problems"
-import { readCommand } from "../shared/bash-programs"
-import { pathPlaces } from "./command-patterns"
-import { ranIndex } from "./command-patterns"
-import { ranText } from "./command-patterns"
-import { ranWhere } from "./command-patterns"
 import { isSecretPath } from "./secrets"
 // With no config file, every role gets five built-in contracts (PROTECTION_IDS, in every role like guard-integrity)
 // that stop what a person cannot get back, however the command is spelled, chained or wrapped:
@@ -58,19 +57,6 @@ import { isSecretPath } from "./secrets"
 // What a pattern can say is a command pattern (`runs:`, as a person writes one); the rest is a ProtectCheck: a
 // program's own reading of its arguments (find's roots and actions, dd's `of=`, parted's commands, what a checkout
 // discards). Each family is switched off, set to warn or locked by its id, like any built-in.
-
-/**
- * A check of one simple command for what a pattern cannot say: what it would destroy, in words (`deletes /etc,
- * outside the project`), or undefined. `programs`: the commands it looks at; `keys`: the runs screen's keys for
- * them (`git checkout`), the programs when absent.
- */
-type ProtectCheck = {
-  programs: string[]
-  keys?: string[]
-  check(ran: RanCommand, places: PathPlaces, work: WorkView | undefined, line: LineLoops): string | undefined
-}
-/** What a built-in tool trigger checks besides its patterns. */
-export type Protection = { checks: ProtectCheck[]; keys: string[] }
 
 const REMOTE_HISTORY_RUNS = [
   "git push {--force,--mirror,--delete,--prune} !--dry-run",
@@ -254,46 +240,6 @@ const DISK_CHECKS: ProtectCheck[] = [
 
 // The discards of uncommitted work -----------------------------------------------------------------------------------
 
-/**
- * What a git command would throw away of uncommitted work: changes to files named by pathspecs (`checkout -- f`,
- * `restore f`, `checkout f`, whose first word may be a branch), tracked changes in the whole tree (`reset --hard`,
- * `checkout -f`, `switch -f`), untracked (and, with -x, ignored) files (`clean -f`), or a stash entry (`stash drop`,
- * `stash clear`). `cwd`: where git runs (the line's `cd`s, git's `-C`), where pathspecs resolve.
- */
-export type Discard =
-  | { kind: "paths"; specs: string[]; cwd: string; text: string }
-  | { kind: "tree"; cwd: string; text: string }
-  | { kind: "clean"; specs: string[]; ignored: boolean; cwd: string; text: string }
-  | { kind: "stash"; clear: boolean; entry: string; cwd: string; text: string }
-  | FileDiscard
-
-/**
- * A file command that deletes or overwrites files (`rm`, `mv` onto a file, `truncate`, ...): `paths`, absolute, each
- * a file or a tree it loses (a glob as written: `*.txt`); `onto`, a copy or move whose loss depends on its
- * destination (a file: it is lost; a directory: the file of each source's name in it); `unknown`, why what it loses
- * cannot be told (a path held in a variable). `secrets`: the person's secret files among `paths`, lost even when git
- * ignores them.
- */
-export type FileDiscard = {
-  kind: "files"
-  paths: string[]
-  onto?: Onto
-  unknown?: string
-  secrets: string[]
-  cwd: string
-  text: string
-}
-/**
- * A copy or move onto `dest`: into it when it is a directory (`dir` true: `-t`; false: `-T`; undefined: as the disk
- * says), each source's name there lost, or onto it when it is a file. `spread`: the files a loop moves onto the one
- * name (`for f in *.txt; do mv "$f" out; done`): when `dest` is no directory, all but the last are lost; null when
- * the loop's files cannot be told.
- */
-export type Onto = { dest: string; names: string[]; dir: boolean | undefined; spread?: string[] | null }
-
-/** The judge of a discard: undefined when all it throws away is the agent's own, else what is protected. */
-export type WorkView = { judge(discard: Discard): string | undefined }
-
 /** The discard a git command is, or undefined (a branch switch, `restore --staged`, `clean -n`, ...). */
 export function discardOf(ran: RanCommand, places: PathPlaces): Discard | undefined {
   const args = ranArgs(ran)
@@ -368,12 +314,6 @@ export function discardOf(ran: RanCommand, places: PathPlaces): Discard | undefi
 
 // Files deleted or overwritten ------------------------------------------------------------------------------------
 
-/**
- * The values a line gives its variables: a `for NAME in WORDS` loop's words, a plain `NAME=WORD` before the
- * command; `loop`: the line has a loop (a `for`, or a `while` whose files are not known), `other` one of another
- * kind.
- */
-export type LineLoops = { vars: Map<string, string[]>; loop: boolean; other: boolean }
 const NO_LOOPS: LineLoops = { vars: new Map(), loop: false, other: false }
 const FOR_LOOP = /\bfor\s+([A-Za-z_]\w*)\s+in\s+([^;\n]*?)\s*(?:;|\n)\s*do\b/g
 const ASSIGNMENT = /(?:^|[;&|\n]\s*)([A-Za-z_]\w*)=("[^"$`]*"|'[^']*'|[^\s;&|$`'"]*)(?=\s*(?:[;&\n]|$))/g

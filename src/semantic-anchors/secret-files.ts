@@ -5,9 +5,18 @@
 // @ts-ignore -- no Node types in this zero-dependency project; node:fs is built into Bun, which runs the plugin.
 import { promises } from "node:fs"
 import { clearTimeout, setTimeout } from "./constants"
-import { SecretMatcher, isKeyFileName, isSecretFileName, isSshKeyName, secretsOfEnv, secretsOfFile } from "./secrets"
-import type { Secret, SecretPlaces } from "./secrets"
-import { OPENCODE_SECRET_FILES, SECRET_HOME_FILES } from "./secrets"
+import {
+  SecretMatcher,
+  isKeyFileName,
+  isSecretFileName,
+  isSshKeyName,
+  secretsOfEnv,
+  secretsOfFile,
+  type Secret,
+  type SecretPlaces,
+  OPENCODE_SECRET_FILES,
+  SECRET_HOME_FILES,
+} from "./secrets"
 import { globToRegExp, pathLabel, relativeInside } from "./names"
 // Bounds: a file larger than SECRET_FILE_MAX is not read (a secret file is small; a huge one is no credential file);
 // the project is walked SECRET_WALK_DEPTH directories down, past dependency and build folders, SECRET_WALK_MAX

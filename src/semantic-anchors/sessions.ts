@@ -1,12 +1,11 @@
 /**
  * Per root session state: counters, confirmations, bypasses, seen texts (`RootSessions`, `bypassRefusal`).
  */
-import type { WorkLedger } from "./work-ledger"
+import type { WorkLedger, Reservation } from "./types"
 import { MAX_PARENT_LINKS, MAX_PENDING_NOTES, MAX_RESERVED, MAX_ROOT_SESSIONS, MAX_SEEN, SEEN_CAP } from "./constants"
 import { RecentMap } from "../shared/recent-map"
 import { capText } from "../shared/text"
 import type { Settings } from "./model"
-import type { Reservation } from "./verdicts"
 
 export type SessionState = {
   role: string

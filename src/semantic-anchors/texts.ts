@@ -5,7 +5,7 @@ import { TAG } from "./constants"
 import { oneLine } from "./names"
 import type { Contract, Settings } from "./model"
 import { formatProblem } from "./problems"
-import type { Problem } from "./problems"
+import type { Problem } from "./types"
 import type { SessionState } from "./sessions"
 import type { Hit } from "./verdicts"
 

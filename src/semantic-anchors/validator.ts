@@ -2,10 +2,8 @@
  * Every key of a contract file, with file, key path and fix: matchers, triggers (a `runs` list compiled at
  * `trigger.runs[i]`), examples, presets, roles, settings, locks.
  */
-import { PROTECTION_IDS } from "./model"
-import { REGEX_INPUT_CAP, capText, regexHazard } from "../shared/text"
-import { anyMatch, closest, didYouMean, globOutline, globToRegExp } from "./names"
 import {
+  PROTECTION_IDS,
   ANCHOR_IDS,
   IN_EVERY_ROLE,
   MODES,
@@ -18,25 +16,23 @@ import {
   lockedForAgent,
   roleForAgent,
   toolsText,
+  type ArgMatcher,
+  type Config,
+  type Contract,
+  type Example,
+  type Examples,
+  type Lock,
+  type Mode,
+  type ScreenPart,
+  type Trigger,
 } from "./model"
-import type {
-  ArgMatcher,
-  Config,
-  Contract,
-  Example,
-  Examples,
-  Lock,
-  MatchContext,
-  Mode,
-  ScreenPart,
-  Trigger,
-} from "./model"
+import { REGEX_INPUT_CAP, capText, regexHazard } from "../shared/text"
+import { anyMatch, closest, didYouMean, globOutline, globToRegExp } from "./names"
+import type { MatchContext, CommandPattern, EngineEnv } from "./types"
 import { Reporter, describe, isMapping, join } from "./problems"
 import { asText, pathForGlob, stringList } from "./values"
 import { parseCommandPattern } from "./command-patterns"
-import type { CommandPattern } from "./command-patterns"
 import { checkExamples } from "./examples"
-import type { EngineEnv } from "./examples"
 
 const ALLOWED_FLAGS = /^[imsu]*$/ // g and y would make repeated tests stateful
 

@@ -2,9 +2,8 @@
  * Values read from raw YAML and from tool arguments (`valueAt`, `asText`, `pathForGlob`).
  */
 import { normalizePath, relativeInside } from "./names"
-import type { MatchContext } from "./model"
+import type { MatchContext, Raw } from "./types"
 import { Reporter, describe } from "./problems"
-import type { Raw } from "./problems"
 
 export function stringList(value: unknown, keyPath: string, r: Reporter, what: string): string[] | undefined {
   const list = typeof value === "string" ? [value] : value

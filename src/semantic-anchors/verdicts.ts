@@ -3,21 +3,29 @@
  * (`activeContracts`, `checkToolContract`, `toolPlan`, `checkMessageContract`, `isChangingStep`).
  */
 import { EDIT_TOOLS, READING_TOOLS } from "../shared/tools"
-import { runsHolds } from "./command-patterns"
+import { runsHolds, runsScreenHolds } from "./command-patterns"
 import { protectHolds } from "./protection"
 import { MESSAGE_CAP, OWN_TOOLS } from "./constants"
 import { REGEX_INPUT_CAP, capText } from "../shared/text"
 import { anyMatch, oneLine, resolvePath } from "./names"
-import { EDIT_TOOL_RES, MODE_RANK, contractsOfRole, lockedForAgent } from "./model"
-import type { ArgMatcher, Config, Contract, Mode, ScreenPart } from "./model"
+import {
+  EDIT_TOOL_RES,
+  MODE_RANK,
+  contractsOfRole,
+  lockedForAgent,
+  type ArgMatcher,
+  type Config,
+  type Contract,
+  type Mode,
+  type ScreenPart,
+} from "./model"
 import { isMapping } from "./problems"
 import { asText, pathForGlob, valueAt } from "./values"
 import { NO_WORDS } from "../shared/bash-scan"
 import { isReadOnlyCommand } from "../shared/bash-programs"
-import { runsScreenHolds } from "./command-patterns"
 import { bashTouchesGuard, editTargets, isGuardPath } from "./integrity"
 import type { SessionState } from "./sessions"
-import type { EngineEnv } from "./examples"
+import type { EngineEnv } from "./types"
 
 /**
  * The one decision on what applies to a session: the contracts of its role, plus the locked contracts its agent
@@ -395,9 +403,6 @@ function isChangingStep(tool: string, args: unknown): boolean {
 export function mayChangeLinks(facts: CallFacts): boolean {
   return !EDIT_TOOLS.includes(facts.tool) && isChanging(facts)
 }
-
-/** What one allowed call was counted for, to give back if it turns out not to have run. */
-export type Reservation = { steps: readonly string[]; dirs: readonly string[] } // the plan's list and topDirs': not copied
 
 /**
  * Counts an allowed changing call at once (so parallel calls of one step never pass the limit together) and keeps

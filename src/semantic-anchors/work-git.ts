@@ -2,48 +2,33 @@
  * The work ledger's I/O: git asked with a bound (askGit), file stamps, the snapshot at a user message, and a discard
  * judged on its own call; every fault protects and is logged once.
  */
-import { process } from "./constants"
-import { newLedger } from "./work-ledger"
-import { discardOf } from "./protection"
-import { fileDiscardOf } from "./protection"
-import { lineLoops } from "./protection"
-import { FILE_DISCARD_PROGRAMS } from "./protection"
-import type { FileDiscard } from "./protection"
-import type { LostKinds } from "./work-ledger"
-import { discardKey } from "./work-ledger"
-import { GIT_LATE } from "./work-ledger"
-import { WORK_GIT_MS } from "./work-ledger"
-import { WORK_MAX_OUTPUT } from "./work-ledger"
-import type { Snapshot } from "./work-ledger"
-import { parseStatus } from "./work-ledger"
-import type { Discard } from "./protection"
-import type { WorkLedger } from "./work-ledger"
-import type { Whose } from "./work-ledger"
-import { whoseChange } from "./work-ledger"
-import { lossText } from "./work-ledger"
-import type { AfterCall } from "./work-ledger"
-import type { Run } from "./work-ledger"
-import type { FileNow } from "./work-ledger"
-import { MAX_OWN_STAMPED } from "./work-ledger"
-import { MAX_RUNS } from "./work-ledger"
-import { runAt } from "./work-ledger"
-import { clearTimeout } from "./constants"
-import { setTimeout } from "./constants"
-import { oneLine } from "./names"
-import { Anchors } from "./runtime"
+import { process, clearTimeout, setTimeout } from "./constants"
+import {
+  newLedger,
+  type LostKinds,
+  discardKey,
+  GIT_LATE,
+  WORK_GIT_MS,
+  WORK_MAX_OUTPUT,
+  parseStatus,
+  type Whose,
+  whoseChange,
+  lossText,
+  type FileNow,
+  MAX_OWN_STAMPED,
+  MAX_RUNS,
+  runAt,
+} from "./work-ledger"
+import { discardOf, fileDiscardOf, lineLoops, FILE_DISCARD_PROGRAMS } from "./protection"
+import type { FileDiscard, Snapshot, Discard, WorkLedger, AfterCall, Run } from "./types"
+import { oneLine, relativeInside, resolvePath } from "./names"
+import { Anchors, type HookInput } from "./runtime"
 import type { SessionState } from "./sessions"
 import { PROTECTION_IDS } from "./model"
-import { relativeInside } from "./names"
-import { resolvePath } from "./names"
-import type { RanCommand } from "../shared/bash-programs"
-import { ranArgs } from "../shared/bash-programs"
+import { type RanCommand, ranArgs, readCommand } from "../shared/bash-programs"
 import { gitSubcommandAt } from "../shared/git-words"
-import type { HookInput } from "./runtime"
 import { isMapping } from "./problems"
-import { ranIndex } from "./command-patterns"
-import { readCommand } from "../shared/bash-programs"
-import { pathPlaces } from "./command-patterns"
-import { resolveOperand } from "./command-patterns"
+import { ranIndex, pathPlaces, resolveOperand } from "./command-patterns"
 import { EDIT_TOOLS } from "../shared/tools"
 import { editTargets } from "./integrity"
 // @ts-ignore -- node:child_process is built into Bun too: git is asked, with a bound, what a discard would lose.

@@ -3,10 +3,8 @@
  * discard of uncommitted work can be judged by whose work it would lose (git is asked in work-git.ts).
  */
 import { RecentMap } from "../shared/recent-map"
-import type { Discard } from "./protection"
-import type { WorkView } from "./protection"
+import type { Discard, WorkView, EngineEnv, Run, TreeState, WorkLedger } from "./types"
 import type { SessionState } from "./sessions"
-import type { EngineEnv } from "./examples"
 // Per root session, what the agent changed: the files its edit tools wrote and the files its bash commands are seen
 // to write (the reader's written operands and redirects), each with the tree's state before it first touched the file
 // (a snapshot: `git status`, asked in the background at each user message, never on a call's path) and a stamp (size
@@ -26,31 +24,6 @@ export const MAX_OWNED_FILES = 4096 // files per session the ledger keeps; beyon
 export const MAX_RUNS = 256 // commands the reader cannot follow a session remembers; beyond, the oldest is forgotten
 export const MAX_WORK_VERDICTS = 64 // discard verdicts waiting for their call's decision
 
-/** What `git status --porcelain=v2` said: changed tracked files, untracked (and ignored) files and directories. */
-type TreeState = { tracked: Set<string>; untracked: Set<string>; dirs: string[]; detached: boolean }
-/** A `git status` of the whole tree, asked in the background: its state, or why there is none. */
-export type Snapshot = { state?: TreeState; fault?: string; pending?: Promise<void> }
-/** A file the agent changed: the snapshot taken before it first did, and its stamp after its last change. */
-type OwnedFile = { before: Snapshot | undefined; stamp?: string }
-export type WorkLedger = {
-  owned: RecentMap<OwnedFile> // absolute path -> what the agent did to it; beyond MAX_OWNED_FILES the oldest is forgotten
-  baseline?: Snapshot // the first snapshot of the session: what was there before it changed anything
-  snapshot?: Snapshot // the latest
-  runs: Run[] // the agent's commands the reader cannot follow, oldest first, the latest MAX_RUNS
-  stash: boolean[] // the stash entries the agent made in this session, oldest first: true when all its own work
-  verdicts: RecentMap<string | null> // discard key -> what it would lose (null: only the agent's own)
-  afterCall: RecentMap<AfterCall> // callID -> what to do once that call ran
-}
-
-/** What a call's after hook does: stamp the files it wrote, record its stash entries, end its run. */
-export type AfterCall = { stamp: string[]; stash: ("push-own" | "push-other" | "pop" | "clear")[]; run?: Run }
-/**
- * A command of the agent's that the reader cannot follow (a script, `python3 -c`, `make`): when it ran, from `at`
- * (its before hook) to `end` (its after hook), the snapshot before it, and the agent's own files as it left them when
- * it began. No process is started for it: a file whose mtime lies in a run was changed by it (MTIME_SLACK_MS either
- * side), so it is the agent's, when it was clean in the snapshot before the run or the agent's own as it left it.
- */
-export type Run = { at: number; end: number; base: Snapshot | undefined; own: Set<string> }
 export const MTIME_SLACK_MS = 20 // a file's mtime may trail the clock by a tick of the kernel's coarse time
 export const MAX_OWN_STAMPED = 64 // the agent's files whose stamps a run reads before it begins (the latest changed)
 

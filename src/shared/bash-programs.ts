@@ -2,13 +2,8 @@
  * `PROGRAMS`, what each program does with its arguments; `readCommand`, one reading per call; `isReadOnlyCommand`,
  * the answer both plugins give to "does this command change anything".
  */
-import { NOTHING_READ } from "./bash-words"
-import type { SimpleCommand } from "./bash-scan"
-import { gitStashUntracked } from "./git-words"
-import { GIT_VALUE_GLOBALS } from "./git-words"
-import { REGEX_INPUT_CAP, capText } from "./text"
-import { MAX_PREFIXES, NO_WORDS, scanCommand } from "./bash-scan"
 import {
+  NOTHING_READ,
   OPAQUE,
   afterOptions,
   copies,
@@ -23,8 +18,12 @@ import {
   values,
   writesFiles,
   writesOutput,
+  type ProgramReader,
+  type Reading,
 } from "./bash-words"
-import type { ProgramReader, Reading } from "./bash-words"
+import { type SimpleCommand, MAX_PREFIXES, NO_WORDS, scanCommand } from "./bash-scan"
+import { gitStashUntracked, GIT_VALUE_GLOBALS, gitCleanArgs, gitGlobals, isGitDryRun, isReadOnlyGit } from "./git-words"
+import { REGEX_INPUT_CAP, capText } from "./text"
 import {
   ANY_PATH,
   FIND_EXEC,
@@ -33,9 +32,8 @@ import {
   FIND_WRITES_FILE,
   findNameTest,
   sedScriptEffects,
+  type FindTest,
 } from "./bash-scripts"
-import type { FindTest } from "./bash-scripts"
-import { gitCleanArgs, gitGlobals, isGitDryRun, isReadOnlyGit } from "./git-words"
 
 // What a bash command does with each of its words, the way each tool's manual says. A quote-aware scan, not a shell:
 // `scanCommand` splits a command line into simple commands (at unquoted `|`, `||`, `&&`, `;`, `&`, newlines and
