@@ -2404,10 +2404,19 @@ function resolvePath(base: string, path: string, home?: string): string {
   return normalizePath(path.startsWith("/") ? path : `${base}/${path}`)
 }
 
+/**
+ * Whether an absolute path is a directory or lies under it (`strict`: under it only); the one "is this path inside
+ * that directory" test of the plugin (a directory written with a trailing `/` too).
+ */
+function isInside(abs: string, dir: string, strict = false): boolean {
+  if (abs === dir) return !strict
+  return abs.startsWith(dir) && (dir.endsWith("/") || abs[dir.length] === "/")
+}
+
 /** `abs` relative to `base`, or undefined when it lies outside. */
 function relativeInside(base: string, abs: string): string | undefined {
   if (abs === base) return "."
-  if (!abs.startsWith(base) || (!base.endsWith("/") && abs[base.length] !== "/")) return undefined
+  if (!isInside(abs, base)) return undefined
   let start = base.length
   while (abs[start] === "/") start++
   return abs.slice(start)
@@ -4149,8 +4158,6 @@ function someGuardPath(guard: GuardFiles, test: (path: string) => boolean): bool
   return false
 }
 
-const isUnder = (path: string, dir: string) => path === dir || path.startsWith(dir.endsWith("/") ? dir : `${dir}/`)
-
 /** Whether a normal absolute path is a guard file or directory, or a directory with one under it (the root too). */
 function holdsGuardPath(path: string, guard: GuardFiles): boolean {
   const normal = path.length > 1 && path.endsWith("/") ? path.replace(/\/+$/, "") : path
@@ -4189,7 +4196,7 @@ function targetHitsGuard(target: Target, paths: Paths, guard: GuardFiles, realpa
     // The path as find prints it: the root as written, then the rest.
     const printed = (path: string) =>
       path === abs ? target.word : `${target.word.replace(/\/+$/, "")}/${path.slice(abs.length).replace(/^\/+/, "")}`
-    return someGuardPath(guard, (path) => isUnder(path, abs) && filter(printed(path)))
+    return someGuardPath(guard, (path) => isInside(path, abs) && filter(printed(path)))
   }
   const hits = (path: string) =>
     isGuardPath(path, guard) || (holdsGuardPath(path, guard) && !(target.into && onlyInto(path, target.into, guard)))
@@ -4259,7 +4266,7 @@ function bashTouchesGuard(
   // directory inside one), counts when the command changes something or cannot be followed.
   const here = workdir ? { ...paths, directory: resolvePath(paths.directory, workdir, paths.home) } : paths
   if (workdir && (read.changing || read.opaque)) {
-    const inGuardDir = [...guard.roots].some((root) => isUnder(here.directory, root))
+    const inGuardDir = [...guard.roots].some((root) => isInside(here.directory, root))
     const hit = mentionIn(workdir, guard) ?? (inGuardDir ? workdir : undefined)
     if (hit) return hit
   }
@@ -4554,7 +4561,7 @@ function parseStatus(out: string): TreeState | string {
 
 /** Whether a snapshot shows a path (relative to the repository) changed, or under an untracked directory. */
 function changedIn(state: TreeState, rel: string): boolean {
-  return state.tracked.has(rel) || state.untracked.has(rel) || state.dirs.some((dir) => rel.startsWith(dir))
+  return state.tracked.has(rel) || state.untracked.has(rel) || state.dirs.some((dir) => isInside(rel, dir))
 }
 
 /** Whose a changed file is: the agent's own, there before the session, someone else's, or not known. */
@@ -5060,10 +5067,6 @@ const LOCAL_HISTORY_RUNS = [
 /** Devices that hold no file system: writing to them destroys nothing. */
 const HARMLESS_DEVICE = /^\/dev\/(?:null|zero|full|random|urandom|stdin|stdout|stderr|tty|fd\/.*|shm\/.*|pts\/.*)$/
 
-function strictlyUnder(abs: string, dir: string): boolean {
-  return abs !== dir && abs.startsWith(dir === "/" ? "/" : `${dir}/`)
-}
-
 /** The temporary directories of every system, beside `$TMPDIR`: what is under them is scratch (FHS 3.0, 3.18 and 5.15). */
 const TEMPORARY = ["/tmp", "/var/tmp"]
 
@@ -5077,11 +5080,11 @@ function protectedTree(abs: string, places: PathPlaces): string | undefined {
   if (places.home.length > 1 && (abs === places.home || abs === `${places.home}/*`))
     return `deletes ${abs}, the home directory`
   if (abs === places.project || abs === `${places.project}/*`) return `deletes ${abs}, the project root`
-  if (strictlyUnder(places.project, abs)) return `deletes ${abs}, which holds the project`
-  if (strictlyUnder(abs, places.project)) return undefined
-  if (places.home.length > 1 && strictlyUnder(abs, places.home))
+  if (isInside(places.project, abs, true)) return `deletes ${abs}, which holds the project`
+  if (isInside(abs, places.project, true)) return undefined
+  if (places.home.length > 1 && isInside(abs, places.home, true))
     return `deletes ${abs}, in the home directory, outside the project`
-  if (TEMPORARY.some((dir) => strictlyUnder(abs, dir)) || strictlyUnder(abs, places.tmpdir)) return undefined
+  if (TEMPORARY.some((dir) => isInside(abs, dir, true)) || isInside(abs, places.tmpdir, true)) return undefined
   return `deletes ${abs}, outside the project`
 }
 
@@ -5496,7 +5499,7 @@ function fileDiscardOf(
   }
   const lost = [...discard.paths, ...(discard.onto ? [discard.onto.dest, ...(discard.onto.spread ?? [])] : [])]
   discard.secrets = lost.filter((abs) => !/[*?[]/.test(abs) && isSecretPath(abs, places))
-  const inside = (abs: string) => abs === places.project || strictlyUnder(abs, places.project)
+  const inside = (abs: string) => isInside(abs, places.project)
   if (!discard.unknown && !lost.some(inside)) return undefined
   return discard
 }
@@ -8489,8 +8492,7 @@ function snapshotTree(anchors: Anchors, state: SessionState): void {
 
 /** git's answer on what a discard would throw away: the changed files (relative to the root), or a fault. */
 async function discardedFiles(root: string, discard: Discard): Promise<{ files: string[] } | { fault: string }> {
-  if (!(discard.cwd === root || discard.cwd.startsWith(`${root}/`)))
-    return { fault: "it runs in a directory outside the project's repository" }
+  if (!isInside(discard.cwd, root)) return { fault: "it runs in a directory outside the project's repository" }
   const specs: string[] = []
   if (discard.kind === "paths" || discard.kind === "clean")
     for (const spec of discard.specs) {

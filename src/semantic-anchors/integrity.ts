@@ -5,7 +5,7 @@
 import { substitutionsIn } from "../shared/bash-scan"
 import { programName, readCommand, readCommandAt } from "../shared/bash-programs"
 import { CONFIG_FILE_NAME } from "./constants"
-import { braceGlob, braceWords, escapeRegex, globToRegExp, resolvePath } from "./names"
+import { braceGlob, braceWords, escapeRegex, globToRegExp, resolvePath, isInside } from "./names"
 import type { Paths, GuardFiles, RealPath } from "./types"
 import { isMapping } from "./problems"
 import type { Target } from "../shared/bash-words"
@@ -105,8 +105,6 @@ function someGuardPath(guard: GuardFiles, test: (path: string) => boolean): bool
   return false
 }
 
-const isUnder = (path: string, dir: string) => path === dir || path.startsWith(dir.endsWith("/") ? dir : `${dir}/`)
-
 /** Whether a normal absolute path is a guard file or directory, or a directory with one under it (the root too). */
 function holdsGuardPath(path: string, guard: GuardFiles): boolean {
   const normal = path.length > 1 && path.endsWith("/") ? path.replace(/\/+$/, "") : path
@@ -145,7 +143,7 @@ function targetHitsGuard(target: Target, paths: Paths, guard: GuardFiles, realpa
     // The path as find prints it: the root as written, then the rest.
     const printed = (path: string) =>
       path === abs ? target.word : `${target.word.replace(/\/+$/, "")}/${path.slice(abs.length).replace(/^\/+/, "")}`
-    return someGuardPath(guard, (path) => isUnder(path, abs) && filter(printed(path)))
+    return someGuardPath(guard, (path) => isInside(path, abs) && filter(printed(path)))
   }
   const hits = (path: string) =>
     isGuardPath(path, guard) || (holdsGuardPath(path, guard) && !(target.into && onlyInto(path, target.into, guard)))
@@ -215,7 +213,7 @@ export function bashTouchesGuard(
   // directory inside one), counts when the command changes something or cannot be followed.
   const here = workdir ? { ...paths, directory: resolvePath(paths.directory, workdir, paths.home) } : paths
   if (workdir && (read.changing || read.opaque)) {
-    const inGuardDir = [...guard.roots].some((root) => isUnder(here.directory, root))
+    const inGuardDir = [...guard.roots].some((root) => isInside(here.directory, root))
     const hit = mentionIn(workdir, guard) ?? (inGuardDir ? workdir : undefined)
     if (hit) return hit
   }

@@ -81,10 +81,19 @@ export function resolvePath(base: string, path: string, home?: string): string {
   return normalizePath(path.startsWith("/") ? path : `${base}/${path}`)
 }
 
+/**
+ * Whether an absolute path is a directory or lies under it (`strict`: under it only); the one "is this path inside
+ * that directory" test of the plugin (a directory written with a trailing `/` too).
+ */
+export function isInside(abs: string, dir: string, strict = false): boolean {
+  if (abs === dir) return !strict
+  return abs.startsWith(dir) && (dir.endsWith("/") || abs[dir.length] === "/")
+}
+
 /** `abs` relative to `base`, or undefined when it lies outside. */
 export function relativeInside(base: string, abs: string): string | undefined {
   if (abs === base) return "."
-  if (!abs.startsWith(base) || (!base.endsWith("/") && abs[base.length] !== "/")) return undefined
+  if (!isInside(abs, base)) return undefined
   let start = base.length
   while (abs[start] === "/") start++
   return abs.slice(start)

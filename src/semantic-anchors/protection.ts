@@ -33,7 +33,7 @@ import {
 } from "./command-patterns"
 import { getopt, type OptionSpec } from "../shared/bash-words"
 import { gitSubcommandAt } from "../shared/git-words"
-import { resolvePath, braceWords, oneLine, globToRegExp } from "./names"
+import { resolvePath, braceWords, oneLine, globToRegExp, isInside } from "./names"
 import { type Trigger, type Example, call, type Contract, type Mode, PROTECTION_IDS } from "./model"
 import type { SessionState } from "./sessions"
 import { isMapping } from "./problems"
@@ -77,10 +77,6 @@ const LOCAL_HISTORY_RUNS = [
 /** Devices that hold no file system: writing to them destroys nothing. */
 const HARMLESS_DEVICE = /^\/dev\/(?:null|zero|full|random|urandom|stdin|stdout|stderr|tty|fd\/.*|shm\/.*|pts\/.*)$/
 
-function strictlyUnder(abs: string, dir: string): boolean {
-  return abs !== dir && abs.startsWith(dir === "/" ? "/" : `${dir}/`)
-}
-
 /** The temporary directories of every system, beside `$TMPDIR`: what is under them is scratch (FHS 3.0, 3.18 and 5.15). */
 const TEMPORARY = ["/tmp", "/var/tmp"]
 
@@ -94,11 +90,11 @@ function protectedTree(abs: string, places: PathPlaces): string | undefined {
   if (places.home.length > 1 && (abs === places.home || abs === `${places.home}/*`))
     return `deletes ${abs}, the home directory`
   if (abs === places.project || abs === `${places.project}/*`) return `deletes ${abs}, the project root`
-  if (strictlyUnder(places.project, abs)) return `deletes ${abs}, which holds the project`
-  if (strictlyUnder(abs, places.project)) return undefined
-  if (places.home.length > 1 && strictlyUnder(abs, places.home))
+  if (isInside(places.project, abs, true)) return `deletes ${abs}, which holds the project`
+  if (isInside(abs, places.project, true)) return undefined
+  if (places.home.length > 1 && isInside(abs, places.home, true))
     return `deletes ${abs}, in the home directory, outside the project`
-  if (TEMPORARY.some((dir) => strictlyUnder(abs, dir)) || strictlyUnder(abs, places.tmpdir)) return undefined
+  if (TEMPORARY.some((dir) => isInside(abs, dir, true)) || isInside(abs, places.tmpdir, true)) return undefined
   return `deletes ${abs}, outside the project`
 }
 
@@ -513,7 +509,7 @@ export function fileDiscardOf(
   }
   const lost = [...discard.paths, ...(discard.onto ? [discard.onto.dest, ...(discard.onto.spread ?? [])] : [])]
   discard.secrets = lost.filter((abs) => !/[*?[]/.test(abs) && isSecretPath(abs, places))
-  const inside = (abs: string) => abs === places.project || strictlyUnder(abs, places.project)
+  const inside = (abs: string) => isInside(abs, places.project)
   if (!discard.unknown && !lost.some(inside)) return undefined
   return discard
 }

@@ -21,7 +21,7 @@ import {
 } from "./work-ledger"
 import { discardOf, fileDiscardOf, lineLoops, FILE_DISCARD_PROGRAMS } from "./protection"
 import type { FileDiscard, Snapshot, Discard, WorkLedger, AfterCall, Run } from "./types"
-import { oneLine, relativeInside, resolvePath } from "./names"
+import { oneLine, relativeInside, resolvePath, isInside } from "./names"
 import { Anchors, type HookInput } from "./runtime"
 import type { SessionState } from "./sessions"
 import { PROTECTION_IDS } from "./model"
@@ -151,8 +151,7 @@ export function snapshotTree(anchors: Anchors, state: SessionState): void {
 
 /** git's answer on what a discard would throw away: the changed files (relative to the root), or a fault. */
 async function discardedFiles(root: string, discard: Discard): Promise<{ files: string[] } | { fault: string }> {
-  if (!(discard.cwd === root || discard.cwd.startsWith(`${root}/`)))
-    return { fault: "it runs in a directory outside the project's repository" }
+  if (!isInside(discard.cwd, root)) return { fault: "it runs in a directory outside the project's repository" }
   const specs: string[] = []
   if (discard.kind === "paths" || discard.kind === "clean")
     for (const spec of discard.specs) {

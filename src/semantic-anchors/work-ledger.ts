@@ -2,6 +2,7 @@
  * The work ledger, its pure part: per root session, what the agent changed and the tree's state before it, so that a
  * discard of uncommitted work can be judged by whose work it would lose (git is asked in work-git.ts).
  */
+import { isInside } from "./names"
 import { RecentMap } from "../shared/recent-map"
 import type { Discard, WorkView, EngineEnv, Run, TreeState, WorkLedger } from "./types"
 import type { SessionState } from "./sessions"
@@ -86,7 +87,7 @@ export function parseStatus(out: string): TreeState | string {
 
 /** Whether a snapshot shows a path (relative to the repository) changed, or under an untracked directory. */
 export function changedIn(state: TreeState, rel: string): boolean {
-  return state.tracked.has(rel) || state.untracked.has(rel) || state.dirs.some((dir) => rel.startsWith(dir))
+  return state.tracked.has(rel) || state.untracked.has(rel) || state.dirs.some((dir) => isInside(rel, dir))
 }
 
 /** Whose a changed file is: the agent's own, there before the session, someone else's, or not known. */
