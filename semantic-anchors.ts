@@ -2699,8 +2699,15 @@ type FileDiscard = {
  */
 type Onto = { dest: string; names: string[]; dir: boolean | undefined; spread?: string[] | null }
 
-/** The judge of a discard: undefined when all it throws away is the agent's own, else what is protected. */
-type WorkView = { judge(discard: Discard): string | undefined }
+/**
+ * What the work ledger found for one call's discards and file commands, before its decision (CallFacts): by simple
+ * command (ranKey), what it would lose that is not the agent's own (null: nothing), or while git has not answered,
+ * why it is protected. A simple command with no entry discards nothing.
+ */
+type WorkView = Map<string, string | null>
+
+/** One call's facts, computed once and carried with the call to every contract that judges it. */
+type CallFacts = { tool: string; args: unknown; changing?: boolean; work?: WorkView }
 
 /**
  * The values a line gives its variables: a `for NAME in WORDS` loop's words, a plain `NAME=WORD` before the
@@ -2724,7 +2731,6 @@ type WorkLedger = {
   snapshot?: Snapshot // the latest
   runs: Run[] // the agent's commands the reader cannot follow, oldest first, the latest MAX_RUNS
   stash: boolean[] // the stash entries the agent made in this session, oldest first: true when all its own work
-  verdicts: RecentMap<string | null> // discard key -> what it would lose (null: only the agent's own)
   afterCall: RecentMap<AfterCall> // callID -> what to do once that call ran
 }
 
@@ -4497,7 +4503,7 @@ const WORK_MAX_ENTRIES = 20_000 // changed files in one `git status` beyond whic
 const WORK_MAX_OUTPUT = 8 * 1024 * 1024 // bytes of one git answer
 const MAX_OWNED_FILES = 4096 // files per session the ledger keeps; beyond, the oldest is forgotten (then protected)
 const MAX_RUNS = 256 // commands the reader cannot follow a session remembers; beyond, the oldest is forgotten
-const MAX_WORK_VERDICTS = 64 // discard verdicts waiting for their call's decision
+const MAX_AFTER_CALLS = 64 // calls whose after hook is awaited (what to stamp once each ran)
 
 const MTIME_SLACK_MS = 20 // a file's mtime may trail the clock by a tick of the kernel's coarse time
 const MAX_OWN_STAMPED = 64 // the agent's files whose stamps a run reads before it begins (the latest changed)
@@ -4519,14 +4525,18 @@ function newLedger(): WorkLedger {
     owned: new RecentMap(MAX_OWNED_FILES),
     runs: [],
     stash: [],
-    verdicts: new RecentMap(MAX_WORK_VERDICTS),
-    afterCall: new RecentMap(MAX_WORK_VERDICTS),
+    afterCall: new RecentMap(MAX_AFTER_CALLS),
   }
 }
 
-/** The key of a discard's verdict: where it runs and what it names. */
-function discardKey(discard: Discard): string {
-  return `${discard.cwd}\0${discard.text}`
+/** A simple command's key in a call's WorkView: its words and where it runs (the line's `cd`s). */
+function ranKey(ran: RanCommand): string {
+  return `${ran.cwd.join("\0")}\0\0${ran.words.join("\0")}`
+}
+
+/** Why a discard is protected while git has not answered (past WORK_CALL_MS, it never did). */
+function lateText(discard: Discard): string {
+  return `${discard.text} would throw away uncommitted changes, and the plugin cannot tell whose (git was not asked, or did not answer in time): they are protected`
 }
 
 /**
@@ -4611,22 +4621,6 @@ function lossText(discard: Discard, counts: Record<Whose, number>, kinds?: LostK
   ].filter(Boolean)
   const of = kind.length ? ` (${kind.join(", ")})` : ""
   return `${discard.text} would delete or overwrite what git cannot bring back: ${parts.join(", ")}${of}${own}`
-}
-
-/** The judge the discard check asks: the verdict prepared for this call, or protected when none was. */
-function workViewOf(state: SessionState, env: EngineEnv): WorkView | undefined {
-  const ledger = state.work
-  if (!ledger) return undefined
-  return {
-    judge(discard) {
-      const verdict = ledger.verdicts.peek(discardKey(discard))
-      if (verdict === null) return undefined
-      return (
-        verdict ??
-        `${discard.text} would throw away uncommitted changes, and the plugin cannot tell whose (git was not asked, or did not answer in time): they are protected`
-      )
-    },
-  }
 }
 
 // ---- src/semantic-anchors/secrets.ts ------------------------------------------------------------------------------
@@ -5508,11 +5502,9 @@ function fileDiscardOf(
 const FILE_DISCARD_CHECK: ProtectCheck = {
   programs: FILE_DISCARD_PROGRAMS,
   check(ran, places, work, line) {
+    if (work) return work.get(ranKey(ran)) ?? undefined // the work ledger's verdict, found before the decision
     const discard = fileDiscardOf(ran, places, line)
-    if (!discard) return undefined
-    return work
-      ? work.judge(discard)
-      : `${discard.text} would delete or overwrite files, and whose they are cannot be told here`
+    return discard && `${discard.text} would delete or overwrite files, and whose they are cannot be told here`
   },
 }
 
@@ -5521,11 +5513,9 @@ const DISCARD_CHECK: ProtectCheck = {
   programs: ["git"],
   keys: ["git checkout", "git restore", "git switch", "git reset", "git stash", "git clean", "git rm"],
   check(ran, places, work) {
+    if (work) return work.get(ranKey(ran)) ?? undefined // the work ledger's verdict, found before the decision
     const discard = discardOf(ran, places)
-    if (!discard) return undefined
-    return work
-      ? work.judge(discard)
-      : `${discard.text} would throw away uncommitted changes, and whose they are cannot be told here`
+    return discard && `${discard.text} would throw away uncommitted changes, and whose they are cannot be told here`
   },
 }
 
@@ -5747,11 +5737,11 @@ function protectionContracts(): Contract[] {
  */
 function protectHolds(
   trigger: { runs: CommandPattern[] | null; protect?: Protection },
-  args: unknown,
-  state: SessionState,
+  facts: CallFacts,
   env: EngineEnv,
   why?: string[],
 ): string | undefined {
+  const { args, work } = facts
   if (trigger.runs?.length) {
     const ran = runsHolds(trigger.runs, args, env, why)
     if (ran !== undefined || !trigger.protect) return ran
@@ -5760,7 +5750,6 @@ function protectHolds(
   const read = readCommand(args.command)
   const places = pathPlaces(env, typeof args.workdir === "string" ? args.workdir : undefined)
   const { byProgram } = ranIndex(read)
-  const work = workViewOf(state, env)
   let line: LineLoops | undefined
   for (const check of trigger.protect.checks)
     for (const program of check.programs)
@@ -5820,7 +5809,6 @@ function toolApplies(contract: Contract, tool: string): boolean {
 }
 
 /** What one call is, worked out at most once however many contracts ask (the bash reading is the costly part). */
-type CallFacts = { tool: string; args: unknown; changing?: boolean }
 
 function isChanging(facts: CallFacts): boolean {
   facts.changing ??= isChangingStep(facts.tool, facts.args)
@@ -5882,7 +5870,7 @@ function checkApplicable(
       let held = true
       let ran: string | undefined
       if (trigger.runs) {
-        ran = trigger.protect ? protectHolds(trigger, args, state, env, why) : runsHolds(trigger.runs, args, env, why)
+        ran = trigger.protect ? protectHolds(trigger, facts, env, why) : runsHolds(trigger.runs, args, env, why)
         if (ran === undefined && !why) return undefined
         held = ran !== undefined
       }
@@ -8674,18 +8662,17 @@ function stashOpOf(ran: RanCommand): "push" | "pop" | undefined {
 }
 
 /**
- * Before a bash call: for each discard it runs, git is asked (bounded) what it would throw away, and the verdict
- * waits for the discard check; a `git stash` is judged likewise (is what it stashes the agent's own?), and a stash
- * entry made earlier on the same line counts for a `git stash drop` after it. `keys` gets the verdicts' keys at once
- * (before any wait), so that a call cut short by the bound finds none and is protected. Any other call returns at
- * once without I/O: a read-only call never starts a process here.
+ * Before a bash call: for each discard and file command it runs, git is asked (bounded) what it would lose, and the
+ * verdict goes into the call's own WorkView, which the call's facts carry to the decision (CallFacts); a `git stash`
+ * is judged likewise (is what it stashes the agent's own?), and a stash entry made earlier on the same line counts
+ * for a `git stash drop` after it. Each entry says at once (before any wait) that it is protected, so that a call
+ * cut short by the bound is. Any other call returns at once without I/O: a read-only call never starts a process.
  */
 function prepareDiscards(
   anchors: Anchors,
   hookInput: HookInput<"tool.execute.before">,
   args: unknown,
-  keys: string[],
-): Promise<void> | undefined {
+): { work: WorkView; done: Promise<void> } | undefined {
   if (hookInput.tool !== "bash" || !isMapping(args) || typeof args.command !== "string") return
   const { byProgram } = ranIndex(readCommand(args.command))
   const gits = byProgram.get("git")
@@ -8694,42 +8681,43 @@ function prepareDiscards(
   const state = anchors.stateOf(hookInput.sessionID)
   if (!guardsWork(anchors, state)) return
   const places = pathPlaces(anchors.env, typeof args.workdir === "string" ? args.workdir : undefined)
-  const steps: { discard?: Discard; op?: "push" | "pop"; cwd: string }[] = []
+  const steps: Step[] = []
   for (const ran of gits ?? []) {
     const discard = discardOf(ran, places)
     const op = discard ? undefined : stashOpOf(ran)
-    if (discard || op) steps.push({ discard, op, cwd: resolveOperand(".", places, ran.cwd) })
+    if (discard || op) steps.push({ key: ranKey(ran), discard, op, cwd: resolveOperand(".", places, ran.cwd) })
   }
   if (files) {
     const loops = lineLoops(args.command)
     for (const program of FILE_DISCARD_PROGRAMS)
       for (const ran of byProgram.get(program) ?? []) {
         const discard = fileDiscardOf(ran, places, loops)
-        if (discard) steps.push({ discard, cwd: discard.cwd })
+        if (discard) steps.push({ key: ranKey(ran), discard, cwd: discard.cwd })
       }
   }
   if (steps.length === 0) return
   const ledger = (state.work ??= newLedger())
-  for (const { discard } of steps)
-    if (discard) {
-      keys.push(discardKey(discard))
-      ledger.verdicts.delete(discardKey(discard))
-    }
-  return judgeSteps(anchors, ledger, noteAfter(ledger, hookInput.callID), steps)
+  const work: WorkView = new Map()
+  for (const { key, discard } of steps) if (discard) work.set(key, lateText(discard))
+  return { work, done: judgeSteps(anchors, ledger, noteAfter(ledger, hookInput.callID), steps, work) }
 }
+
+/** One question of prepareDiscards: a discard (or file command) to judge, or a stash entry made or taken. */
+type Step = { key: string; discard?: Discard; op?: "push" | "pop"; cwd: string }
 
 /** prepareDiscards' questions, in the line's order: each discard's verdict, each stash entry's owner. */
 async function judgeSteps(
   anchors: Anchors,
   ledger: WorkLedger,
   after: AfterCall,
-  steps: { discard?: Discard; op?: "push" | "pop"; cwd: string }[],
+  steps: Step[],
+  work: WorkView,
 ): Promise<void> {
   const pushed: boolean[] = [] // entries this line makes before its later commands run
-  for (const { discard, op, cwd } of steps) {
+  for (const { key, discard, op, cwd } of steps) {
     if (discard) {
       const verdict = await judgeDiscard(anchors, ledger, discard, pushed)
-      ledger.verdicts.set(discardKey(discard), verdict)
+      work.set(key, verdict)
       after.stamp.push(...revertedFiles(ledger, discard))
       if (discard.kind === "stash") after.stash.push(discard.clear ? "clear" : "pop")
     } else if (op === "pop") after.stash.push("pop")
@@ -9503,6 +9491,7 @@ function decideToolCall(
   anchors: Anchors,
   hookInput: HookInput<"tool.execute.before">,
   output: HookOutput<"tool.execute.before">,
+  work?: WorkView,
 ): string | undefined {
   if (OWN_TOOLS.has(hookInput.tool)) return undefined
   const { tool, sessionID } = hookInput
@@ -9512,7 +9501,7 @@ function decideToolCall(
     noteAgent(anchors, state, call.agent)
   const shown = Object.prototype.hasOwnProperty.call(anchors.hostNames, tool) ? anchors.hostNames[tool] : tool
   const plan = anchors.planFor(anchors.active(state.role, state.agent), tool)
-  const facts: CallFacts = { tool, args: output?.args }
+  const facts: CallFacts = { tool, args: output?.args, work }
   const verdict = evaluatePlan(plan, facts, state, anchors.env)
   if (!anchors.resolvedDirs.empty && mayChangeLinks(facts)) anchors.resolvedDirs.forget()
   if (verdict.hits.length === 0) {
@@ -9592,14 +9581,15 @@ async function onToolBefore(
   output: HookOutput<"tool.execute.before">,
 ): Promise<void> {
   let blocked: string | undefined
-  const prepared: string[] = []
+  let work: WorkView | undefined
   try {
-    // bounded as a whole: past WORK_CALL_MS the discards of this call find no verdict, and are protected
-    const pending = prepareDiscards(anchors, hookInput, output?.args, prepared)
-    if (pending) {
+    // bounded as a whole: past WORK_CALL_MS the discards of this call are protected (their entries say so at once)
+    const prepared = prepareDiscards(anchors, hookInput, output?.args)
+    if (prepared) {
+      work = prepared.work
       let timer: unknown
       const bound = new Promise<"late">((resolve) => (timer = setTimeout(() => resolve("late"), WORK_CALL_MS)))
-      const late = (await Promise.race([pending, bound])) === "late"
+      const late = (await Promise.race([prepared.done, bound])) === "late"
       clearTimeout(timer)
       if (late) workFault(anchors, GIT_LATE)
     }
@@ -9607,10 +9597,9 @@ async function onToolBefore(
     anchors.failOpen("the work ledger", error) // the discards of this call are then protected
   }
   try {
-    blocked = decideToolCall(anchors, hookInput, output)
+    blocked = decideToolCall(anchors, hookInput, output, work)
     if (!blocked) noteAgentWrites(anchors, hookInput, output?.args)
     if (!blocked) beginRun(anchors, hookInput, output?.args)
-    if (prepared.length) for (const key of prepared) anchors.stateOf(hookInput.sessionID).work?.verdicts.delete(key)
   } catch (error) {
     anchors.failOpen("tool.execute.before", error)
     return

@@ -26,19 +26,10 @@ import { SECRET_WAIT_MS, SecretStore } from "./secret-files"
 import type { Hooks, Plugin, PluginInput } from "@opencode-ai/plugin"
 import { capText } from "../shared/text"
 import { isMapping } from "./problems"
-import type { Raw, EngineEnv } from "./types"
+import type { Raw, EngineEnv, CallFacts, WorkView } from "./types"
 import { guardFiles } from "./integrity"
 import { confirm, recordSeen, resetCounters, type SessionState } from "./sessions"
-import {
-  evaluateMessage,
-  evaluatePlan,
-  mayChangeLinks,
-  release,
-  reserve,
-  settle,
-  type CallFacts,
-  type Hit,
-} from "./verdicts"
+import { evaluateMessage, evaluatePlan, mayChangeLinks, release, reserve, settle, type Hit } from "./verdicts"
 import { resolvePaths } from "./config"
 import { PROTECTION_IDS } from "./model"
 import {
@@ -261,6 +252,7 @@ function decideToolCall(
   anchors: Anchors,
   hookInput: HookInput<"tool.execute.before">,
   output: HookOutput<"tool.execute.before">,
+  work?: WorkView,
 ): string | undefined {
   if (OWN_TOOLS.has(hookInput.tool)) return undefined
   const { tool, sessionID } = hookInput
@@ -270,7 +262,7 @@ function decideToolCall(
     noteAgent(anchors, state, call.agent)
   const shown = Object.prototype.hasOwnProperty.call(anchors.hostNames, tool) ? anchors.hostNames[tool] : tool
   const plan = anchors.planFor(anchors.active(state.role, state.agent), tool)
-  const facts: CallFacts = { tool, args: output?.args }
+  const facts: CallFacts = { tool, args: output?.args, work }
   const verdict = evaluatePlan(plan, facts, state, anchors.env)
   if (!anchors.resolvedDirs.empty && mayChangeLinks(facts)) anchors.resolvedDirs.forget()
   if (verdict.hits.length === 0) {
@@ -350,14 +342,15 @@ async function onToolBefore(
   output: HookOutput<"tool.execute.before">,
 ): Promise<void> {
   let blocked: string | undefined
-  const prepared: string[] = []
+  let work: WorkView | undefined
   try {
-    // bounded as a whole: past WORK_CALL_MS the discards of this call find no verdict, and are protected
-    const pending = prepareDiscards(anchors, hookInput, output?.args, prepared)
-    if (pending) {
+    // bounded as a whole: past WORK_CALL_MS the discards of this call are protected (their entries say so at once)
+    const prepared = prepareDiscards(anchors, hookInput, output?.args)
+    if (prepared) {
+      work = prepared.work
       let timer: unknown
       const bound = new Promise<"late">((resolve) => (timer = setTimeout(() => resolve("late"), WORK_CALL_MS)))
-      const late = (await Promise.race([pending, bound])) === "late"
+      const late = (await Promise.race([prepared.done, bound])) === "late"
       clearTimeout(timer)
       if (late) workFault(anchors, GIT_LATE)
     }
@@ -365,10 +358,9 @@ async function onToolBefore(
     anchors.failOpen("the work ledger", error) // the discards of this call are then protected
   }
   try {
-    blocked = decideToolCall(anchors, hookInput, output)
+    blocked = decideToolCall(anchors, hookInput, output, work)
     if (!blocked) noteAgentWrites(anchors, hookInput, output?.args)
     if (!blocked) beginRun(anchors, hookInput, output?.args)
-    if (prepared.length) for (const key of prepared) anchors.stateOf(hookInput.sessionID).work?.verdicts.delete(key)
   } catch (error) {
     anchors.failOpen("tool.execute.before", error)
     return

@@ -4,7 +4,7 @@
  * person cannot get back, and the discards of uncommitted work, judged by whose work they would lose (the work
  * ledger). protect-secrets also takes the person's secrets out of every tool result (secrets.ts, hooks.ts).
  */
-import { workViewOf } from "./work-ledger"
+import { ranKey } from "./work-ledger"
 import { type RanCommand, ranArgs, programName, readCommand } from "../shared/bash-programs"
 import type {
   PathPlaces,
@@ -16,6 +16,7 @@ import type {
   Onto,
   ProtectCheck,
   Protection,
+  CallFacts,
 } from "./types"
 import {
   resolveOperand,
@@ -35,7 +36,6 @@ import { getopt, type OptionSpec } from "../shared/bash-words"
 import { gitSubcommandAt } from "../shared/git-words"
 import { resolvePath, braceWords, oneLine, globToRegExp, isInside } from "./names"
 import { type Trigger, type Example, call, type Contract, type Mode, PROTECTION_IDS } from "./model"
-import type { SessionState } from "./sessions"
 import { isMapping } from "./problems"
 import { isSecretPath } from "./secrets"
 // With no config file, every role gets five built-in contracts (PROTECTION_IDS, in every role like guard-integrity)
@@ -518,11 +518,9 @@ export function fileDiscardOf(
 const FILE_DISCARD_CHECK: ProtectCheck = {
   programs: FILE_DISCARD_PROGRAMS,
   check(ran, places, work, line) {
+    if (work) return work.get(ranKey(ran)) ?? undefined // the work ledger's verdict, found before the decision
     const discard = fileDiscardOf(ran, places, line)
-    if (!discard) return undefined
-    return work
-      ? work.judge(discard)
-      : `${discard.text} would delete or overwrite files, and whose they are cannot be told here`
+    return discard && `${discard.text} would delete or overwrite files, and whose they are cannot be told here`
   },
 }
 
@@ -531,11 +529,9 @@ const DISCARD_CHECK: ProtectCheck = {
   programs: ["git"],
   keys: ["git checkout", "git restore", "git switch", "git reset", "git stash", "git clean", "git rm"],
   check(ran, places, work) {
+    if (work) return work.get(ranKey(ran)) ?? undefined // the work ledger's verdict, found before the decision
     const discard = discardOf(ran, places)
-    if (!discard) return undefined
-    return work
-      ? work.judge(discard)
-      : `${discard.text} would throw away uncommitted changes, and whose they are cannot be told here`
+    return discard && `${discard.text} would throw away uncommitted changes, and whose they are cannot be told here`
   },
 }
 
@@ -757,11 +753,11 @@ export function protectionContracts(): Contract[] {
  */
 export function protectHolds(
   trigger: { runs: CommandPattern[] | null; protect?: Protection },
-  args: unknown,
-  state: SessionState,
+  facts: CallFacts,
   env: EngineEnv,
   why?: string[],
 ): string | undefined {
+  const { args, work } = facts
   if (trigger.runs?.length) {
     const ran = runsHolds(trigger.runs, args, env, why)
     if (ran !== undefined || !trigger.protect) return ran
@@ -770,7 +766,6 @@ export function protectHolds(
   const read = readCommand(args.command)
   const places = pathPlaces(env, typeof args.workdir === "string" ? args.workdir : undefined)
   const { byProgram } = ranIndex(read)
-  const work = workViewOf(state, env)
   let line: LineLoops | undefined
   for (const check of trigger.protect.checks)
     for (const program of check.programs)

@@ -117,8 +117,15 @@ export type FileDiscard = {
  */
 export type Onto = { dest: string; names: string[]; dir: boolean | undefined; spread?: string[] | null }
 
-/** The judge of a discard: undefined when all it throws away is the agent's own, else what is protected. */
-export type WorkView = { judge(discard: Discard): string | undefined }
+/**
+ * What the work ledger found for one call's discards and file commands, before its decision (CallFacts): by simple
+ * command (ranKey), what it would lose that is not the agent's own (null: nothing), or while git has not answered,
+ * why it is protected. A simple command with no entry discards nothing.
+ */
+export type WorkView = Map<string, string | null>
+
+/** One call's facts, computed once and carried with the call to every contract that judges it. */
+export type CallFacts = { tool: string; args: unknown; changing?: boolean; work?: WorkView }
 
 /**
  * The values a line gives its variables: a `for NAME in WORDS` loop's words, a plain `NAME=WORD` before the
@@ -142,7 +149,6 @@ export type WorkLedger = {
   snapshot?: Snapshot // the latest
   runs: Run[] // the agent's commands the reader cannot follow, oldest first, the latest MAX_RUNS
   stash: boolean[] // the stash entries the agent made in this session, oldest first: true when all its own work
-  verdicts: RecentMap<string | null> // discard key -> what it would lose (null: only the agent's own)
   afterCall: RecentMap<AfterCall> // callID -> what to do once that call ran
 }
 

@@ -25,7 +25,7 @@ import { NO_WORDS } from "../shared/bash-scan"
 import { isReadOnlyCommand } from "../shared/bash-programs"
 import { bashTouchesGuard, editTargets, isGuardPath } from "./integrity"
 import type { SessionState } from "./sessions"
-import type { EngineEnv } from "./types"
+import type { EngineEnv, CallFacts } from "./types"
 
 /**
  * The one decision on what applies to a session: the contracts of its role, plus the locked contracts its agent
@@ -64,7 +64,6 @@ function toolApplies(contract: Contract, tool: string): boolean {
 }
 
 /** What one call is, worked out at most once however many contracts ask (the bash reading is the costly part). */
-export type CallFacts = { tool: string; args: unknown; changing?: boolean }
 
 function isChanging(facts: CallFacts): boolean {
   facts.changing ??= isChangingStep(facts.tool, facts.args)
@@ -126,7 +125,7 @@ function checkApplicable(
       let held = true
       let ran: string | undefined
       if (trigger.runs) {
-        ran = trigger.protect ? protectHolds(trigger, args, state, env, why) : runsHolds(trigger.runs, args, env, why)
+        ran = trigger.protect ? protectHolds(trigger, facts, env, why) : runsHolds(trigger.runs, args, env, why)
         if (ran === undefined && !why) return undefined
         held = ran !== undefined
       }

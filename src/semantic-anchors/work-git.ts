@@ -6,7 +6,8 @@ import { process, clearTimeout, setTimeout } from "./constants"
 import {
   newLedger,
   type LostKinds,
-  discardKey,
+  ranKey,
+  lateText,
   GIT_LATE,
   WORK_GIT_MS,
   WORK_MAX_OUTPUT,
@@ -20,7 +21,7 @@ import {
   runAt,
 } from "./work-ledger"
 import { discardOf, fileDiscardOf, lineLoops, FILE_DISCARD_PROGRAMS } from "./protection"
-import type { FileDiscard, Snapshot, Discard, WorkLedger, AfterCall, Run } from "./types"
+import type { FileDiscard, Snapshot, Discard, WorkLedger, AfterCall, Run, WorkView } from "./types"
 import { oneLine, relativeInside, resolvePath, isInside } from "./names"
 import { Anchors, type HookInput } from "./runtime"
 import type { SessionState } from "./sessions"
@@ -333,18 +334,17 @@ function stashOpOf(ran: RanCommand): "push" | "pop" | undefined {
 }
 
 /**
- * Before a bash call: for each discard it runs, git is asked (bounded) what it would throw away, and the verdict
- * waits for the discard check; a `git stash` is judged likewise (is what it stashes the agent's own?), and a stash
- * entry made earlier on the same line counts for a `git stash drop` after it. `keys` gets the verdicts' keys at once
- * (before any wait), so that a call cut short by the bound finds none and is protected. Any other call returns at
- * once without I/O: a read-only call never starts a process here.
+ * Before a bash call: for each discard and file command it runs, git is asked (bounded) what it would lose, and the
+ * verdict goes into the call's own WorkView, which the call's facts carry to the decision (CallFacts); a `git stash`
+ * is judged likewise (is what it stashes the agent's own?), and a stash entry made earlier on the same line counts
+ * for a `git stash drop` after it. Each entry says at once (before any wait) that it is protected, so that a call
+ * cut short by the bound is. Any other call returns at once without I/O: a read-only call never starts a process.
  */
 export function prepareDiscards(
   anchors: Anchors,
   hookInput: HookInput<"tool.execute.before">,
   args: unknown,
-  keys: string[],
-): Promise<void> | undefined {
+): { work: WorkView; done: Promise<void> } | undefined {
   if (hookInput.tool !== "bash" || !isMapping(args) || typeof args.command !== "string") return
   const { byProgram } = ranIndex(readCommand(args.command))
   const gits = byProgram.get("git")
@@ -353,42 +353,43 @@ export function prepareDiscards(
   const state = anchors.stateOf(hookInput.sessionID)
   if (!guardsWork(anchors, state)) return
   const places = pathPlaces(anchors.env, typeof args.workdir === "string" ? args.workdir : undefined)
-  const steps: { discard?: Discard; op?: "push" | "pop"; cwd: string }[] = []
+  const steps: Step[] = []
   for (const ran of gits ?? []) {
     const discard = discardOf(ran, places)
     const op = discard ? undefined : stashOpOf(ran)
-    if (discard || op) steps.push({ discard, op, cwd: resolveOperand(".", places, ran.cwd) })
+    if (discard || op) steps.push({ key: ranKey(ran), discard, op, cwd: resolveOperand(".", places, ran.cwd) })
   }
   if (files) {
     const loops = lineLoops(args.command)
     for (const program of FILE_DISCARD_PROGRAMS)
       for (const ran of byProgram.get(program) ?? []) {
         const discard = fileDiscardOf(ran, places, loops)
-        if (discard) steps.push({ discard, cwd: discard.cwd })
+        if (discard) steps.push({ key: ranKey(ran), discard, cwd: discard.cwd })
       }
   }
   if (steps.length === 0) return
   const ledger = (state.work ??= newLedger())
-  for (const { discard } of steps)
-    if (discard) {
-      keys.push(discardKey(discard))
-      ledger.verdicts.delete(discardKey(discard))
-    }
-  return judgeSteps(anchors, ledger, noteAfter(ledger, hookInput.callID), steps)
+  const work: WorkView = new Map()
+  for (const { key, discard } of steps) if (discard) work.set(key, lateText(discard))
+  return { work, done: judgeSteps(anchors, ledger, noteAfter(ledger, hookInput.callID), steps, work) }
 }
+
+/** One question of prepareDiscards: a discard (or file command) to judge, or a stash entry made or taken. */
+type Step = { key: string; discard?: Discard; op?: "push" | "pop"; cwd: string }
 
 /** prepareDiscards' questions, in the line's order: each discard's verdict, each stash entry's owner. */
 async function judgeSteps(
   anchors: Anchors,
   ledger: WorkLedger,
   after: AfterCall,
-  steps: { discard?: Discard; op?: "push" | "pop"; cwd: string }[],
+  steps: Step[],
+  work: WorkView,
 ): Promise<void> {
   const pushed: boolean[] = [] // entries this line makes before its later commands run
-  for (const { discard, op, cwd } of steps) {
+  for (const { key, discard, op, cwd } of steps) {
     if (discard) {
       const verdict = await judgeDiscard(anchors, ledger, discard, pushed)
-      ledger.verdicts.set(discardKey(discard), verdict)
+      work.set(key, verdict)
       after.stamp.push(...revertedFiles(ledger, discard))
       if (discard.kind === "stash") after.stash.push(discard.clear ? "clear" : "pop")
     } else if (op === "pop") after.stash.push("pop")

@@ -2,10 +2,10 @@
  * The work ledger, its pure part: per root session, what the agent changed and the tree's state before it, so that a
  * discard of uncommitted work can be judged by whose work it would lose (git is asked in work-git.ts).
  */
+import type { RanCommand } from "../shared/bash-programs"
 import { isInside } from "./names"
 import { RecentMap } from "../shared/recent-map"
-import type { Discard, WorkView, EngineEnv, Run, TreeState, WorkLedger } from "./types"
-import type { SessionState } from "./sessions"
+import type { Discard, Run, TreeState, WorkLedger } from "./types"
 // Per root session, what the agent changed: the files its edit tools wrote and the files its bash commands are seen
 // to write (the reader's written operands and redirects), each with the tree's state before it first touched the file
 // (a snapshot: `git status`, asked in the background at each user message, never on a call's path) and a stamp (size
@@ -23,7 +23,7 @@ const WORK_MAX_ENTRIES = 20_000 // changed files in one `git status` beyond whic
 export const WORK_MAX_OUTPUT = 8 * 1024 * 1024 // bytes of one git answer
 export const MAX_OWNED_FILES = 4096 // files per session the ledger keeps; beyond, the oldest is forgotten (then protected)
 export const MAX_RUNS = 256 // commands the reader cannot follow a session remembers; beyond, the oldest is forgotten
-export const MAX_WORK_VERDICTS = 64 // discard verdicts waiting for their call's decision
+export const MAX_AFTER_CALLS = 64 // calls whose after hook is awaited (what to stamp once each ran)
 
 export const MTIME_SLACK_MS = 20 // a file's mtime may trail the clock by a tick of the kernel's coarse time
 export const MAX_OWN_STAMPED = 64 // the agent's files whose stamps a run reads before it begins (the latest changed)
@@ -45,14 +45,18 @@ export function newLedger(): WorkLedger {
     owned: new RecentMap(MAX_OWNED_FILES),
     runs: [],
     stash: [],
-    verdicts: new RecentMap(MAX_WORK_VERDICTS),
-    afterCall: new RecentMap(MAX_WORK_VERDICTS),
+    afterCall: new RecentMap(MAX_AFTER_CALLS),
   }
 }
 
-/** The key of a discard's verdict: where it runs and what it names. */
-export function discardKey(discard: Discard): string {
-  return `${discard.cwd}\0${discard.text}`
+/** A simple command's key in a call's WorkView: its words and where it runs (the line's `cd`s). */
+export function ranKey(ran: RanCommand): string {
+  return `${ran.cwd.join("\0")}\0\0${ran.words.join("\0")}`
+}
+
+/** Why a discard is protected while git has not answered (past WORK_CALL_MS, it never did). */
+export function lateText(discard: Discard): string {
+  return `${discard.text} would throw away uncommitted changes, and the plugin cannot tell whose (git was not asked, or did not answer in time): they are protected`
 }
 
 /**
@@ -137,20 +141,4 @@ export function lossText(discard: Discard, counts: Record<Whose, number>, kinds?
   ].filter(Boolean)
   const of = kind.length ? ` (${kind.join(", ")})` : ""
   return `${discard.text} would delete or overwrite what git cannot bring back: ${parts.join(", ")}${of}${own}`
-}
-
-/** The judge the discard check asks: the verdict prepared for this call, or protected when none was. */
-export function workViewOf(state: SessionState, env: EngineEnv): WorkView | undefined {
-  const ledger = state.work
-  if (!ledger) return undefined
-  return {
-    judge(discard) {
-      const verdict = ledger.verdicts.peek(discardKey(discard))
-      if (verdict === null) return undefined
-      return (
-        verdict ??
-        `${discard.text} would throw away uncommitted changes, and the plugin cannot tell whose (git was not asked, or did not answer in time): they are protected`
-      )
-    },
-  }
 }
