@@ -7,7 +7,10 @@
 // plugin instance per trajectory, its project the directory the trajectory works in (projectOf, as for the ready
 // rules), its home /home/replay.
 //
-// The tree: each trajectory is replayed as if its tree was clean when the session began. A stand-in `git` first on
+// The tree: each trajectory's project is moved under a temporary root (its path in the calls too), where the replay
+// makes what the agent's edit tools write (so their stamps are real) and, before each bash call, each file it names
+// as a committed file is there (old, untouched); a file the agent changed only through a script is not made (the corpus
+// holds commands, not files). Each trajectory is replayed as if its tree was clean when the session began. A stand-in `git` first on
 // PATH answers the plugin's questions: the snapshot at a user message is clean; what a discard would throw away is
 // the files the agent changed so far with its edit tools (whole-tree discards, `git checkout .`) and, for a pathspec,
 // each path it names that looks like a file (a `.` or a `/`, not a ref such as `origin/main`): the pessimistic side,
@@ -20,7 +23,16 @@
 // (the second argument, default 86fb395, the commit before the protection): both plugins get each trajectory in
 // turn, in one pass (a second, measured, after a warm-up pass), so that a load that changes weighs on both alike.
 import { execFileSync } from "node:child_process"
-import { chmodSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs"
+import {
+  appendFileSync,
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  rmSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs"
 import { tmpdir } from "node:os"
 import path from "node:path"
 import { now, printColumns, summarize } from "./lib.ts"
@@ -150,6 +162,31 @@ const FILE_COMMAND =
   /(?:^|[;&|({]\s*|\bdo\s+|\bthen\s+)(?:rm|unlink|mv|cp|install|rsync|truncate|shred)\s|-delete\b|-exec\s+rm\b/m
 
 /** One trajectory through one plugin: the time of each bash call's before hook, and (for this one) its blocks. */
+let trees = 0
+const COMMITTED = new Date("2001-01-01T00:00:00Z") // long before any run: a file as the last commit left it
+
+/**
+ * The files a bash command names that look like files (as the stand-in git sees them), made where missing before it
+ * runs, as committed files are there in a real tree: old, untouched by the agent. (The corpus holds commands, not
+ * files: what a command does to them is not made, so a file the agent changed only through a script is there as
+ * committed, and the stand-in says it changed: someone else's.)
+ */
+function committedFiles(project: string, command: string) {
+  for (const word of command.split(/[\s;&|()]+/)) {
+    if (!/^[\w.-][\w./-]*$/.test(word) || !/[./]/.test(word) || /^(?:origin|upstream|refs|HEAD)\b|^\.+$/.test(word))
+      continue
+    const abs = path.resolve(project, word)
+    if (!abs.startsWith(`${project}/`) || existsSync(abs)) continue
+    try {
+      mkdirSync(path.dirname(abs), { recursive: true })
+      writeFileSync(abs, "committed\n")
+      utimesSync(abs, COMMITTED, COMMITTED)
+    } catch {
+      // a word that is no possible path here (a file where a directory would be): nothing to make
+    }
+  }
+}
+
 async function replay(
   system: string,
   trajectory: Trajectory,
@@ -160,7 +197,13 @@ async function replay(
   blocks: Block[],
   counts: Counts | undefined,
 ) {
-  const project = projectOf(trajectory)
+  // the trajectory's project, moved under the replay's root (its paths in the calls too), where files can be made
+  const real = projectOf(trajectory)
+  const project = path.join(root, "trees", `${plugin ? "base" : "this"}-${++trees}`)
+  mkdirSync(project, { recursive: true })
+  const inProject = new RegExp(`${real.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}(?=[/\\s"'\`;&|)]|$)`, "g")
+  const moved = (args: unknown) =>
+    real === "/" ? args : JSON.parse(JSON.stringify(args ?? {}).replace(inProject, project.replace(/\$/g, "$$$$")))
   const hooks = await start(project, root, plugin)
   const sessionID = `ses_p_${system}/${trajectory.id}`
   const dirty = new Set<string>()
@@ -169,11 +212,13 @@ async function replay(
   for (const turn of trajectory.turns) {
     const parts = [{ id: "prt_u", sessionID, messageID: "msg_u", type: "text", text: "go on" }]
     await hooks["chat.message"]({ sessionID }, { message: { agent: "build" }, parts })
-    for (const call of turn) {
+    for (const original of turn) {
+      const call = { ...original, args: moved(original.args) }
       n++
       const callID = `${sessionID}#${n}`
       const command = (call.args as { command?: unknown } | undefined)?.command
       const bash = call.tool === "bash" && typeof command === "string"
+      if (bash) committedFiles(project, command as string)
       let blocked: string | undefined
       const began = now()
       try {
@@ -209,6 +254,13 @@ async function replay(
         const file = (call.args as { filePath?: unknown } | undefined)?.filePath
         if (typeof file === "string") {
           const abs = path.resolve(project, file)
+          if (abs.startsWith(`${project}/`))
+            try {
+              mkdirSync(path.dirname(abs), { recursive: true }) // the edit, made: its stamp is the agent's
+              appendFileSync(abs, `edit ${n}\n`)
+            } catch {
+              // a path made a file by an earlier command's word (`tests`): the edit is not made
+            }
           const rel = path.relative(project, abs)
           if (!rel.startsWith("..") && !dirty.has(rel)) {
             dirty.add(rel)
@@ -222,6 +274,8 @@ async function replay(
       )
     }
   }
+  await new Promise((resolve) => setTimeout(resolve, 20)) // its background snapshot, before the tree goes
+  rmSync(project, { recursive: true, force: true })
 }
 
 export async function replayProtection(dir: string, base = "86fb395") {
