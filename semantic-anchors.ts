@@ -8545,13 +8545,16 @@ async function judgeFiles(
     workFault(anchors, fault)
     return `${discard.text} would delete or overwrite files, and the plugin cannot tell whose (${fault}): they are protected`
   }
-  if (!root) {
+  const runs = () => {
     logOnce(anchors, NOT_A_REPOSITORY_FILES)
     return null
   }
-  if (discard.unknown) return protect(discard.unknown)
-  const lost = lostPaths(discard)
-  if (typeof lost === "string") return protect(lost)
+  if (!root) return runs()
+  const lost = discard.unknown ?? lostPaths(discard)
+  if (typeof lost === "string") {
+    await ledger.baseline?.pending // the session's first snapshot says whether there is a repository at all
+    return ledger.baseline?.fault === NOT_A_REPOSITORY ? runs() : protect(lost)
+  }
   const counts: Record<Whose, number> = { own: 0, before: 0, other: 0, unknown: 0 }
   const kinds: LostKinds = { untracked: 0, changed: 0, secret: 0 }
   const specs: string[] = []
@@ -8559,7 +8562,7 @@ async function judgeFiles(
     const rel = relativeInside(root, abs)
     if (rel === undefined) continue // outside the repository: protect-files judges it
     if (GLOB.test(rel)) {
-      specs.push(`:(glob)${rel}`)
+      if (fileKind(globBase(abs)) === "dir") specs.push(`:(glob)${rel}`) // else no file can match: nothing lost
       continue
     }
     const kind = fileKind(abs)
@@ -8573,10 +8576,7 @@ async function judgeFiles(
     await settledSnapshots(ledger)
     const args = ["status", "--porcelain=v2", "-z", "--untracked-files=all", "--ignored=no", "--", ...specs]
     const answer = await askGit(root, args)
-    if ("fault" in answer && answer.fault === NOT_A_REPOSITORY) {
-      logOnce(anchors, NOT_A_REPOSITORY_FILES)
-      return null
-    }
+    if ("fault" in answer && answer.fault === NOT_A_REPOSITORY) return runs()
     if ("fault" in answer) return protect(answer.fault)
     const state = parseStatus(answer.out)
     if (typeof state === "string") return protect(state)
@@ -8594,6 +8594,12 @@ async function judgeFiles(
 
 /** Glob characters in a path: it is asked of git as a glob pathspec. */
 const GLOB = /[*?[]/
+/** The directory a glob path searches: its path up to the first part with a glob character. */
+function globBase(abs: string): string {
+  const glob = abs.search(GLOB)
+  return abs.slice(0, Math.max(1, abs.lastIndexOf("/", glob)))
+}
+
 /** What is at a path: a file (or link), a directory, or nothing. */
 function fileKind(abs: string): "file" | "dir" | "none" {
   const stat = statOf(abs, statSync) ?? statOf(abs, lstatSync) // a dangling link is a file all the same

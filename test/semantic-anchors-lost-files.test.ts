@@ -136,6 +136,8 @@ describe("a project that is not a git repository", () => {
     await settle()
     expect(await judged(h, "rm notes.md")).toBe("runs")
     expect(await judged(h, "mv c.txt b.txt")).toBe("runs")
+    expect(await judged(h, 'rm -rf "$OUT_DIR"')).toBe("runs") // a value it cannot know: no record to protect either
+    expect(await judged(h, 'ls | while read f; do mv "$f" merged; done')).toBe("runs")
     const said = h.logs.filter((entry) => entry.message.includes("there is no record of whose files are whose"))
     expect(said.length).toBe(1)
   })
