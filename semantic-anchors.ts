@@ -2722,8 +2722,12 @@ type TreeState = { tracked: Set<string>; untracked: Set<string>; dirs: string[];
 /** A `git status` of the whole tree, asked in the background: its state, or why there is none. */
 type Snapshot = { state?: TreeState; fault?: string; pending?: Promise<void> }
 
-/** A file the agent changed: the snapshot taken before it first did, and its stamp after its last change. */
-type OwnedFile = { before: Snapshot | undefined; stamp?: string }
+/**
+ * A file the agent changed: the snapshot taken before it first did, and its stamp after its last change; `other`:
+ * someone changed it between two changes of the agent's (its stamp had moved when the agent changed it again), so
+ * what it holds is not the agent's alone, until the agent puts it back as committed.
+ */
+type OwnedFile = { before: Snapshot | undefined; stamp?: string; other?: boolean }
 
 type WorkLedger = {
   owned: RecentMap<OwnedFile> // absolute path -> what the agent did to it; beyond MAX_OWNED_FILES the oldest is forgotten
@@ -2735,7 +2739,12 @@ type WorkLedger = {
 }
 
 /** What a call's after hook does: stamp the files it wrote, record its stash entries, end its run. */
-type AfterCall = { stamp: string[]; stash: ("push-own" | "push-other" | "pop" | "clear")[]; run?: Run }
+type AfterCall = {
+  stamp: string[] // the files it writes: the agent's as they are after it
+  reverted: string[] // the agent's files a git discard of it puts back as committed
+  stash: ("push-own" | "push-other" | "pop" | "clear")[]
+  run?: Run
+}
 
 /**
  * A command of the agent's that the reader cannot follow (a script, `python3 -c`, `make`): when it ran, from `at`
@@ -4593,6 +4602,7 @@ function whoseChange(ledger: WorkLedger, rel: string, abs: string, look: (abs: s
   const before = owned.before?.state
   if (!before) return "unknown"
   if (changedIn(before, rel)) return "before"
+  if (owned.other) return "other"
   if (owned.stamp !== undefined && owned.stamp === now.stamp) return "own"
   return run?.own.has(abs) ? "own" : "other" // changed by a run that began with it as the agent left it
 }
@@ -8724,7 +8734,7 @@ async function judgeSteps(
     if (discard) {
       const verdict = await judgeDiscard(anchors, ledger, discard, pushed)
       work.set(key, verdict)
-      after.stamp.push(...revertedFiles(ledger, discard))
+      after.reverted.push(...revertedFiles(discard))
       if (discard.kind === "stash") after.stash.push(discard.clear ? "clear" : "pop")
     } else if (op === "pop") after.stash.push("pop")
     else {
@@ -8737,18 +8747,18 @@ async function judgeSteps(
 }
 
 /**
- * The agent's files a git discard puts back as committed, to be stamped once it ran: what the agent reverted is its
- * own again, so that a later change of a script to it is told apart from the person's.
+ * The files a git discard puts back as committed, to be stamped once it ran: what the agent reverted is its own
+ * again, so that its next change, by any means, is told apart from the person's.
  */
-function revertedFiles(ledger: WorkLedger, discard: Discard): string[] {
+function revertedFiles(discard: Discard): string[] {
   // only files it names: under a directory, or with `reset --hard`, an untracked file of the agent's stays as it was
   if (discard.kind !== "paths") return []
-  return discard.specs.map((spec) => resolvePath(discard.cwd, spec)).filter((abs) => ledger.owned.has(abs))
+  return discard.specs.map((spec) => resolvePath(discard.cwd, spec)).filter((abs) => fileKind(abs) === "file")
 }
 
 function noteAfter(ledger: WorkLedger, callID: string) {
   let after = ledger.afterCall.peek(callID)
-  if (!after) ledger.afterCall.set(callID, (after = { stamp: [], stash: [] }))
+  if (!after) ledger.afterCall.set(callID, (after = { stamp: [], reverted: [], stash: [] }))
   return after
 }
 
@@ -8775,9 +8785,9 @@ function noteAgentWrites(anchors: Anchors, hookInput: HookInput<"tool.execute.be
   const after = noteAfter(ledger, hookInput.callID)
   for (const word of written) {
     const abs = resolvePath(here, word, home)
-    if (!ledger.owned.has(abs)) {
-      ledger.owned.set(abs, { before: ledger.snapshot })
-    }
+    const owned = ledger.owned.peek(abs)
+    if (!owned) ledger.owned.set(abs, { before: ledger.snapshot })
+    else if (owned.stamp !== undefined && owned.stamp !== stampOf(abs)) owned.other = true // changed by someone since
     after.stamp.push(abs)
   }
 }
@@ -8801,6 +8811,12 @@ function afterAgentCall(state: SessionState, callID: string): void {
   for (const abs of after.stamp) {
     const owned = ledger.owned.peek(abs)
     if (owned) owned.stamp = stampOf(abs)
+  }
+  for (const abs of after.reverted) {
+    // as committed: the agent's to change again (its next change is told from the person's by this stamp)
+    const owned = ledger.owned.peek(abs)
+    if (owned) [owned.stamp, owned.other] = [stampOf(abs), false]
+    else ledger.owned.set(abs, { before: ledger.snapshot, stamp: stampOf(abs) })
   }
   for (const op of after.stash)
     if (op === "pop") ledger.stash.pop()
@@ -8847,7 +8863,7 @@ function beginRun(anchors: Anchors, hookInput: HookInput<"tool.execute.before">,
     else if (now.mtime !== undefined && runAt(ledger, now.mtime)?.own.has(abs)) {
       file.stamp = now.stamp // an earlier run changed the agent's file: the agent's still, as it is now
       own.add(abs)
-    }
+    } else file.other = true // changed since the agent left it, by no run of the agent's: someone else's
   }
   const last = ledger.runs[ledger.runs.length - 1]
   if (last && last.end > at) last.end = at // a run whose after hook never came ends where the next begins

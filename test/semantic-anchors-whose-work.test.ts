@@ -76,6 +76,52 @@ describe("the agent's own edits may be undone", () => {
     expect(await judged(h, "git checkout b.txt", () => writeFileSync(h.file("b.txt"), "b.txt\n"))).toBe("runs")
   })
 
+  // each means of changing b.txt, with its effect on the file; the change is made, reverted, made again, reverted
+  const MEANS: [string, (h: Awaited<ReturnType<typeof repo>>) => Promise<unknown>][] = [
+    ["the edit tool", (h) => edit(h, "b.txt")],
+    [
+      "the write tool",
+      (h) => agent(h, "write", { filePath: "b.txt", content: "w\n" }, () => writeFileSync(h.file("b.txt"), "w\n")),
+    ],
+    [
+      "a script",
+      (h) =>
+        judged(h, `python3 -c "open('b.txt','a').write('s')"`, async () => {
+          await settle()
+          appendFileSync(h.file("b.txt"), "s\n")
+        }),
+    ],
+    ["a redirect", (h) => judged(h, "echo r >> b.txt", () => appendFileSync(h.file("b.txt"), "r\n"))],
+  ]
+  test.each(MEANS)("change by %s, revert, change again, revert: each revert runs", async (_means, change) => {
+    const h = await repo()
+    await say(h)
+    await settle()
+    for (const round of [1, 2]) {
+      await change(h)
+      await settle()
+      const revert = () => writeFileSync(h.file("b.txt"), "b.txt\n")
+      expect(`${round}: ${await judged(h, "git checkout b.txt", revert)}`).toBe(`${round}: runs`)
+    }
+  })
+
+  test.each(MEANS)(
+    "change by %s, revert, the person edits, change again: the revert is blocked",
+    async (_means, change) => {
+      const h = await repo()
+      await say(h)
+      await settle()
+      await change(h)
+      await settle()
+      expect(await judged(h, "git checkout b.txt", () => writeFileSync(h.file("b.txt"), "b.txt\n"))).toBe("runs")
+      appendFileSync(h.file("b.txt"), "the person's work\n") // while the agent thinks
+      await settle()
+      await change(h)
+      await settle()
+      expect(await judged(h, "git checkout b.txt")).toContain("someone other than the agent")
+    },
+  )
+
   test("edit, revert, then the person edits, then a script changes it: the revert is blocked", async () => {
     const h = await repo()
     await say(h)

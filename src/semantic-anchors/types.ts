@@ -140,8 +140,12 @@ export type TreeState = { tracked: Set<string>; untracked: Set<string>; dirs: st
 /** A `git status` of the whole tree, asked in the background: its state, or why there is none. */
 export type Snapshot = { state?: TreeState; fault?: string; pending?: Promise<void> }
 
-/** A file the agent changed: the snapshot taken before it first did, and its stamp after its last change. */
-export type OwnedFile = { before: Snapshot | undefined; stamp?: string }
+/**
+ * A file the agent changed: the snapshot taken before it first did, and its stamp after its last change; `other`:
+ * someone changed it between two changes of the agent's (its stamp had moved when the agent changed it again), so
+ * what it holds is not the agent's alone, until the agent puts it back as committed.
+ */
+export type OwnedFile = { before: Snapshot | undefined; stamp?: string; other?: boolean }
 
 export type WorkLedger = {
   owned: RecentMap<OwnedFile> // absolute path -> what the agent did to it; beyond MAX_OWNED_FILES the oldest is forgotten
@@ -153,7 +157,12 @@ export type WorkLedger = {
 }
 
 /** What a call's after hook does: stamp the files it wrote, record its stash entries, end its run. */
-export type AfterCall = { stamp: string[]; stash: ("push-own" | "push-other" | "pop" | "clear")[]; run?: Run }
+export type AfterCall = {
+  stamp: string[] // the files it writes: the agent's as they are after it
+  reverted: string[] // the agent's files a git discard of it puts back as committed
+  stash: ("push-own" | "push-other" | "pop" | "clear")[]
+  run?: Run
+}
 
 /**
  * A command of the agent's that the reader cannot follow (a script, `python3 -c`, `make`): when it ran, from `at`

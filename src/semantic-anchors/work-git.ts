@@ -396,7 +396,7 @@ async function judgeSteps(
     if (discard) {
       const verdict = await judgeDiscard(anchors, ledger, discard, pushed)
       work.set(key, verdict)
-      after.stamp.push(...revertedFiles(ledger, discard))
+      after.reverted.push(...revertedFiles(discard))
       if (discard.kind === "stash") after.stash.push(discard.clear ? "clear" : "pop")
     } else if (op === "pop") after.stash.push("pop")
     else {
@@ -409,18 +409,18 @@ async function judgeSteps(
 }
 
 /**
- * The agent's files a git discard puts back as committed, to be stamped once it ran: what the agent reverted is its
- * own again, so that a later change of a script to it is told apart from the person's.
+ * The files a git discard puts back as committed, to be stamped once it ran: what the agent reverted is its own
+ * again, so that its next change, by any means, is told apart from the person's.
  */
-function revertedFiles(ledger: WorkLedger, discard: Discard): string[] {
+function revertedFiles(discard: Discard): string[] {
   // only files it names: under a directory, or with `reset --hard`, an untracked file of the agent's stays as it was
   if (discard.kind !== "paths") return []
-  return discard.specs.map((spec) => resolvePath(discard.cwd, spec)).filter((abs) => ledger.owned.has(abs))
+  return discard.specs.map((spec) => resolvePath(discard.cwd, spec)).filter((abs) => fileKind(abs) === "file")
 }
 
 function noteAfter(ledger: WorkLedger, callID: string) {
   let after = ledger.afterCall.peek(callID)
-  if (!after) ledger.afterCall.set(callID, (after = { stamp: [], stash: [] }))
+  if (!after) ledger.afterCall.set(callID, (after = { stamp: [], reverted: [], stash: [] }))
   return after
 }
 
@@ -447,9 +447,9 @@ export function noteAgentWrites(anchors: Anchors, hookInput: HookInput<"tool.exe
   const after = noteAfter(ledger, hookInput.callID)
   for (const word of written) {
     const abs = resolvePath(here, word, home)
-    if (!ledger.owned.has(abs)) {
-      ledger.owned.set(abs, { before: ledger.snapshot })
-    }
+    const owned = ledger.owned.peek(abs)
+    if (!owned) ledger.owned.set(abs, { before: ledger.snapshot })
+    else if (owned.stamp !== undefined && owned.stamp !== stampOf(abs)) owned.other = true // changed by someone since
     after.stamp.push(abs)
   }
 }
@@ -473,6 +473,12 @@ export function afterAgentCall(state: SessionState, callID: string): void {
   for (const abs of after.stamp) {
     const owned = ledger.owned.peek(abs)
     if (owned) owned.stamp = stampOf(abs)
+  }
+  for (const abs of after.reverted) {
+    // as committed: the agent's to change again (its next change is told from the person's by this stamp)
+    const owned = ledger.owned.peek(abs)
+    if (owned) [owned.stamp, owned.other] = [stampOf(abs), false]
+    else ledger.owned.set(abs, { before: ledger.snapshot, stamp: stampOf(abs) })
   }
   for (const op of after.stash)
     if (op === "pop") ledger.stash.pop()
@@ -519,7 +525,7 @@ export function beginRun(anchors: Anchors, hookInput: HookInput<"tool.execute.be
     else if (now.mtime !== undefined && runAt(ledger, now.mtime)?.own.has(abs)) {
       file.stamp = now.stamp // an earlier run changed the agent's file: the agent's still, as it is now
       own.add(abs)
-    }
+    } else file.other = true // changed since the agent left it, by no run of the agent's: someone else's
   }
   const last = ledger.runs[ledger.runs.length - 1]
   if (last && last.end > at) last.end = at // a run whose after hook never came ends where the next begins

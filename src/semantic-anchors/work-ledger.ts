@@ -113,6 +113,7 @@ export function whoseChange(ledger: WorkLedger, rel: string, abs: string, look: 
   const before = owned.before?.state
   if (!before) return "unknown"
   if (changedIn(before, rel)) return "before"
+  if (owned.other) return "other"
   if (owned.stamp !== undefined && owned.stamp === now.stamp) return "own"
   return run?.own.has(abs) ? "own" : "other" // changed by a run that began with it as the agent left it
 }
