@@ -5647,7 +5647,7 @@ function protectionContracts(): Contract[] {
       id: PROTECTION_IDS[1],
       description: "Never throw away commits, or uncommitted work the agent did not make.",
       message:
-        "Ask the user first; git stash keeps changes, git status and git log show what is there. The agent may undo its own edits of this session.",
+        "Ask the user first; git stash -u keeps changes and untracked files, git status and git log show what is there. The agent may undo its own edits, and delete its own files, of this session.",
       trigger: protectTrigger(LOCAL_HISTORY_RUNS, [DISCARD_CHECK, FILE_DISCARD_CHECK]),
       examples: {
         fires: [
@@ -5657,6 +5657,7 @@ function protectionContracts(): Contract[] {
           bash("git checkout -- src/app.ts"),
           bash("git stash drop"),
           bash("git clean -fd"),
+          bash("rm notes.md"),
         ],
         passes: [
           bash("git reset --soft HEAD~1"),
@@ -5665,6 +5666,7 @@ function protectionContracts(): Contract[] {
           bash("git checkout -b feature"),
           bash("git switch main"),
           bash("git clean -n"),
+          bash("mv -n draft.md notes.md"),
         ],
       },
     },
