@@ -4517,7 +4517,7 @@ const MAX_AFTER_CALLS = 64 // calls whose after hook is awaited (what to stamp o
 const MTIME_SLACK_MS = 20 // a file's mtime may trail the clock by a tick of the kernel's coarse time
 const MAX_OWN_STAMPED = 64 // the agent's files whose stamps a run reads before it begins (the latest changed)
 
-/** A file as the disk has it now: its stamp (size and mtime, or `gone`) and its mtime. */
+/** A file as the disk has it now: its stamp (size and mtime, or `gone`) and when it last changed (its ctime). */
 type FileNow = { stamp: string; mtime?: number }
 
 /** The run whose time holds an mtime, the latest first. */
@@ -5317,11 +5317,16 @@ function unquoted(word: string): string {
 function lineLoops(command: string): LineLoops {
   if (!command.includes("=") && !/\bdo\b/.test(command)) return NO_LOOPS
   const vars = new Map<string, string[]>()
-  for (const m of command.matchAll(ASSIGNMENT)) vars.set(m[1], [unquoted(m[2])])
+  const again = new Set<string>() // assigned more than once: which value a command sees is not read here
+  for (const m of command.matchAll(ASSIGNMENT)) {
+    if (vars.has(m[1])) again.add(m[1])
+    vars.set(m[1], [unquoted(m[2])])
+  }
+  for (const name of again) vars.delete(name)
   const loop = /\bdo\b/.test(command)
   let fors = 0
   for (const m of command.matchAll(FOR_LOOP)) {
-    vars.set(m[1], m[2].split(/\s+/).map(unquoted))
+    vars.set(m[1], (m[2].match(/"[^"]*"|'[^']*'|\S+/g) ?? []).map(unquoted))
     fors++
   }
   return { vars, loop, other: loop && (/\b(?:while|until|select)\b/.test(command) || fors === 0) }
@@ -5376,7 +5381,11 @@ function ontoOf(ran: RanCommand, places: PathPlaces, loops: LineLoops): Onto | u
   const parsed = getopt(ranArgs(ran), COPY_SPEC[ran.program])
   const has = (...names: string[]) => names.some((name) => parsed.options.has(name))
   const update = parsed.options.get("update") ?? []
-  if (has("n", "no-clobber", "b", "backup", "help", "version") || update.includes("none")) return undefined
+  const backup = (parsed.options.get("backup") ?? []).every((kind) => kind !== "none" && kind !== "off")
+  // -f or -i beside -n: the last of them wins, which getopt does not keep: taken as a loss
+  const keeps = has("n", "no-clobber") && !has("f", "force", "i", "interactive")
+  if (keeps || has("b") || (has("backup") && backup) || has("help", "version") || update.includes("none"))
+    return undefined
   if (ran.program === "install" && has("d", "directory")) return undefined
   if (ran.program === "rsync" && (has("ignore-existing", "dry-run", "n", "list-only") || has("b"))) return undefined
   const target = parsed.options.get("t") ?? parsed.options.get("target-directory")
@@ -5386,7 +5395,8 @@ function ontoOf(ran: RanCommand, places: PathPlaces, loops: LineLoops): Onto | u
   if (dest === undefined || sources.length === 0) return undefined
   if (ran.program === "rsync" && (/^[^/]*:/.test(dest) || /^[a-z]+:\/\//i.test(dest))) return undefined // remote
   const to = wordPaths(dest, ran, places, loops)
-  if (to.unknown || to.paths.length !== 1) return undefined // a destination per file (`mv "$f" "$f.bak"`): see docs
+  if (to.unknown) return undefined // a destination per file (`mv "$f" "$f.bak"`): see docs
+  if (to.paths.length > 1) return { dest: to.paths[0], names: [], dir: false, spread: to.paths.slice(1) } // a loop's
   const names: string[] = []
   let spread: string[] | null | undefined
   for (const source of sources) {
@@ -5419,17 +5429,16 @@ function foundPaths(
   loops: LineLoops,
 ): { paths: string[]; unknown?: string } | undefined {
   const args = ranArgs(ran)
-  const exec = args.findIndex(
-    (arg, k) => (arg === "-exec" || arg === "-execdir") && programName(args[k + 1] ?? "") === "rm",
-  )
+  const exec = args.findIndex((arg, k) => (arg === "-exec" || arg === "-execdir") && losesFound(args, k + 1))
   if (!args.includes("-delete") && exec < 0) return undefined
-  if (args.includes("-empty")) return undefined // empty files and directories hold nothing
+  const widened = args.some((arg) => FIND_WIDENS.has(arg))
+  if (args.includes("-empty") && !widened) return undefined // empty files and directories hold nothing
   let k = 0
   while (k < args.length && (FIND_LEADING.test(args[k]) || args[k] === "-D")) k += args[k] === "-D" ? 2 : 1
   const roots: string[] = []
   for (; k < args.length && !/^[-(!)]/.test(args[k]); k++) roots.push(args[k])
   const tests = args.slice(k, exec < 0 ? undefined : exec)
-  const deletesDirsOnly = exec < 0 && tests.some((arg, j) => arg === "-type" && tests[j + 1] === "d")
+  const deletesDirsOnly = exec < 0 && !widened && tests.some((arg, j) => arg === "-type" && tests[j + 1] === "d")
   if (deletesDirsOnly) return undefined // -delete removes only empty directories
   const named = tests.flatMap((arg, j) => (arg === "-name" ? [tests[j + 1] ?? "*"] : []))
   const narrowed = named.length === 1 && !tests.some((arg) => FIND_WIDENS.has(arg))
@@ -5445,9 +5454,23 @@ function foundPaths(
   return { paths }
 }
 
+/** Programs that lose the files they are given (`find -exec rm {} +`). */
+const LOSES_OPERANDS = new Set(["rm", "unlink", "shred", "truncate"])
+
+/** Whether the command `find -exec` runs from args[at] loses what it finds: its operands, or `{}` as a copy's target. */
+function losesFound(args: readonly string[], at: number): boolean {
+  const program = programName(args[at] ?? "")
+  if (LOSES_OPERANDS.has(program)) return true
+  if (!COPY_SPEC[program]) return false
+  let end = at + 1
+  while (end < args.length && args[end] !== ";" && args[end] !== "+") end++
+  return args[end - 1] === "{}" // `-exec cp /dev/null {} \;`: the found file is overwritten
+}
+
 /** truncate's sizes that only grow a file (`+N`, `>N`). */
-function onlyGrows(sizes: string[] | undefined): boolean {
-  return sizes !== undefined && sizes.length > 0 && sizes.every((size) => /^\s*[+>]/.test(size))
+function onlyGrows(sizes: string[] | undefined, reference: boolean): boolean {
+  // with -r the size is the reference file's, which a `+N` adds to: it may shrink the file
+  return !reference && sizes !== undefined && sizes.length > 0 && sizes.every((size) => /^\s*[+>]/.test(size))
 }
 
 /** The file programs whose loss is judged, with their options that take a value. */
@@ -5492,7 +5515,9 @@ function fileDiscardOf(
     if (!onto) return undefined
     discard.onto = onto
   } else {
-    if (ran.program === "truncate" && onlyGrows(parsed.options.get("s") ?? parsed.options.get("size"))) return undefined
+    const reference = parsed.options.has("r") || parsed.options.has("reference")
+    if (ran.program === "truncate" && onlyGrows(parsed.options.get("s") ?? parsed.options.get("size"), reference))
+      return undefined
     // `{}` is each file a find finds: judged as the find's own deletion
     const words = ran.found ? parsed.operands.filter((word) => !word.includes("{}")) : parsed.operands
     for (const word of words) {
@@ -5501,6 +5526,8 @@ function fileDiscardOf(
       discard.unknown ??= at.unknown
     }
   }
+  if (ran.via.includes("xargs") || ran.via.includes("parallel"))
+    discard.unknown ??= `${ran.program} is given files it reads from its input, which the plugin cannot know`
   const lost = [...discard.paths, ...(discard.onto ? [discard.onto.dest, ...(discard.onto.spread ?? [])] : [])]
   discard.secrets = lost.filter((abs) => !/[*?[]/.test(abs) && isSecretPath(abs, places))
   const inside = (abs: string) => isInside(abs, places.project)
@@ -8446,7 +8473,8 @@ function workRoot(anchors: Anchors): string | undefined {
  * one the agent changed. */
 function lookFile(abs: string): FileNow {
   const stat = statOf(abs, lstatSync)
-  return stat ? { stamp: `${stat.size}:${stat.mtimeMs}`, mtime: stat.mtimeMs } : { stamp: "gone" }
+  // the run is dated by the change time: an unpacked or `cp -p` file keeps an old mtime, never an old ctime
+  return stat ? { stamp: `${stat.size}:${stat.mtimeMs}`, mtime: stat.ctimeMs } : { stamp: "gone" }
 }
 
 /** A path's stat, or undefined when nothing is there (a name too long, a file where a directory would be, a loop
@@ -8454,7 +8482,7 @@ function lookFile(abs: string): FileNow {
 function statOf(
   abs: string,
   stat: typeof lstatSync,
-): { size: number; mtimeMs: number; isDirectory(): boolean } | undefined {
+): { size: number; mtimeMs: number; ctimeMs: number; isDirectory(): boolean } | undefined {
   try {
     return stat(abs, { throwIfNoEntry: false })
   } catch {
@@ -8479,6 +8507,8 @@ function snapshotTree(anchors: Anchors, state: SessionState): void {
   const root = workRoot(anchors)
   if (!guardsWork(anchors, state)) return
   const ledger = (state.work ??= newLedger())
+  const last = ledger.runs[ledger.runs.length - 1]
+  if (last && last.end > Date.now()) last.end = Date.now() // a run never ended by its hooks ends by the person's turn
   if (ledger.snapshot?.pending) return
   if (!root) {
     ledger.snapshot = { fault: NOT_A_REPOSITORY }
@@ -8522,6 +8552,7 @@ async function judgeDiscard(
   ledger: WorkLedger,
   discard: Discard,
   pushed: boolean[] = [],
+  listed: string[] = [],
 ): Promise<string | null> {
   const root = workRoot(anchors)
   const protect = (fault: string) => {
@@ -8536,6 +8567,7 @@ async function judgeDiscard(
   if ("fault" in answer) return protect(answer.fault)
   const counts: Record<Whose, number> = { own: 0, before: 0, other: 0, unknown: 0 }
   for (const rel of answer.files) counts[whoseChange(ledger, rel, `${root}/${rel}`, lookFile)]++
+  listed.push(...answer.files.map((rel) => `${root}/${rel}`))
   if (counts.unknown && ledger.baseline?.fault) workFault(anchors, ledger.baseline.fault)
   return lossText(discard, counts)
 }
@@ -8574,7 +8606,8 @@ async function judgeFiles(
     const rel = relativeInside(root, abs)
     if (rel === undefined) continue // outside the repository: protect-files judges it
     if (GLOB.test(rel)) {
-      if (fileKind(globBase(abs)) === "dir") specs.push(`:(glob)${rel}`) // else no file can match: nothing lost
+      // what it matches, and all under a matched folder (`rm -rf src/*`); no folder to search: nothing is lost
+      if (fileKind(globBase(abs)) === "dir") specs.push(`:(glob)${rel}`, `:(glob)${rel}/**`)
       continue
     }
     const kind = fileKind(abs)
@@ -8734,9 +8767,10 @@ async function judgeSteps(
   const pushed: boolean[] = [] // entries this line makes before its later commands run
   for (const { key, discard, op, cwd } of steps) {
     if (discard) {
-      const verdict = await judgeDiscard(anchors, ledger, discard, pushed)
+      const listed: string[] = [] // the changed tracked files git says it names
+      const verdict = await judgeDiscard(anchors, ledger, discard, pushed, listed)
       work.set(key, verdict)
-      after.reverted.push(...revertedFiles(discard))
+      after.reverted.push(...revertedFiles(ledger, discard, listed))
       if (discard.kind === "stash") after.stash.push(discard.clear ? "clear" : "pop")
     } else if (op === "pop") after.stash.push("pop")
     else {
@@ -8750,12 +8784,13 @@ async function judgeSteps(
 
 /**
  * The files a git discard puts back as committed, to be stamped once it ran: what the agent reverted is its own
- * again, so that its next change, by any means, is told apart from the person's.
+ * again, so that its next change, by any means, is told apart from the person's. Only files it names, that git
+ * listed as changed and tracked or that the agent changed (an untracked file it names is left as it was).
  */
-function revertedFiles(discard: Discard): string[] {
-  // only files it names: under a directory, or with `reset --hard`, an untracked file of the agent's stays as it was
+function revertedFiles(ledger: WorkLedger, discard: Discard, listed: string[]): string[] {
   if (discard.kind !== "paths") return []
-  return discard.specs.map((spec) => resolvePath(discard.cwd, spec)).filter((abs) => fileKind(abs) === "file")
+  const named = discard.specs.map((spec) => resolvePath(discard.cwd, spec))
+  return named.filter((abs) => listed.includes(abs) || ledger.owned.has(abs))
 }
 
 function noteAfter(ledger: WorkLedger, callID: string) {
@@ -8803,6 +8838,12 @@ function agentOwns(anchors: Anchors, abs: string): boolean {
   return false
 }
 
+/** A call that got no after hook (it failed, or was refused): its run ends now, so that later edits are not its. */
+function endRun(state: SessionState, callID: string): void {
+  const run = state.work?.afterCall.peek(callID)?.run
+  if (run && run.end > Date.now()) run.end = Date.now()
+}
+
 /** After a call ran: the files it wrote are stamped (their state now is the agent's), its stash entry recorded. */
 function afterAgentCall(state: SessionState, callID: string): void {
   const ledger = state.work
@@ -8843,6 +8884,17 @@ function treeSnapshot(root: string): Snapshot {
   return snapshot
 }
 
+/** git's commands that rewrite files of the tree (a branch switch, a merge, `stash pop`): their changes are a run. */
+// (`git checkout` is left out: of files it is a discard, and its reverted files are stamped after it)
+const REWRITING_GIT = new Set("stash switch merge pull rebase cherry-pick revert am apply".split(" "))
+
+function rewritesTree(read: CommandReading): boolean {
+  return (ranIndex(read).byProgram.get("git") ?? []).some((ran) => {
+    const args = ranArgs(ran)
+    return REWRITING_GIT.has(args[gitSubcommandAt(args)])
+  })
+}
+
 /**
  * A changing bash call the reader cannot follow (a script, `python3 -c`, an unknown program) is about to run: its run
  * begins (Run), with no process: the time, the latest snapshot, and the agent's own files as it left them (a stamp
@@ -8854,7 +8906,7 @@ function beginRun(anchors: Anchors, hookInput: HookInput<"tool.execute.before">,
   const ledger = anchors.stateOf(hookInput.sessionID).work
   if (!ledger || !workRoot(anchors)) return
   const read = readCommand(args.command)
-  if (!read.opaque || !read.changing) return
+  if (!read.changing || !(read.opaque || rewritesTree(read))) return
   const at = Date.now()
   const own = new Set<string>()
   let skip = ledger.owned.size - MAX_OWN_STAMPED // the oldest, beyond the latest MAX_OWN_STAMPED
@@ -9389,6 +9441,7 @@ function onPartUpdated(anchors: Anchors, part: ToolPartEvent | undefined): void 
   if (!state) return
   release(state, part.callID)
   dropNote(state, part.callID)
+  endRun(state, part.callID) // a call that failed or was refused got no after hook: its run ends now
 }
 
 /** A user message: the agent sets the role; real text is evidence, confirms, and may earn a tip. */

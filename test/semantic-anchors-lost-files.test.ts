@@ -17,6 +17,8 @@ async function project(): Promise<Repo> {
   writeFileSync(h.file("notes.md"), "the person's notes\n")
   mkdirSync(h.file("keep"))
   writeFileSync(h.file("keep/plan.md"), "the person's plan\n")
+  mkdirSync(h.file("deep/inner"), { recursive: true })
+  writeFileSync(h.file("deep/inner/p.md"), "the person's plan\n")
   mkdirSync(h.file("dist"))
   writeFileSync(h.file("dist/app.js"), "built\n")
   writeFileSync(h.file(".env"), "API_TOKEN=sk-live-0123456789abcdef\n")
@@ -54,7 +56,7 @@ describe("over the person's files: blocked, saying how many and which kind", () 
     ["rm *.md", UNTRACKED],
     ["rm {notes,out}.md", UNTRACKED],
     ["unlink notes.md", UNTRACKED],
-    ["find . -name '*.md' -delete", "2 files with changes that were there before this session (2 untracked)"],
+    ["find . -name '*.md' -delete", "3 files with changes that were there before this session (3 untracked)"],
     ["find keep -type f -exec rm {} +", UNTRACKED],
     ["git rm -f b.txt", "1 file with changes that were there before this session"],
     ["mv c.txt notes.md", UNTRACKED],
@@ -70,6 +72,16 @@ describe("over the person's files: blocked, saying how many and which kind", () 
     ['ls | while read f; do mv "$f" merged; done', "a loop moves files the plugin cannot tell onto the one name"],
     ["rm $FILE", "$FILE is a value the plugin cannot know"],
     ["git clean -f notes.md", "1 file with changes that were there before this session"],
+    // a second look's findings (each ran before)
+    ["rm -rf deep/*", UNTRACKED], // a glob's folder, and all under it
+    ["git ls-files -o | xargs rm -f", "is given files it reads from its input, which the plugin cannot know"],
+    ["find keep -type f -exec truncate -s 0 {} +", UNTRACKED],
+    ["find keep ! -empty -delete", UNTRACKED],
+    ["cp --backup=none c.txt notes.md", UNTRACKED],
+    ["mv -n -f c.txt notes.md", UNTRACKED],
+    ["truncate -r c.txt -s +0 notes.md", UNTRACKED],
+    ['for f in notes.md b.txt; do cp /dev/null "$f"; done', "2 files with changes that were there before this session"],
+    ["F=new.txt; F=notes.md; rm $F", "$F is a value the plugin cannot know"],
   ])("%p: %p", async (command, says) => {
     const verdict = await judged(h, command)
     expect(verdict).toContain(says)
@@ -106,6 +118,8 @@ describe("over the agent's own files, committed files and ignored output: runs",
     'for f in new.txt new2.txt; do mv "$f" merged; done',
     "cat > notes.md <<'EOF'\nrewritten\nEOF", // a redirect is the shell's write tool: an edit, not a loss
     "rm /tmp/scratch.txt",
+    "find . -name '*.pyc' -exec rm {} +",
+    "find keep -name '*.md' -exec cp {} /tmp/ ';'", // the found files are read, not lost
     "git clean -f new.txt",
   ])("%p runs", async (command) => {
     expect(await judged(h, command)).toBe("runs")
@@ -125,6 +139,18 @@ describe("the same answer as git, whoever deletes", () => {
     const h = await project()
     writeFileSync(h.file("new.txt"), "the person took it over\n")
     expect(await judged(h, "rm new.txt")).toContain("someone other than the agent")
+  })
+})
+
+describe("a command whose after hook never came", () => {
+  test("its run ends at the person's next message: an edit after it is the person's", async () => {
+    const h = await project()
+    const args = { command: `python3 -c "open('x','w')"` }
+    await h.hooks["tool.execute.before"]({ tool: "bash", sessionID: "ses_work", callID: "call_refused" }, { args })
+    await say(h) // refused at the permission prompt, or aborted: no after hook
+    await settle()
+    writeFileSync(h.file("c.txt"), "the person's edit\n")
+    expect(await judged(h, "rm c.txt")).toContain("someone other than the agent")
   })
 })
 

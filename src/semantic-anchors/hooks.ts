@@ -9,6 +9,7 @@ import {
   workFault,
   noteAgentWrites,
   beginRun,
+  endRun,
   afterAgentCall,
   agentOwns,
 } from "./work-git"
@@ -126,6 +127,7 @@ function onPartUpdated(anchors: Anchors, part: ToolPartEvent | undefined): void 
   if (!state) return
   release(state, part.callID)
   dropNote(state, part.callID)
+  endRun(state, part.callID) // a call that failed or was refused got no after hook: its run ends now
 }
 
 /** A user message: the agent sets the role; real text is evidence, confirms, and may earn a tip. */

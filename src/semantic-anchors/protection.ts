@@ -323,11 +323,16 @@ function unquoted(word: string): string {
 export function lineLoops(command: string): LineLoops {
   if (!command.includes("=") && !/\bdo\b/.test(command)) return NO_LOOPS
   const vars = new Map<string, string[]>()
-  for (const m of command.matchAll(ASSIGNMENT)) vars.set(m[1], [unquoted(m[2])])
+  const again = new Set<string>() // assigned more than once: which value a command sees is not read here
+  for (const m of command.matchAll(ASSIGNMENT)) {
+    if (vars.has(m[1])) again.add(m[1])
+    vars.set(m[1], [unquoted(m[2])])
+  }
+  for (const name of again) vars.delete(name)
   const loop = /\bdo\b/.test(command)
   let fors = 0
   for (const m of command.matchAll(FOR_LOOP)) {
-    vars.set(m[1], m[2].split(/\s+/).map(unquoted))
+    vars.set(m[1], (m[2].match(/"[^"]*"|'[^']*'|\S+/g) ?? []).map(unquoted))
     fors++
   }
   return { vars, loop, other: loop && (/\b(?:while|until|select)\b/.test(command) || fors === 0) }
@@ -382,7 +387,11 @@ function ontoOf(ran: RanCommand, places: PathPlaces, loops: LineLoops): Onto | u
   const parsed = getopt(ranArgs(ran), COPY_SPEC[ran.program])
   const has = (...names: string[]) => names.some((name) => parsed.options.has(name))
   const update = parsed.options.get("update") ?? []
-  if (has("n", "no-clobber", "b", "backup", "help", "version") || update.includes("none")) return undefined
+  const backup = (parsed.options.get("backup") ?? []).every((kind) => kind !== "none" && kind !== "off")
+  // -f or -i beside -n: the last of them wins, which getopt does not keep: taken as a loss
+  const keeps = has("n", "no-clobber") && !has("f", "force", "i", "interactive")
+  if (keeps || has("b") || (has("backup") && backup) || has("help", "version") || update.includes("none"))
+    return undefined
   if (ran.program === "install" && has("d", "directory")) return undefined
   if (ran.program === "rsync" && (has("ignore-existing", "dry-run", "n", "list-only") || has("b"))) return undefined
   const target = parsed.options.get("t") ?? parsed.options.get("target-directory")
@@ -392,7 +401,8 @@ function ontoOf(ran: RanCommand, places: PathPlaces, loops: LineLoops): Onto | u
   if (dest === undefined || sources.length === 0) return undefined
   if (ran.program === "rsync" && (/^[^/]*:/.test(dest) || /^[a-z]+:\/\//i.test(dest))) return undefined // remote
   const to = wordPaths(dest, ran, places, loops)
-  if (to.unknown || to.paths.length !== 1) return undefined // a destination per file (`mv "$f" "$f.bak"`): see docs
+  if (to.unknown) return undefined // a destination per file (`mv "$f" "$f.bak"`): see docs
+  if (to.paths.length > 1) return { dest: to.paths[0], names: [], dir: false, spread: to.paths.slice(1) } // a loop's
   const names: string[] = []
   let spread: string[] | null | undefined
   for (const source of sources) {
@@ -425,17 +435,16 @@ function foundPaths(
   loops: LineLoops,
 ): { paths: string[]; unknown?: string } | undefined {
   const args = ranArgs(ran)
-  const exec = args.findIndex(
-    (arg, k) => (arg === "-exec" || arg === "-execdir") && programName(args[k + 1] ?? "") === "rm",
-  )
+  const exec = args.findIndex((arg, k) => (arg === "-exec" || arg === "-execdir") && losesFound(args, k + 1))
   if (!args.includes("-delete") && exec < 0) return undefined
-  if (args.includes("-empty")) return undefined // empty files and directories hold nothing
+  const widened = args.some((arg) => FIND_WIDENS.has(arg))
+  if (args.includes("-empty") && !widened) return undefined // empty files and directories hold nothing
   let k = 0
   while (k < args.length && (FIND_LEADING.test(args[k]) || args[k] === "-D")) k += args[k] === "-D" ? 2 : 1
   const roots: string[] = []
   for (; k < args.length && !/^[-(!)]/.test(args[k]); k++) roots.push(args[k])
   const tests = args.slice(k, exec < 0 ? undefined : exec)
-  const deletesDirsOnly = exec < 0 && tests.some((arg, j) => arg === "-type" && tests[j + 1] === "d")
+  const deletesDirsOnly = exec < 0 && !widened && tests.some((arg, j) => arg === "-type" && tests[j + 1] === "d")
   if (deletesDirsOnly) return undefined // -delete removes only empty directories
   const named = tests.flatMap((arg, j) => (arg === "-name" ? [tests[j + 1] ?? "*"] : []))
   const narrowed = named.length === 1 && !tests.some((arg) => FIND_WIDENS.has(arg))
@@ -451,9 +460,23 @@ function foundPaths(
   return { paths }
 }
 
+/** Programs that lose the files they are given (`find -exec rm {} +`). */
+const LOSES_OPERANDS = new Set(["rm", "unlink", "shred", "truncate"])
+
+/** Whether the command `find -exec` runs from args[at] loses what it finds: its operands, or `{}` as a copy's target. */
+function losesFound(args: readonly string[], at: number): boolean {
+  const program = programName(args[at] ?? "")
+  if (LOSES_OPERANDS.has(program)) return true
+  if (!COPY_SPEC[program]) return false
+  let end = at + 1
+  while (end < args.length && args[end] !== ";" && args[end] !== "+") end++
+  return args[end - 1] === "{}" // `-exec cp /dev/null {} \;`: the found file is overwritten
+}
+
 /** truncate's sizes that only grow a file (`+N`, `>N`). */
-function onlyGrows(sizes: string[] | undefined): boolean {
-  return sizes !== undefined && sizes.length > 0 && sizes.every((size) => /^\s*[+>]/.test(size))
+function onlyGrows(sizes: string[] | undefined, reference: boolean): boolean {
+  // with -r the size is the reference file's, which a `+N` adds to: it may shrink the file
+  return !reference && sizes !== undefined && sizes.length > 0 && sizes.every((size) => /^\s*[+>]/.test(size))
 }
 
 /** The file programs whose loss is judged, with their options that take a value. */
@@ -498,7 +521,9 @@ export function fileDiscardOf(
     if (!onto) return undefined
     discard.onto = onto
   } else {
-    if (ran.program === "truncate" && onlyGrows(parsed.options.get("s") ?? parsed.options.get("size"))) return undefined
+    const reference = parsed.options.has("r") || parsed.options.has("reference")
+    if (ran.program === "truncate" && onlyGrows(parsed.options.get("s") ?? parsed.options.get("size"), reference))
+      return undefined
     // `{}` is each file a find finds: judged as the find's own deletion
     const words = ran.found ? parsed.operands.filter((word) => !word.includes("{}")) : parsed.operands
     for (const word of words) {
@@ -507,6 +532,8 @@ export function fileDiscardOf(
       discard.unknown ??= at.unknown
     }
   }
+  if (ran.via.includes("xargs") || ran.via.includes("parallel"))
+    discard.unknown ??= `${ran.program} is given files it reads from its input, which the plugin cannot know`
   const lost = [...discard.paths, ...(discard.onto ? [discard.onto.dest, ...(discard.onto.spread ?? [])] : [])]
   discard.secrets = lost.filter((abs) => !/[*?[]/.test(abs) && isSecretPath(abs, places))
   const inside = (abs: string) => isInside(abs, places.project)

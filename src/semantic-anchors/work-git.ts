@@ -26,7 +26,7 @@ import { oneLine, relativeInside, resolvePath, isInside } from "./names"
 import { Anchors, type HookInput } from "./runtime"
 import type { SessionState } from "./sessions"
 import { PROTECTION_IDS } from "./model"
-import { type RanCommand, ranArgs, readCommand } from "../shared/bash-programs"
+import { type CommandReading, type RanCommand, ranArgs, readCommand } from "../shared/bash-programs"
 import { gitSubcommandAt } from "../shared/git-words"
 import { isMapping } from "./problems"
 import { ranIndex, pathPlaces, resolveOperand } from "./command-patterns"
@@ -106,7 +106,8 @@ function workRoot(anchors: Anchors): string | undefined {
  * one the agent changed. */
 function lookFile(abs: string): FileNow {
   const stat = statOf(abs, lstatSync)
-  return stat ? { stamp: `${stat.size}:${stat.mtimeMs}`, mtime: stat.mtimeMs } : { stamp: "gone" }
+  // the run is dated by the change time: an unpacked or `cp -p` file keeps an old mtime, never an old ctime
+  return stat ? { stamp: `${stat.size}:${stat.mtimeMs}`, mtime: stat.ctimeMs } : { stamp: "gone" }
 }
 
 /** A path's stat, or undefined when nothing is there (a name too long, a file where a directory would be, a loop
@@ -114,7 +115,7 @@ function lookFile(abs: string): FileNow {
 function statOf(
   abs: string,
   stat: typeof lstatSync,
-): { size: number; mtimeMs: number; isDirectory(): boolean } | undefined {
+): { size: number; mtimeMs: number; ctimeMs: number; isDirectory(): boolean } | undefined {
   try {
     return stat(abs, { throwIfNoEntry: false })
   } catch {
@@ -139,6 +140,8 @@ export function snapshotTree(anchors: Anchors, state: SessionState): void {
   const root = workRoot(anchors)
   if (!guardsWork(anchors, state)) return
   const ledger = (state.work ??= newLedger())
+  const last = ledger.runs[ledger.runs.length - 1]
+  if (last && last.end > Date.now()) last.end = Date.now() // a run never ended by its hooks ends by the person's turn
   if (ledger.snapshot?.pending) return
   if (!root) {
     ledger.snapshot = { fault: NOT_A_REPOSITORY }
@@ -182,6 +185,7 @@ async function judgeDiscard(
   ledger: WorkLedger,
   discard: Discard,
   pushed: boolean[] = [],
+  listed: string[] = [],
 ): Promise<string | null> {
   const root = workRoot(anchors)
   const protect = (fault: string) => {
@@ -196,6 +200,7 @@ async function judgeDiscard(
   if ("fault" in answer) return protect(answer.fault)
   const counts: Record<Whose, number> = { own: 0, before: 0, other: 0, unknown: 0 }
   for (const rel of answer.files) counts[whoseChange(ledger, rel, `${root}/${rel}`, lookFile)]++
+  listed.push(...answer.files.map((rel) => `${root}/${rel}`))
   if (counts.unknown && ledger.baseline?.fault) workFault(anchors, ledger.baseline.fault)
   return lossText(discard, counts)
 }
@@ -234,7 +239,8 @@ async function judgeFiles(
     const rel = relativeInside(root, abs)
     if (rel === undefined) continue // outside the repository: protect-files judges it
     if (GLOB.test(rel)) {
-      if (fileKind(globBase(abs)) === "dir") specs.push(`:(glob)${rel}`) // else no file can match: nothing lost
+      // what it matches, and all under a matched folder (`rm -rf src/*`); no folder to search: nothing is lost
+      if (fileKind(globBase(abs)) === "dir") specs.push(`:(glob)${rel}`, `:(glob)${rel}/**`)
       continue
     }
     const kind = fileKind(abs)
@@ -394,9 +400,10 @@ async function judgeSteps(
   const pushed: boolean[] = [] // entries this line makes before its later commands run
   for (const { key, discard, op, cwd } of steps) {
     if (discard) {
-      const verdict = await judgeDiscard(anchors, ledger, discard, pushed)
+      const listed: string[] = [] // the changed tracked files git says it names
+      const verdict = await judgeDiscard(anchors, ledger, discard, pushed, listed)
       work.set(key, verdict)
-      after.reverted.push(...revertedFiles(discard))
+      after.reverted.push(...revertedFiles(ledger, discard, listed))
       if (discard.kind === "stash") after.stash.push(discard.clear ? "clear" : "pop")
     } else if (op === "pop") after.stash.push("pop")
     else {
@@ -410,12 +417,13 @@ async function judgeSteps(
 
 /**
  * The files a git discard puts back as committed, to be stamped once it ran: what the agent reverted is its own
- * again, so that its next change, by any means, is told apart from the person's.
+ * again, so that its next change, by any means, is told apart from the person's. Only files it names, that git
+ * listed as changed and tracked or that the agent changed (an untracked file it names is left as it was).
  */
-function revertedFiles(discard: Discard): string[] {
-  // only files it names: under a directory, or with `reset --hard`, an untracked file of the agent's stays as it was
+function revertedFiles(ledger: WorkLedger, discard: Discard, listed: string[]): string[] {
   if (discard.kind !== "paths") return []
-  return discard.specs.map((spec) => resolvePath(discard.cwd, spec)).filter((abs) => fileKind(abs) === "file")
+  const named = discard.specs.map((spec) => resolvePath(discard.cwd, spec))
+  return named.filter((abs) => listed.includes(abs) || ledger.owned.has(abs))
 }
 
 function noteAfter(ledger: WorkLedger, callID: string) {
@@ -463,6 +471,12 @@ export function agentOwns(anchors: Anchors, abs: string): boolean {
   return false
 }
 
+/** A call that got no after hook (it failed, or was refused): its run ends now, so that later edits are not its. */
+export function endRun(state: SessionState, callID: string): void {
+  const run = state.work?.afterCall.peek(callID)?.run
+  if (run && run.end > Date.now()) run.end = Date.now()
+}
+
 /** After a call ran: the files it wrote are stamped (their state now is the agent's), its stash entry recorded. */
 export function afterAgentCall(state: SessionState, callID: string): void {
   const ledger = state.work
@@ -503,6 +517,17 @@ function treeSnapshot(root: string): Snapshot {
   return snapshot
 }
 
+/** git's commands that rewrite files of the tree (a branch switch, a merge, `stash pop`): their changes are a run. */
+// (`git checkout` is left out: of files it is a discard, and its reverted files are stamped after it)
+const REWRITING_GIT = new Set("stash switch merge pull rebase cherry-pick revert am apply".split(" "))
+
+function rewritesTree(read: CommandReading): boolean {
+  return (ranIndex(read).byProgram.get("git") ?? []).some((ran) => {
+    const args = ranArgs(ran)
+    return REWRITING_GIT.has(args[gitSubcommandAt(args)])
+  })
+}
+
 /**
  * A changing bash call the reader cannot follow (a script, `python3 -c`, an unknown program) is about to run: its run
  * begins (Run), with no process: the time, the latest snapshot, and the agent's own files as it left them (a stamp
@@ -514,7 +539,7 @@ export function beginRun(anchors: Anchors, hookInput: HookInput<"tool.execute.be
   const ledger = anchors.stateOf(hookInput.sessionID).work
   if (!ledger || !workRoot(anchors)) return
   const read = readCommand(args.command)
-  if (!read.opaque || !read.changing) return
+  if (!read.changing || !(read.opaque || rewritesTree(read))) return
   const at = Date.now()
   const own = new Set<string>()
   let skip = ledger.owned.size - MAX_OWN_STAMPED // the oldest, beyond the latest MAX_OWN_STAMPED

@@ -28,7 +28,7 @@ export const MAX_AFTER_CALLS = 64 // calls whose after hook is awaited (what to 
 export const MTIME_SLACK_MS = 20 // a file's mtime may trail the clock by a tick of the kernel's coarse time
 export const MAX_OWN_STAMPED = 64 // the agent's files whose stamps a run reads before it begins (the latest changed)
 
-/** A file as the disk has it now: its stamp (size and mtime, or `gone`) and its mtime. */
+/** A file as the disk has it now: its stamp (size and mtime, or `gone`) and when it last changed (its ctime). */
 export type FileNow = { stamp: string; mtime?: number }
 
 /** The run whose time holds an mtime, the latest first. */
