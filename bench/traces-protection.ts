@@ -8,8 +8,8 @@
 // rules), its home /home/replay.
 //
 // The tree: each trajectory's project is moved under a temporary root (its path in the calls too), where the replay
-// makes what the agent's edit tools write (so their stamps are real) and, before each bash call, each file it names
-// as a committed file is there (old, untouched); a file the agent changed only through a script is not made (the corpus
+// makes what the agent's edit tools write (so their stamps are real) and, before the session, each file a bash command
+// of it names is there as a committed file (old, untouched); a file the agent changed only through a script is not made (the corpus
 // holds commands, not files). Each trajectory is replayed as if its tree was clean when the session began. A stand-in `git` first on
 // PATH answers the plugin's questions: the snapshot at a user message is clean; what a discard would throw away is
 // the files the agent changed so far with its edit tools (whole-tree discards, `git checkout .`) and, for a pathspec,
@@ -166,8 +166,8 @@ let trees = 0
 const COMMITTED = new Date("2001-01-01T00:00:00Z") // long before any run: a file as the last commit left it
 
 /**
- * The files a bash command names that look like files (as the stand-in git sees them), made where missing before it
- * runs, as committed files are there in a real tree: old, untouched by the agent. (The corpus holds commands, not
+ * The files a bash command names that look like files (as the stand-in git sees them), made where missing before the
+ * session, as committed files are there in a real tree: old, untouched by the agent. (The corpus holds commands, not
  * files: what a command does to them is not made, so a file the agent changed only through a script is there as
  * committed, and the stand-in says it changed: someone else's.)
  */
@@ -204,6 +204,13 @@ async function replay(
   const inProject = new RegExp(`${real.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}(?=[/\\s"'\`;&|)]|$)`, "g")
   const moved = (args: unknown) =>
     real === "/" ? args : JSON.parse(JSON.stringify(args ?? {}).replace(inProject, project.replace(/\$/g, "$$$$")))
+  // the tree before the session: every file a bash command of it names, there as committed (created now, so its
+  // ctime is older than the session's first command by more than MTIME_SLACK_MS)
+  for (const call of trajectory.turns.flat()) {
+    const command = (moved(call.args) as { command?: unknown }).command
+    if (call.tool === "bash" && typeof command === "string") committedFiles(project, command)
+  }
+  await new Promise((resolve) => setTimeout(resolve, 30))
   const hooks = await start(project, root, plugin)
   const sessionID = `ses_p_${system}/${trajectory.id}`
   const dirty = new Set<string>()
@@ -218,7 +225,6 @@ async function replay(
       const callID = `${sessionID}#${n}`
       const command = (call.args as { command?: unknown } | undefined)?.command
       const bash = call.tool === "bash" && typeof command === "string"
-      if (bash) committedFiles(project, command as string)
       let blocked: string | undefined
       const began = now()
       try {
