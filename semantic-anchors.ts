@@ -2749,7 +2749,7 @@ type AfterCall = {
 /**
  * A command of the agent's that the reader cannot follow (a script, `python3 -c`, `make`): when it ran, from `at`
  * (its before hook) to `end` (its after hook), the snapshot before it, and the agent's own files as it left them when
- * it began. No process is started for it: a file whose mtime lies in a run was changed by it (MTIME_SLACK_MS either
+ * it began. No process is started for it: a file whose change time lies in a run was changed by it (CHANGE_SLACK_MS either
  * side), so it is the agent's, when it was clean in the snapshot before the run or the agent's own as it left it.
  */
 type Run = { at: number; end: number; base: Snapshot | undefined; own: Set<string> }
@@ -4514,19 +4514,24 @@ const MAX_OWNED_FILES = 4096 // files per session the ledger keeps; beyond, the 
 const MAX_RUNS = 256 // commands the reader cannot follow a session remembers; beyond, the oldest is forgotten
 const MAX_AFTER_CALLS = 64 // calls whose after hook is awaited (what to stamp once each ran)
 
-const MTIME_SLACK_MS = 20 // a file's mtime may trail the clock by a tick of the kernel's coarse time
+const CHANGE_SLACK_MS = 20 // a file's change time may trail the clock by a tick of the kernel's coarse time
 const MAX_OWN_STAMPED = 64 // the agent's files whose stamps a run reads before it begins (the latest changed)
 
 /** A file as the disk has it now: its stamp (size and mtime, or `gone`) and when it last changed (its ctime). */
-type FileNow = { stamp: string; mtime?: number }
+type FileNow = { stamp: string; changed?: number }
 
-/** The run whose time holds an mtime, the latest first. */
-function runAt(ledger: WorkLedger, mtime: number): Run | undefined {
+/** The run whose time holds a file's change time, the latest first. */
+function runAt(ledger: WorkLedger, changed: number): Run | undefined {
   for (let k = ledger.runs.length - 1; k >= 0; k--) {
     const run = ledger.runs[k]
-    if (mtime >= run.at - MTIME_SLACK_MS && mtime <= run.end + MTIME_SLACK_MS) return run
+    if (changed >= run.at - CHANGE_SLACK_MS && changed <= run.end + CHANGE_SLACK_MS) return run
   }
   return undefined
+}
+
+/** A run ends at `at` unless it ended before (its after hook, its failure, the next run, the person's turn). */
+function endRunAt(run: Run | undefined, at: number): void {
+  if (run && run.end > at) run.end = at
 }
 
 function newLedger(): WorkLedger {
@@ -4588,7 +4593,7 @@ type Whose = "own" | "before" | "other" | "unknown"
 
 function whoseChange(ledger: WorkLedger, rel: string, abs: string, look: (abs: string) => FileNow): Whose {
   const now = look(abs)
-  const run = now.mtime === undefined ? undefined : runAt(ledger, now.mtime)
+  const run = now.changed === undefined ? undefined : runAt(ledger, now.changed)
   const owned = ledger.owned.peek(abs)
   if (!owned) {
     const baseline = ledger.baseline?.state
@@ -4597,7 +4602,7 @@ function whoseChange(ledger: WorkLedger, rel: string, abs: string, look: (abs: s
     // changed by a run of the agent's, and clean before it; or gone (a deleted file is not dated) after a run
     const base = run?.base?.state
     if (run) return base && !changedIn(base, rel) ? "own" : "other"
-    return now.mtime === undefined && ledger.runs.length ? "own" : "other"
+    return now.changed === undefined && ledger.runs.length ? "own" : "other"
   }
   const before = owned.before?.state
   if (!before) return "unknown"
@@ -5332,6 +5337,14 @@ function lineLoops(command: string): LineLoops {
   return { vars, loop, other: loop && (/\b(?:while|until|select)\b/.test(command) || fors === 0) }
 }
 
+/** Glob characters in a path: it names what it matches (asked of git as a glob pathspec), and no one file. */
+const GLOB = /[*?[]/
+
+/** A word that holds a loop's variable or another value the reader cannot know. */
+function isVariable(word: string): boolean {
+  return /[$`]/.test(word)
+}
+
 /** A variable alone: `$f`, `${f}`; its name. */
 const VARIABLE = /^\$(?:\{([A-Za-z_]\w*)\}|([A-Za-z_]\w*))$/
 
@@ -5348,22 +5361,17 @@ function wordPaths(
   const paths: string[] = []
   for (const alternative of braceWords(word) ?? [word]) {
     const expanded = expandPlaces(alternative, places)
-    if (!/[$`]/.test(expanded)) {
+    if (!isVariable(expanded)) {
       paths.push(resolveOperand(expanded, places, ran.cwd))
       continue
     }
     const variable = VARIABLE.exec(expanded)
     const items = variable ? loops.vars.get(variable[1] ?? variable[2]) : undefined
-    if (!items || items.some((item) => /[$`]/.test(expandPlaces(item, places))))
+    if (!items || items.some((item) => isVariable(expandPlaces(item, places))))
       return { paths, unknown: `${word} is a value the plugin cannot know` }
     for (const item of items) paths.push(resolveOperand(expandPlaces(item, places), places, ran.cwd))
   }
   return { paths }
-}
-
-/** A word that holds a loop's variable or another value the reader cannot know. */
-function isVariable(word: string): boolean {
-  return /[$`]/.test(word)
 }
 
 const COPY_SPEC: Record<string, OptionSpec> = {
@@ -5479,10 +5487,7 @@ const FILE_PROGRAMS: Record<string, OptionSpec> = {
   unlink: {},
   shred: { values: "ns", long: ["iterations", "size", "random-source"] },
   truncate: { values: "sr", long: ["size", "reference"] },
-  mv: {},
-  cp: {},
-  install: {},
-  rsync: {},
+  ...COPY_SPEC,
   find: {},
 }
 const FILE_DISCARD_PROGRAMS = Object.keys(FILE_PROGRAMS)
@@ -5501,7 +5506,7 @@ function fileDiscardOf(
   if (!spec) return undefined
   const cwd = resolveOperand(".", places, ran.cwd)
   const args = ranArgs(ran)
-  const parsed = getopt(args, COPY_SPEC[ran.program] ?? spec)
+  const parsed = getopt(args, spec)
   const text = `\`${ran.program}\` of ${oneLine(parsed.operands.join(" "), 120)}`
   const discard: FileDiscard = { kind: "files", paths: [], secrets: [], cwd, text }
   if (parsed.options.has("help") || parsed.options.has("version")) return undefined
@@ -5529,7 +5534,7 @@ function fileDiscardOf(
   if (ran.via.includes("xargs") || ran.via.includes("parallel"))
     discard.unknown ??= `${ran.program} is given files it reads from its input, which the plugin cannot know`
   const lost = [...discard.paths, ...(discard.onto ? [discard.onto.dest, ...(discard.onto.spread ?? [])] : [])]
-  discard.secrets = lost.filter((abs) => !/[*?[]/.test(abs) && isSecretPath(abs, places))
+  discard.secrets = lost.filter((abs) => !GLOB.test(abs) && isSecretPath(abs, places))
   const inside = (abs: string) => isInside(abs, places.project)
   if (!discard.unknown && !lost.some(inside)) return undefined
   return discard
@@ -8469,12 +8474,12 @@ function workRoot(anchors: Anchors): string | undefined {
   return anchors.paths.worktree !== "/" ? anchors.paths.worktree : undefined
 }
 
-/** A file's stamp (its size and modification time, or `gone`) and mtime; read only for a file a discard names, or
+/** A file's stamp (its size and modification time, or `gone`) and change time; read only for a file a discard names, or
  * one the agent changed. */
 function lookFile(abs: string): FileNow {
   const stat = statOf(abs, lstatSync)
   // the run is dated by the change time: an unpacked or `cp -p` file keeps an old mtime, never an old ctime
-  return stat ? { stamp: `${stat.size}:${stat.mtimeMs}`, mtime: stat.ctimeMs } : { stamp: "gone" }
+  return stat ? { stamp: `${stat.size}:${stat.mtimeMs}`, changed: stat.ctimeMs } : { stamp: "gone" }
 }
 
 /** A path's stat, or undefined when nothing is there (a name too long, a file where a directory would be, a loop
@@ -8507,8 +8512,7 @@ function snapshotTree(anchors: Anchors, state: SessionState): void {
   const root = workRoot(anchors)
   if (!guardsWork(anchors, state)) return
   const ledger = (state.work ??= newLedger())
-  const last = ledger.runs[ledger.runs.length - 1]
-  if (last && last.end > Date.now()) last.end = Date.now() // a run never ended by its hooks ends by the person's turn
+  endRunAt(ledger.runs[ledger.runs.length - 1], Date.now()) // a run never ended by its hooks ends by the person's turn
   if (ledger.snapshot?.pending) return
   if (!root) {
     ledger.snapshot = { fault: NOT_A_REPOSITORY }
@@ -8637,8 +8641,6 @@ async function judgeFiles(
   return lossText(discard, counts, kinds)
 }
 
-/** Glob characters in a path: it is asked of git as a glob pathspec. */
-const GLOB = /[*?[]/
 /** The directory a glob path searches: its path up to the first part with a glob character. */
 function globBase(abs: string): string {
   const glob = abs.search(GLOB)
@@ -8840,8 +8842,7 @@ function agentOwns(anchors: Anchors, abs: string): boolean {
 
 /** A call that got no after hook (it failed, or was refused): its run ends now, so that later edits are not its. */
 function endRun(state: SessionState, callID: string): void {
-  const run = state.work?.afterCall.peek(callID)?.run
-  if (run && run.end > Date.now()) run.end = Date.now()
+  endRunAt(state.work?.afterCall.peek(callID)?.run, Date.now())
 }
 
 /** After a call ran: the files it wrote are stamped (their state now is the agent's), its stash entry recorded. */
@@ -8850,7 +8851,7 @@ function afterAgentCall(state: SessionState, callID: string): void {
   const after = ledger?.afterCall.peek(callID)
   if (!ledger || !after) return
   ledger.afterCall.delete(callID)
-  if (after.run) after.run.end = Date.now()
+  endRunAt(after.run, Date.now())
   for (const abs of after.stamp) {
     const owned = ledger.owned.peek(abs)
     if (owned) owned.stamp = stampOf(abs)
@@ -8899,7 +8900,7 @@ function rewritesTree(read: CommandReading): boolean {
  * A changing bash call the reader cannot follow (a script, `python3 -c`, an unknown program) is about to run: its run
  * begins (Run), with no process: the time, the latest snapshot, and the agent's own files as it left them (a stamp
  * each, the latest MAX_OWN_STAMPED; one a run of the agent's changed since is its own too, and is stamped anew), so
- * that a discard can tell later what the run changed by the files' mtimes.
+ * that a discard can tell later what the run changed by the files' change times.
  */
 function beginRun(anchors: Anchors, hookInput: HookInput<"tool.execute.before">, args: unknown): void {
   if (hookInput.tool !== "bash" || !isMapping(args) || typeof args.command !== "string") return
@@ -8914,13 +8915,12 @@ function beginRun(anchors: Anchors, hookInput: HookInput<"tool.execute.before">,
     if (skip-- > 0 || file.stamp === undefined) continue
     const now = lookFile(abs)
     if (now.stamp === file.stamp) own.add(abs)
-    else if (now.mtime !== undefined && runAt(ledger, now.mtime)?.own.has(abs)) {
+    else if (now.changed !== undefined && runAt(ledger, now.changed)?.own.has(abs)) {
       file.stamp = now.stamp // an earlier run changed the agent's file: the agent's still, as it is now
       own.add(abs)
     } else file.other = true // changed since the agent left it, by no run of the agent's: someone else's
   }
-  const last = ledger.runs[ledger.runs.length - 1]
-  if (last && last.end > at) last.end = at // a run whose after hook never came ends where the next begins
+  endRunAt(ledger.runs[ledger.runs.length - 1], at) // a run whose after hook never came ends where the next begins
   const run: Run = { at, end: Number.POSITIVE_INFINITY, base: ledger.snapshot, own }
   ledger.runs.push(run)
   if (ledger.runs.length > MAX_RUNS) ledger.runs.shift()

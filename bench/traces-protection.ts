@@ -205,7 +205,7 @@ async function replay(
   const moved = (args: unknown) =>
     real === "/" ? args : JSON.parse(JSON.stringify(args ?? {}).replace(inProject, project.replace(/\$/g, "$$$$")))
   // the tree before the session: every file a bash command of it names, there as committed (created now, so its
-  // ctime is older than the session's first command by more than MTIME_SLACK_MS)
+  // ctime is older than the session's first command by more than CHANGE_SLACK_MS)
   for (const call of trajectory.turns.flat()) {
     const command = (moved(call.args) as { command?: unknown }).command
     if (call.tool === "bash" && typeof command === "string") committedFiles(project, command)

@@ -53,7 +53,7 @@ describe("the agent's own edits may be undone", () => {
     await say(h)
     await settle()
     writeFileSync(h.file("c.txt"), "the person, between two calls\n")
-    await settle() // the model thinks: the person's edit is older than the next call (MTIME_SLACK_MS)
+    await settle() // the model thinks: the person's edit is older than the next call (CHANGE_SLACK_MS)
     const script = `python3 -c "open('b.txt','a').write('x')"`
     expect(await judged(h, script, async () => (await settle(), appendFileSync(h.file("b.txt"), "x")))).toBe("runs")
     expect(await judged(h, "git checkout b.txt")).toBe("runs")

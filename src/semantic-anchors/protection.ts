@@ -338,6 +338,14 @@ export function lineLoops(command: string): LineLoops {
   return { vars, loop, other: loop && (/\b(?:while|until|select)\b/.test(command) || fors === 0) }
 }
 
+/** Glob characters in a path: it names what it matches (asked of git as a glob pathspec), and no one file. */
+export const GLOB = /[*?[]/
+
+/** A word that holds a loop's variable or another value the reader cannot know. */
+function isVariable(word: string): boolean {
+  return /[$`]/.test(word)
+}
+
 /** A variable alone: `$f`, `${f}`; its name. */
 const VARIABLE = /^\$(?:\{([A-Za-z_]\w*)\}|([A-Za-z_]\w*))$/
 
@@ -354,22 +362,17 @@ function wordPaths(
   const paths: string[] = []
   for (const alternative of braceWords(word) ?? [word]) {
     const expanded = expandPlaces(alternative, places)
-    if (!/[$`]/.test(expanded)) {
+    if (!isVariable(expanded)) {
       paths.push(resolveOperand(expanded, places, ran.cwd))
       continue
     }
     const variable = VARIABLE.exec(expanded)
     const items = variable ? loops.vars.get(variable[1] ?? variable[2]) : undefined
-    if (!items || items.some((item) => /[$`]/.test(expandPlaces(item, places))))
+    if (!items || items.some((item) => isVariable(expandPlaces(item, places))))
       return { paths, unknown: `${word} is a value the plugin cannot know` }
     for (const item of items) paths.push(resolveOperand(expandPlaces(item, places), places, ran.cwd))
   }
   return { paths }
-}
-
-/** A word that holds a loop's variable or another value the reader cannot know. */
-function isVariable(word: string): boolean {
-  return /[$`]/.test(word)
 }
 
 const COPY_SPEC: Record<string, OptionSpec> = {
@@ -485,10 +488,7 @@ const FILE_PROGRAMS: Record<string, OptionSpec> = {
   unlink: {},
   shred: { values: "ns", long: ["iterations", "size", "random-source"] },
   truncate: { values: "sr", long: ["size", "reference"] },
-  mv: {},
-  cp: {},
-  install: {},
-  rsync: {},
+  ...COPY_SPEC,
   find: {},
 }
 export const FILE_DISCARD_PROGRAMS = Object.keys(FILE_PROGRAMS)
@@ -507,7 +507,7 @@ export function fileDiscardOf(
   if (!spec) return undefined
   const cwd = resolveOperand(".", places, ran.cwd)
   const args = ranArgs(ran)
-  const parsed = getopt(args, COPY_SPEC[ran.program] ?? spec)
+  const parsed = getopt(args, spec)
   const text = `\`${ran.program}\` of ${oneLine(parsed.operands.join(" "), 120)}`
   const discard: FileDiscard = { kind: "files", paths: [], secrets: [], cwd, text }
   if (parsed.options.has("help") || parsed.options.has("version")) return undefined
@@ -535,7 +535,7 @@ export function fileDiscardOf(
   if (ran.via.includes("xargs") || ran.via.includes("parallel"))
     discard.unknown ??= `${ran.program} is given files it reads from its input, which the plugin cannot know`
   const lost = [...discard.paths, ...(discard.onto ? [discard.onto.dest, ...(discard.onto.spread ?? [])] : [])]
-  discard.secrets = lost.filter((abs) => !/[*?[]/.test(abs) && isSecretPath(abs, places))
+  discard.secrets = lost.filter((abs) => !GLOB.test(abs) && isSecretPath(abs, places))
   const inside = (abs: string) => isInside(abs, places.project)
   if (!discard.unknown && !lost.some(inside)) return undefined
   return discard

@@ -167,7 +167,7 @@ export type AfterCall = {
 /**
  * A command of the agent's that the reader cannot follow (a script, `python3 -c`, `make`): when it ran, from `at`
  * (its before hook) to `end` (its after hook), the snapshot before it, and the agent's own files as it left them when
- * it began. No process is started for it: a file whose mtime lies in a run was changed by it (MTIME_SLACK_MS either
+ * it began. No process is started for it: a file whose change time lies in a run was changed by it (CHANGE_SLACK_MS either
  * side), so it is the agent's, when it was clean in the snapshot before the run or the agent's own as it left it.
  */
 export type Run = { at: number; end: number; base: Snapshot | undefined; own: Set<string> }

@@ -19,8 +19,9 @@ import {
   MAX_OWN_STAMPED,
   MAX_RUNS,
   runAt,
+  endRunAt,
 } from "./work-ledger"
-import { discardOf, fileDiscardOf, lineLoops, FILE_DISCARD_PROGRAMS } from "./protection"
+import { discardOf, fileDiscardOf, lineLoops, FILE_DISCARD_PROGRAMS, GLOB } from "./protection"
 import type { FileDiscard, Snapshot, Discard, WorkLedger, AfterCall, Run, WorkView } from "./types"
 import { oneLine, relativeInside, resolvePath, isInside } from "./names"
 import { Anchors, type HookInput } from "./runtime"
@@ -102,12 +103,12 @@ function workRoot(anchors: Anchors): string | undefined {
   return anchors.paths.worktree !== "/" ? anchors.paths.worktree : undefined
 }
 
-/** A file's stamp (its size and modification time, or `gone`) and mtime; read only for a file a discard names, or
+/** A file's stamp (its size and modification time, or `gone`) and change time; read only for a file a discard names, or
  * one the agent changed. */
 function lookFile(abs: string): FileNow {
   const stat = statOf(abs, lstatSync)
   // the run is dated by the change time: an unpacked or `cp -p` file keeps an old mtime, never an old ctime
-  return stat ? { stamp: `${stat.size}:${stat.mtimeMs}`, mtime: stat.ctimeMs } : { stamp: "gone" }
+  return stat ? { stamp: `${stat.size}:${stat.mtimeMs}`, changed: stat.ctimeMs } : { stamp: "gone" }
 }
 
 /** A path's stat, or undefined when nothing is there (a name too long, a file where a directory would be, a loop
@@ -140,8 +141,7 @@ export function snapshotTree(anchors: Anchors, state: SessionState): void {
   const root = workRoot(anchors)
   if (!guardsWork(anchors, state)) return
   const ledger = (state.work ??= newLedger())
-  const last = ledger.runs[ledger.runs.length - 1]
-  if (last && last.end > Date.now()) last.end = Date.now() // a run never ended by its hooks ends by the person's turn
+  endRunAt(ledger.runs[ledger.runs.length - 1], Date.now()) // a run never ended by its hooks ends by the person's turn
   if (ledger.snapshot?.pending) return
   if (!root) {
     ledger.snapshot = { fault: NOT_A_REPOSITORY }
@@ -270,8 +270,6 @@ async function judgeFiles(
   return lossText(discard, counts, kinds)
 }
 
-/** Glob characters in a path: it is asked of git as a glob pathspec. */
-const GLOB = /[*?[]/
 /** The directory a glob path searches: its path up to the first part with a glob character. */
 function globBase(abs: string): string {
   const glob = abs.search(GLOB)
@@ -473,8 +471,7 @@ export function agentOwns(anchors: Anchors, abs: string): boolean {
 
 /** A call that got no after hook (it failed, or was refused): its run ends now, so that later edits are not its. */
 export function endRun(state: SessionState, callID: string): void {
-  const run = state.work?.afterCall.peek(callID)?.run
-  if (run && run.end > Date.now()) run.end = Date.now()
+  endRunAt(state.work?.afterCall.peek(callID)?.run, Date.now())
 }
 
 /** After a call ran: the files it wrote are stamped (their state now is the agent's), its stash entry recorded. */
@@ -483,7 +480,7 @@ export function afterAgentCall(state: SessionState, callID: string): void {
   const after = ledger?.afterCall.peek(callID)
   if (!ledger || !after) return
   ledger.afterCall.delete(callID)
-  if (after.run) after.run.end = Date.now()
+  endRunAt(after.run, Date.now())
   for (const abs of after.stamp) {
     const owned = ledger.owned.peek(abs)
     if (owned) owned.stamp = stampOf(abs)
@@ -532,7 +529,7 @@ function rewritesTree(read: CommandReading): boolean {
  * A changing bash call the reader cannot follow (a script, `python3 -c`, an unknown program) is about to run: its run
  * begins (Run), with no process: the time, the latest snapshot, and the agent's own files as it left them (a stamp
  * each, the latest MAX_OWN_STAMPED; one a run of the agent's changed since is its own too, and is stamped anew), so
- * that a discard can tell later what the run changed by the files' mtimes.
+ * that a discard can tell later what the run changed by the files' change times.
  */
 export function beginRun(anchors: Anchors, hookInput: HookInput<"tool.execute.before">, args: unknown): void {
   if (hookInput.tool !== "bash" || !isMapping(args) || typeof args.command !== "string") return
@@ -547,13 +544,12 @@ export function beginRun(anchors: Anchors, hookInput: HookInput<"tool.execute.be
     if (skip-- > 0 || file.stamp === undefined) continue
     const now = lookFile(abs)
     if (now.stamp === file.stamp) own.add(abs)
-    else if (now.mtime !== undefined && runAt(ledger, now.mtime)?.own.has(abs)) {
+    else if (now.changed !== undefined && runAt(ledger, now.changed)?.own.has(abs)) {
       file.stamp = now.stamp // an earlier run changed the agent's file: the agent's still, as it is now
       own.add(abs)
     } else file.other = true // changed since the agent left it, by no run of the agent's: someone else's
   }
-  const last = ledger.runs[ledger.runs.length - 1]
-  if (last && last.end > at) last.end = at // a run whose after hook never came ends where the next begins
+  endRunAt(ledger.runs[ledger.runs.length - 1], at) // a run whose after hook never came ends where the next begins
   const run: Run = { at, end: Number.POSITIVE_INFINITY, base: ledger.snapshot, own }
   ledger.runs.push(run)
   if (ledger.runs.length > MAX_RUNS) ledger.runs.shift()

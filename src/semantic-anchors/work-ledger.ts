@@ -25,19 +25,24 @@ export const MAX_OWNED_FILES = 4096 // files per session the ledger keeps; beyon
 export const MAX_RUNS = 256 // commands the reader cannot follow a session remembers; beyond, the oldest is forgotten
 export const MAX_AFTER_CALLS = 64 // calls whose after hook is awaited (what to stamp once each ran)
 
-export const MTIME_SLACK_MS = 20 // a file's mtime may trail the clock by a tick of the kernel's coarse time
+export const CHANGE_SLACK_MS = 20 // a file's change time may trail the clock by a tick of the kernel's coarse time
 export const MAX_OWN_STAMPED = 64 // the agent's files whose stamps a run reads before it begins (the latest changed)
 
 /** A file as the disk has it now: its stamp (size and mtime, or `gone`) and when it last changed (its ctime). */
-export type FileNow = { stamp: string; mtime?: number }
+export type FileNow = { stamp: string; changed?: number }
 
-/** The run whose time holds an mtime, the latest first. */
-export function runAt(ledger: WorkLedger, mtime: number): Run | undefined {
+/** The run whose time holds a file's change time, the latest first. */
+export function runAt(ledger: WorkLedger, changed: number): Run | undefined {
   for (let k = ledger.runs.length - 1; k >= 0; k--) {
     const run = ledger.runs[k]
-    if (mtime >= run.at - MTIME_SLACK_MS && mtime <= run.end + MTIME_SLACK_MS) return run
+    if (changed >= run.at - CHANGE_SLACK_MS && changed <= run.end + CHANGE_SLACK_MS) return run
   }
   return undefined
+}
+
+/** A run ends at `at` unless it ended before (its after hook, its failure, the next run, the person's turn). */
+export function endRunAt(run: Run | undefined, at: number): void {
+  if (run && run.end > at) run.end = at
 }
 
 export function newLedger(): WorkLedger {
@@ -99,7 +104,7 @@ export type Whose = "own" | "before" | "other" | "unknown"
 
 export function whoseChange(ledger: WorkLedger, rel: string, abs: string, look: (abs: string) => FileNow): Whose {
   const now = look(abs)
-  const run = now.mtime === undefined ? undefined : runAt(ledger, now.mtime)
+  const run = now.changed === undefined ? undefined : runAt(ledger, now.changed)
   const owned = ledger.owned.peek(abs)
   if (!owned) {
     const baseline = ledger.baseline?.state
@@ -108,7 +113,7 @@ export function whoseChange(ledger: WorkLedger, rel: string, abs: string, look: 
     // changed by a run of the agent's, and clean before it; or gone (a deleted file is not dated) after a run
     const base = run?.base?.state
     if (run) return base && !changedIn(base, rel) ? "own" : "other"
-    return now.mtime === undefined && ledger.runs.length ? "own" : "other"
+    return now.changed === undefined && ledger.runs.length ? "own" : "other"
   }
   const before = owned.before?.state
   if (!before) return "unknown"
