@@ -8566,6 +8566,7 @@ async function judgeDiscard(
   if (discard.kind === "files") return judgeFiles(anchors, ledger, discard, root)
   if (!root) return protect(NOT_A_REPOSITORY)
   if (discard.kind === "stash") return judgeStash(root, [...ledger.stash, ...pushed], pushed.length, discard, protect)
+  if (nothingThere(discard)) return null
   await settledSnapshots(ledger)
   const answer = await discardedFiles(root, discard)
   if ("fault" in answer) return protect(answer.fault)
@@ -8574,6 +8575,17 @@ async function judgeDiscard(
   listed.push(...answer.files.map((rel) => `${root}/${rel}`))
   if (counts.unknown && ledger.baseline?.fault) workFault(anchors, ledger.baseline.fault)
   return lossText(discard, counts)
+}
+
+/**
+ * A discard of paths none of which is on the disk loses nothing, and git is not asked: `git checkout main` (a branch,
+ * no file of that name), or a file restored that was deleted. A glob or git's magic may match files: git is asked.
+ */
+function nothingThere(discard: Discard): boolean {
+  if ((discard.kind !== "paths" && discard.kind !== "clean") || discard.specs.length === 0) return false
+  return discard.specs.every(
+    (spec) => !spec.startsWith(":") && !GLOB.test(spec) && fileKind(resolvePath(discard.cwd, spec)) === "none",
+  )
 }
 
 /**

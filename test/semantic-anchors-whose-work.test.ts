@@ -318,7 +318,7 @@ describe("when git cannot say: protected, within the bound, said once in the log
     expect(await judged(h, "git checkout a.txt")).toContain("HEAD is detached")
   })
 
-  test("a read-only call, or a changing one the reader follows and that discards nothing, starts no git", async () => {
+  test("a read-only call, a changing one the reader follows, or a discard of paths that are not there, starts no git", async () => {
     const h = await repo()
     await settle() // the earlier tests' background snapshots are done (PATH is the process's)
     const log = join(fakes, "calls.log")
@@ -335,6 +335,10 @@ describe("when git cannot say: protected, within the bound, said once in the log
         "git diff",
         "git checkout -b x",
         "mkdir -p out",
+        "git checkout main", // a branch: no file of that name, nothing to lose
+        "git checkout HEAD~1 -- gone.txt",
+        "git restore missing/",
+        "git clean -f nothing-here",
       ])
         expect(await judged(h, command)).toBe("runs")
       await edit(h, "a.txt")
