@@ -2,6 +2,8 @@
 // it destroys what a person cannot get back, however the command is spelled, and its near misses run. Table-driven,
 // through server() and tool.execute.before like the other suites; each row is a fresh session (no step count).
 import { describe, expect, test } from "bun:test"
+import { mkdirSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
 import { PROTECTION_IDS, buildConfig, formatProblem, resolvePaths } from "../semantic-anchors"
 import { type Harness, start } from "./fixtures/semantic-anchors/harness"
 import { DISKS, FILES, REMOTE, ROWS } from "./fixtures/semantic-anchors/protection-rows"
@@ -20,10 +22,17 @@ async function verdict(h: Harness, command: string, workdir?: string, expected?:
   return family ?? `other: ${message.split("\n")[0]}`
 }
 
+/** The files the rows' discards name, there to lose (a discard of paths that are not there loses nothing). */
+async function withNamedFiles(h: Harness): Promise<Harness> {
+  for (const dir of ["src", "build", "sub"]) mkdirSync(join(h.dirs.project, dir), { recursive: true })
+  writeFileSync(join(h.dirs.project, "src/app.ts"), "export {}\n")
+  return h
+}
+
 describe("with no config: the families block, near misses run", () => {
   let h: Harness
   test.each(ROWS)("%s: %p -> %s", async (_family, command, expected) => {
-    h ??= await start()
+    h ??= await withNamedFiles(await start())
     expect(await verdict(h, command, undefined, expected)).toBe(expected)
   })
 })
