@@ -2687,6 +2687,8 @@ type FileDiscard = {
   onto?: Onto
   unknown?: string
   secrets: string[]
+  /** `paths` are find's selections: its globs match a leading dot, unlike the shell's. */
+  found?: boolean
   cwd: string
   text: string
 }
@@ -5515,6 +5517,7 @@ function fileDiscardOf(
     if (!found) return undefined
     discard.paths = found.paths
     discard.unknown = found.unknown
+    discard.found = true
   } else if (COPY_SPEC[ran.program]) {
     const onto = ontoOf(ran, places, loops)
     if (!onto) return undefined
@@ -7551,6 +7554,8 @@ const SKIPPED_DIRS = new Set([
 /** The secrets known now, and their learning. */
 class SecretStore {
   matcher = new SecretMatcher([])
+  /** The secret files found at the latest learning, there or not (a file command that reaches one keeps it). */
+  files: readonly string[] = []
   /** Whether a learning has finished (a tool result waits for the first, within SECRET_WAIT_MS). */
   learned = false
   private readonly fileSecrets = new Map<string, Secret[]>() // path -> its secrets when last read as the person's
@@ -7598,6 +7603,7 @@ class SecretStore {
   private async learnOnce(): Promise<void> {
     const { secretFiles, notSecrets } = this.settings()
     const files = await this.secretFiles(secretFiles.map((glob) => this.absoluteGlob(glob)))
+    this.files = files
     for (const path of files) {
       if (this.isAgents(path)) continue // the agent's own: what it held before stays a secret
       const text = await this.readSmall(path)
@@ -8618,20 +8624,26 @@ async function judgeFiles(
   const counts: Record<Whose, number> = { own: 0, before: 0, other: 0, unknown: 0 }
   const kinds: LostKinds = { untracked: 0, changed: 0, secret: 0 }
   const specs: string[] = []
+  const reach: string[] = [] // the globs and folders: the person's secret files under them are lost too
   for (const abs of lost) {
     const rel = relativeInside(root, abs)
     if (rel === undefined) continue // outside the repository: protect-files judges it
     if (GLOB.test(rel)) {
       // what it matches, and all under a matched folder (`rm -rf src/*`); no folder to search: nothing is lost
-      if (fileKind(globBase(abs)) === "dir") specs.push(`:(glob)${rel}`, `:(glob)${rel}/**`)
+      if (fileKind(globBase(abs)) === "dir") {
+        specs.push(`:(glob)${rel}`, `:(glob)${rel}/**`)
+        reach.push(abs)
+      }
       continue
     }
     const kind = fileKind(abs)
     if (kind === "none") continue // nothing there: nothing lost
+    if (kind === "dir") reach.push(abs)
     if (kind === "file" && whoseChange(ledger, rel, abs, lookFile) === "own") counts.own++
     else specs.push(`:(literal)${rel}`)
   }
-  const secrets = new Set(discard.secrets.filter((abs) => fileKind(abs) === "file" && !ownsAsLeft(ledger, root, abs)))
+  const named = [...discard.secrets, ...reachedSecrets(reach, anchors.secrets?.files ?? [], root, !discard.found)]
+  const secrets = new Set(named.filter((abs) => fileKind(abs) === "file" && !ownsAsLeft(ledger, root, abs)))
   if (specs.length === 0 && secrets.size === 0) return null
   if (specs.length) {
     await settledSnapshots(ledger)
@@ -8651,6 +8663,24 @@ async function judgeFiles(
   }
   kinds.secret = secrets.size
   return lossText(discard, counts, kinds)
+}
+
+/**
+ * The secret files protect-secrets knows in the project (`.env`, keys: ignored by git, so git's answer does not list
+ * them) that a glob or a folder of the command reaches: `rm -f .env*`, `rm -rf config` holding `config/.env`. A shell
+ * glob's `*` does not match a leading dot (`rm -rf *` keeps `.env`); find's does.
+ */
+function reachedSecrets(reach: string[], known: readonly string[], root: string, shell: boolean): string[] {
+  if (reach.length === 0) return []
+  return known.filter((file) => isInside(file, root, true) && reach.some((path) => reaches(path, file, shell)))
+}
+
+/** Whether deleting `path` (a glob, or a folder) deletes `file`: the glob matches it or a folder above it. */
+function reaches(path: string, file: string, shell: boolean): boolean {
+  if (!GLOB.test(path)) return isInside(file, path, true)
+  const glob = globToRegExp(path, shell)
+  for (let at = file; at.length > 1; at = at.slice(0, at.lastIndexOf("/")) || "/") if (glob.test(at)) return true
+  return false
 }
 
 /** The directory a glob path searches: its path up to the first part with a glob character. */

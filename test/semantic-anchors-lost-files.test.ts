@@ -9,7 +9,8 @@ import { agent, edit, judged, type Repo, repo, say, settle, write } from "./fixt
 /**
  * The project of every row: the person's b.txt changed and notes.md untracked before the session, and their folder
  * keep/ with one untracked file; the agent's new.txt (write tool), its edit of a.txt, its repro.py and gen/ made by a
- * script the reader cannot follow, out.md by a redirect; dist/ and .env ignored (.env the person's), c.txt committed.
+ * script the reader cannot follow, out.md by a redirect; dist/ and .env ignored (.env and conf/.env the person's), c.txt
+ * committed.
  */
 async function project(): Promise<Repo> {
   const h = await repo(true, ["dist/", "__pycache__/", ".env"])
@@ -22,6 +23,8 @@ async function project(): Promise<Repo> {
   mkdirSync(h.file("dist"))
   writeFileSync(h.file("dist/app.js"), "built\n")
   writeFileSync(h.file(".env"), "API_TOKEN=sk-live-0123456789abcdef\n")
+  mkdirSync(h.file("conf"))
+  writeFileSync(h.file("conf/.env"), "DB_PASSWORD=sk-live-fedcba9876543210\n")
   mkdirSync(h.file("sub"))
   await say(h)
   await settle()
@@ -43,6 +46,7 @@ async function project(): Promise<Repo> {
 
 const UNTRACKED = "1 file with changes that were there before this session (1 untracked)"
 const CHANGED = "1 file with changes that were there before this session (1 with uncommitted changes)"
+const SECRET = "1 of the person's secret files (git ignores them, and cannot bring them back)"
 
 describe("over the person's files: blocked, saying how many and which kind", () => {
   let h: Repo
@@ -67,7 +71,7 @@ describe("over the person's files: blocked, saying how many and which kind", () 
     ["rsync c.txt notes.md", UNTRACKED],
     ["truncate -s 0 b.txt", CHANGED],
     ["shred -u notes.md", UNTRACKED],
-    ["rm .env", "1 of the person's secret files (git ignores them, and cannot bring them back)"],
+    ["rm .env", SECRET],
     ['for f in *.md; do mv "$f" out; done', UNTRACKED],
     ['ls | while read f; do mv "$f" merged; done', "a loop moves files the plugin cannot tell onto the one name"],
     ["rm $FILE", "$FILE is a value the plugin cannot know"],
@@ -82,6 +86,11 @@ describe("over the person's files: blocked, saying how many and which kind", () 
     ["truncate -r c.txt -s +0 notes.md", UNTRACKED],
     ['for f in notes.md b.txt; do cp /dev/null "$f"; done', "2 files with changes that were there before this session"],
     ["F=new.txt; F=notes.md; rm $F", "$F is a value the plugin cannot know"],
+    // secret files reached through a glob or a folder, ignored by git as they are
+    ["rm -f .env*", SECRET],
+    ["rm -rf conf", SECRET],
+    ["find conf -delete", SECRET],
+    ["find . -name '*env' -delete", "2 of the person's secret files"],
   ])("%p: %p", async (command, says) => {
     const verdict = await judged(h, command)
     expect(verdict).toContain(says)
@@ -100,6 +109,7 @@ describe("over the agent's own files, committed files and ignored output: runs",
     "rm a.txt", // the agent's edit of a committed file: git brings the commit back
     "rm c.txt",
     "rm -rf dist __pycache__ node_modules",
+    "rm -rf conf/*", // the shell's `*` does not match conf/.env
     "rm -rf gen", // a folder a script of the agent's made
     "unlink new.txt",
     "find . -name '*.pyc' -delete",

@@ -516,6 +516,7 @@ export function fileDiscardOf(
     if (!found) return undefined
     discard.paths = found.paths
     discard.unknown = found.unknown
+    discard.found = true
   } else if (COPY_SPEC[ran.program]) {
     const onto = ontoOf(ran, places, loops)
     if (!onto) return undefined

@@ -46,6 +46,8 @@ const SKIPPED_DIRS = new Set([
 /** The secrets known now, and their learning. */
 export class SecretStore {
   matcher = new SecretMatcher([])
+  /** The secret files found at the latest learning, there or not (a file command that reaches one keeps it). */
+  files: readonly string[] = []
   /** Whether a learning has finished (a tool result waits for the first, within SECRET_WAIT_MS). */
   learned = false
   private readonly fileSecrets = new Map<string, Secret[]>() // path -> its secrets when last read as the person's
@@ -93,6 +95,7 @@ export class SecretStore {
   private async learnOnce(): Promise<void> {
     const { secretFiles, notSecrets } = this.settings()
     const files = await this.secretFiles(secretFiles.map((glob) => this.absoluteGlob(glob)))
+    this.files = files
     for (const path of files) {
       if (this.isAgents(path)) continue // the agent's own: what it held before stays a secret
       const text = await this.readSmall(path)

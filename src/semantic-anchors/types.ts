@@ -105,6 +105,8 @@ export type FileDiscard = {
   onto?: Onto
   unknown?: string
   secrets: string[]
+  /** `paths` are find's selections: its globs match a leading dot, unlike the shell's. */
+  found?: boolean
   cwd: string
   text: string
 }

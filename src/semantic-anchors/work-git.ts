@@ -23,7 +23,7 @@ import {
 } from "./work-ledger"
 import { discardOf, fileDiscardOf, lineLoops, FILE_DISCARD_PROGRAMS, GLOB } from "./protection"
 import type { FileDiscard, Snapshot, Discard, WorkLedger, AfterCall, Run, WorkView } from "./types"
-import { oneLine, relativeInside, resolvePath, isInside } from "./names"
+import { oneLine, relativeInside, resolvePath, isInside, globToRegExp } from "./names"
 import { Anchors, type HookInput } from "./runtime"
 import type { SessionState } from "./sessions"
 import { PROTECTION_IDS } from "./model"
@@ -247,20 +247,26 @@ async function judgeFiles(
   const counts: Record<Whose, number> = { own: 0, before: 0, other: 0, unknown: 0 }
   const kinds: LostKinds = { untracked: 0, changed: 0, secret: 0 }
   const specs: string[] = []
+  const reach: string[] = [] // the globs and folders: the person's secret files under them are lost too
   for (const abs of lost) {
     const rel = relativeInside(root, abs)
     if (rel === undefined) continue // outside the repository: protect-files judges it
     if (GLOB.test(rel)) {
       // what it matches, and all under a matched folder (`rm -rf src/*`); no folder to search: nothing is lost
-      if (fileKind(globBase(abs)) === "dir") specs.push(`:(glob)${rel}`, `:(glob)${rel}/**`)
+      if (fileKind(globBase(abs)) === "dir") {
+        specs.push(`:(glob)${rel}`, `:(glob)${rel}/**`)
+        reach.push(abs)
+      }
       continue
     }
     const kind = fileKind(abs)
     if (kind === "none") continue // nothing there: nothing lost
+    if (kind === "dir") reach.push(abs)
     if (kind === "file" && whoseChange(ledger, rel, abs, lookFile) === "own") counts.own++
     else specs.push(`:(literal)${rel}`)
   }
-  const secrets = new Set(discard.secrets.filter((abs) => fileKind(abs) === "file" && !ownsAsLeft(ledger, root, abs)))
+  const named = [...discard.secrets, ...reachedSecrets(reach, anchors.secrets?.files ?? [], root, !discard.found)]
+  const secrets = new Set(named.filter((abs) => fileKind(abs) === "file" && !ownsAsLeft(ledger, root, abs)))
   if (specs.length === 0 && secrets.size === 0) return null
   if (specs.length) {
     await settledSnapshots(ledger)
@@ -280,6 +286,24 @@ async function judgeFiles(
   }
   kinds.secret = secrets.size
   return lossText(discard, counts, kinds)
+}
+
+/**
+ * The secret files protect-secrets knows in the project (`.env`, keys: ignored by git, so git's answer does not list
+ * them) that a glob or a folder of the command reaches: `rm -f .env*`, `rm -rf config` holding `config/.env`. A shell
+ * glob's `*` does not match a leading dot (`rm -rf *` keeps `.env`); find's does.
+ */
+function reachedSecrets(reach: string[], known: readonly string[], root: string, shell: boolean): string[] {
+  if (reach.length === 0) return []
+  return known.filter((file) => isInside(file, root, true) && reach.some((path) => reaches(path, file, shell)))
+}
+
+/** Whether deleting `path` (a glob, or a folder) deletes `file`: the glob matches it or a folder above it. */
+function reaches(path: string, file: string, shell: boolean): boolean {
+  if (!GLOB.test(path)) return isInside(file, path, true)
+  const glob = globToRegExp(path, shell)
+  for (let at = file; at.length > 1; at = at.slice(0, at.lastIndexOf("/")) || "/") if (glob.test(at)) return true
+  return false
 }
 
 /** The directory a glob path searches: its path up to the first part with a glob character. */
