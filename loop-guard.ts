@@ -133,6 +133,11 @@ import type { PluginInput, Hooks, Plugin } from "@opencode-ai/plugin"
 // ---- src/loop-guard/signatures.ts ---------------------------------------------------------------------------------
 
 /**
+ * What makes two calls the same call: the canonical text of their arguments, the keys left out of a signature, long
+ * strings digested. The plugin's overview opens hooks.ts, its entry module (and so the shipped file).
+ */
+
+/**
  * Canonical text of a value: object keys sorted (recursively), array order kept, strings exact (JSON-escaped, never
  * trimmed or normalised), types strict ("1" is quoted, 1 is not; null is written, an absent key is not). Keys are
  * read with Object.keys, so `__proto__`, `constructor` or `toString` are ordinary keys like any other.

@@ -32,6 +32,13 @@ describe("the shipped files are built from src/", () => {
       expect(layeringProblems(bundle)).toEqual([])
     })
 
+    test(`${bundle.out} opens with the overview of its entry module, the last (${bundle.modules.at(-1)})`, () => {
+      const entry = readFileSync(join(ROOT, bundle.modules.at(-1)!), "utf8")
+      const overview = entry.slice(0, entry.indexOf("*/\n") + 3)
+      expect(overview).toStartWith(`/**\n * ${bundle.out.replace(/\.ts$/, "")}: an opencode plugin`)
+      expect(readFileSync(join(ROOT, bundle.out), "utf8").split("\n").slice(1).join("\n")).toStartWith(overview)
+    })
+
     test(`${bundle.out}: one banner per module, naming its source file`, () => {
       const text = readFileSync(join(ROOT, bundle.out), "utf8")
       for (const path of bundle.modules) expect(text).toContain(`// ---- ${path} `)

@@ -1,4 +1,134 @@
 /**
+ * loop-guard: an opencode plugin that stops the agent from cycling through the same tool calls.
+ *
+ * What: every tool call gets a signature (tool name + canonical arguments) and, once it has run, a digest of its
+ * result. When the last calls of a session, the current one included, repeat a cycle of length k (k = 1..8) for
+ * the configured number of repetitions r AND the repeated calls returned the same results each time, the current
+ * call is blocked: the hook throws, the tool does not run, and the model reads our message as the tool result.
+ * With the default r = 3 such a cycle is caught after max(3k, 4) calls:
+ *
+ *   k = 1  A A A A                   the 4th identical call is blocked
+ *   k = 2  A B A B A B               the 6th call
+ *   k = 3  A B C A B C A B C         the 9th call
+ *   k = 4  A B C D x3                the 12th call
+ *   k = 5  A B C D E x3              the 15th call (five reads repeated)
+ *   k = 8  A B C D E F G H x3        the 24th call (k = 6: an edit/test/revert/lint cycle, the 18th)
+ *
+ * Progress is not a loop: when the results changed between repetitions (a poll of a job that advances, a growing
+ * log), the cycle runs on until a backstop at max(3r*k, 3r+1) calls (the 10th identical poll by default), so
+ * nothing repeats forever. A call whose result was not seen (yet) counts as the result "none".
+ *
+ * Volatile parts of a result are not progress: dates, clock times with seconds, durations with their unit (3.2s,
+ * 120ms, 5 minutes) and numbers under timing keys (duration_seconds, execution_count, createdAt) are masked before
+ * a result or an error is digested, so a poll answered "running" with a fresh timestamp each time is caught at its
+ * 4th; a count, a percentage, a new log line or another status word still changes the result (see VOLATILE). What
+ * the model reads is not changed. A cycle seen advancing just before its window (PROGRESS_CHANGES = 2 or more
+ * changed results among the calls before it that continue the cycle, back to the backstop's reach) is a job
+ * pausing, not stalled: it too runs on to the backstop (see progressedBefore).
+ *
+ * Steps as sets: the calls of one step (the parallel calls of one assistant message: opencode announces each tool
+ * part with its messageID before it runs; without that, calls that reach the hook one after the other with no
+ * result between) compare as a set. When the last r steps (3 by default) each made the same 2..8 calls in any
+ * order ([a,b,c], [c,a,b], [b,c,a]) and the complete ones returned the same results, the call that completes the
+ * r-th is blocked; with results that changed, the 3r-th step is the backstop. A step that holds a wait is the wait
+ * rule's; a step of one call is the cycle rule's k = 1.
+ *
+ * Per-call streaks: one call that comes back at least every other call (at most STREAK_MAX_GAP = 1 call of other
+ * work between two occurrences, counted by steps), among calls that vary, is blocked at its (r+1)-th occurrence
+ * (the 4th; repeats inside one step are one occurrence) when every earlier one returned the same result and no
+ * call in between changed the project: any tool but the reading ones of READ_ONLY_TOOLS (read, grep, glob, list,
+ * webfetch, websearch, ...), or a bash command that is not read-only (isReadOnlyCommand: only a short list of
+ * reading programs is read-only, anything else counts as a change; a failed call changes nothing). `websearch x`
+ * every other call while the reads between change is caught at its 4th; an agent that re-reads one file while it
+ * explores new ones ([a], [a,b], [a,b,c], [a,b,c,d]) does more work every round, its re-reads drift apart (1, 2,
+ * 3 calls between) and it runs. A fixed partner (a b a b) is a cycle, left to the cycle rule and its backstop; a
+ * call that waits (see below) is left to the wait rule.
+ *
+ * Bounds: a session keeps its last max(24r, 3r+1) - 1 calls (71 by default: the backstop of an 8-call cycle or
+ * of 3r steps of 8 calls), only digests and a few numbers. Per call the cycle check compares signatures for
+ * k = 1..8 and stops at the first mismatch (one comparison per k in the usual case), and reads back at most the
+ * backstop window for a cycle seen advancing, only when the window's results repeat; the step check reads back
+ * only for a step of 2 or more calls, step by step while they hold the same calls (at most 3r steps); the streak
+ * reads at most r + 1 + r * STREAK_MAX_GAP + 8 calls back; the wait expected of a call looks at most
+ * 2 * MAX_CYCLE calls back. Per result, the masks make one pass each over at most MASK_MAX_CHARS (16 KB)
+ * characters; a longer result is compared whole.
+ *
+ * Failure streaks: when one tool other than bash failed on the last 3 calls of the session with the same error,
+ * whatever its arguments (an edit retried with ever different oldStrings, each "not found"), its next call is
+ * blocked until a call of any tool succeeds. bash is left out: a failing command is its normal way to report.
+ * When those errors are opencode's permission refusals (a deny rule of the user or of the agent, or the human's
+ * "no"), the message says the user's rules forbid the call: ask the user, do not try it another way.
+ *
+ * A wait is not a loop: a cycle one of whose calls waits (a bash command that sleeps 5 s or more before anything
+ * else: `sleep 60`, `sleep 30 && gh run view 1`, see sleepSeconds; or a call that itself ran 5 s or more from
+ * tool.execute.before to its result, and so did its previous run: a `process wait` with a timeout, `gh run watch`;
+ * see measuredWait, and, before it runs again, expectedWait: it is taken to wait as long as the last time; not in
+ * a cycle that edits files: edit -> a 10 s test run -> edit is work retried, see isWaiting) is timed instead of
+ * blocked, from its 2nd lap (a wait that repeats one of the last calls), whatever its results (a
+ * poll's output often changes while it waits), so the time slept is checked before each wait runs. Its calls run
+ * while the time its waits slept, in a row, stays within a budget (30 minutes) and their number within a lap cap
+ * (60); then the wait that would go past it is blocked (and every later wait of the cycle), and the agent is told
+ * to report to the user what it is waiting for. What counts is the sleep a command asks for, or, for a call that
+ * asks for none, the time it itself ran; never the time the model takes to answer. A fast poll with the same
+ * answer is still a loop at its 4th. The count starts over when a call outside the cycle runs, at a new turn and
+ * at a compaction.
+ *
+ * A bounded stop: at the 5th block in one turn (between two idle states of the session) the session's run is
+ * aborted through opencode's SDK, so a model that ignores every message cannot keep paying for requests. Each block
+ * and the stop are also shown to the human as a toast, and logged.
+ *
+ * What is not identity (left out of the signature, because the model rewrites it freely and it does not change
+ * what the call does): bash's `description` (a label for the human; the `command` is what runs) and task's
+ * `description` (a 3-5 word label; the `prompt` is what the subagent gets), and the top-level keys the setting
+ * OPENCODE_LOOP_GUARD_IGNORE_KEYS names for a tool (a fresh `request_id` nonce on every lookup). Every other key of
+ * every tool counts.
+ *
+ * Loops in the stream: every streamed part (reasoning and answer, each on its own, from message.part.delta) is fed to
+ * a small watcher. When a part repeats one passage back to back (`!!!!`, ` it it it`, a sentence, a paragraph of up
+ * to 8,000 characters) for 6 copies and 800 characters, whichever comes later, or a passage of 1,000 characters or
+ * more verbatim for 4 copies (stopped by the end of its 4th copy), the session's run is aborted, the human sees an
+ * error toast (reasoning or answer, the passage's length and count, never its text), and in the model's next context
+ * that part is cut after the passage's first copy, with a note. Whole lines repeated in a Markdown code fence, a
+ * table or a diagram are code, data or layout, stopped only at a backstop (64 copies and 8,000 characters). A
+ * repetition the person's latest message asked for, with a count and the passage (`print 'ha' 2000 times`), runs in
+ * the answer (not the reasoning) up to 1.5 times the count's worth of characters (askedRepetition, chat.message). See
+ * src/loop-guard/stream-watcher.ts.
+ *
+ * Why: opencode's own doom_loop check only looks at the last three parts of the current assistant message, so a
+ * model that reads the same file once per step, or ping-pongs edit/test/edit/test with the same edit, runs forever.
+ *
+ * How to tune (environment, read once when opencode starts; invalid values are logged and replaced by defaults):
+ *   OPENCODE_LOOP_GUARD=block|warn|off     block (default); warn (the call runs, the model reads a note appended to
+ *                                          its result, and it is logged); off
+ *   OPENCODE_LOOP_GUARD_REPETITIONS=r      repetitions that make a cycle, 2..50, default 3 (caught after max(r*k, r+1),
+ *                                          or at the backstop max(3r*k, 3r+1) when the results changed)
+ *   OPENCODE_LOOP_GUARD_FAILURES=n         failures in a row of one tool (not bash) that block its next call, 2..50,
+ *                                          default 3; 0 switches the failure streak off
+ *   OPENCODE_LOOP_GUARD_MAX_BLOCKS=n       blocks in one turn after which the run is stopped, 1..1000, default 5;
+ *                                          0 = never stop
+ *   OPENCODE_LOOP_GUARD_WAIT_BUDGET=t      the time a waiting cycle may sleep: seconds, or with s, m or h (15s, 30m,
+ *                                          1h), 1s..24h, default 30m; 0 = waits get no budget (a cycle is a loop)
+ *   OPENCODE_LOOP_GUARD_WAIT_LAPS=n        the waits a waiting cycle may take, 1..10000, default 60
+ *   OPENCODE_LOOP_GUARD_STREAM=block|warn|off
+ *                                          loops in the streamed text and reasoning: block (abort the run), warn
+ *                                          (toast and log only) or off; unset, it follows OPENCODE_LOOP_GUARD
+ *   OPENCODE_LOOP_GUARD_EXEMPT=globs       comma-separated tool-name globs (* and ?), e.g. todowrite,mcp_*_poll;
+ *                                          a cycle or a step is let through only when every call in it is an
+ *                                          exempt tool, a failure streak or a per-call streak when its tool is
+ *                                          exempt
+ *   OPENCODE_LOOP_GUARD_IGNORE_KEYS=tool:key,...
+ *                                          argument keys left out of a tool's signature, each a tool-name glob (as
+ *                                          EXEMPT's), a colon and a top-level key (what follows the last colon):
+ *                                          mcp_search_lookup:request_id,mcp_*:nonce; none by default
+ *
+ * Layout: this file is generated by `npm run build` from the modules in src/ (each under a banner naming it; the
+ * order is the layering, docs/architecture.md has one line per module): pure core (signatures, the bash reader shared
+ * with semantic-anchors, results, cycle check, waits, steps as sets, per-call streak, wait rule, failure streak, the
+ * order of the rules, messages, an asked-for repetition, the stream watcher, settings), then session state, then the
+ * opencode adapter (the host's channels, the stream's adapter, the hooks).
+ */
+
+/**
  * The opencode adapter: each hook a named function that hands opencode's input to the rules (findLoop) and acts on
  * the verdict: a block (the hook throws; the model reads the message), a note in warn mode, the toast and the log,
  * the stop at the turn's limit. Fails open: an internal error lets the call through and is logged once per session.
