@@ -23,22 +23,14 @@
 // (the second argument, default 86fb395, the commit before the protection): both plugins get each trajectory in
 // turn, in one pass (a second, measured, after a warm-up pass), so that a load that changes weighs on both alike.
 import { execFileSync } from "node:child_process"
-import {
-  appendFileSync,
-  chmodSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  rmSync,
-  utimesSync,
-  writeFileSync,
-} from "node:fs"
+import { appendFileSync, chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import path from "node:path"
 import { now, printColumns, summarize } from "./lib.ts"
 import { startAnchors } from "./semantic-anchors.ts"
 import { loadTraces } from "./traces.ts"
 import { projectOf } from "./traces-anchors.ts"
+import { committedFiles, movedInto } from "./trees.ts"
 import { EDIT_TOOLS } from "../src/shared/tools"
 
 type Call = { tool: string; args: unknown; obs?: string; err?: boolean }
@@ -163,30 +155,6 @@ const FILE_COMMAND =
 
 /** One trajectory through one plugin: the time of each bash call's before hook, and (for this one) its blocks. */
 let trees = 0
-const COMMITTED = new Date("2001-01-01T00:00:00Z") // long before any run: a file as the last commit left it
-
-/**
- * The files a bash command names that look like files (as the stand-in git sees them), made where missing before the
- * session, as committed files are there in a real tree: old, untouched by the agent. (The corpus holds commands, not
- * files: what a command does to them is not made, so a file the agent changed only through a script is there as
- * committed, and the stand-in says it changed: someone else's.)
- */
-function committedFiles(project: string, command: string) {
-  for (const word of command.split(/[\s;&|()]+/)) {
-    if (!/^[\w.-][\w./-]*$/.test(word) || !/[./]/.test(word) || /^(?:origin|upstream|refs|HEAD)\b|^\.+$/.test(word))
-      continue
-    const abs = path.resolve(project, word)
-    if (!abs.startsWith(`${project}/`) || existsSync(abs)) continue
-    try {
-      mkdirSync(path.dirname(abs), { recursive: true })
-      writeFileSync(abs, "committed\n")
-      utimesSync(abs, COMMITTED, COMMITTED)
-    } catch {
-      // a word that is no possible path here (a file where a directory would be): nothing to make
-    }
-  }
-}
-
 async function replay(
   system: string,
   trajectory: Trajectory,
@@ -198,12 +166,9 @@ async function replay(
   counts: Counts | undefined,
 ) {
   // the trajectory's project, moved under the replay's root (its paths in the calls too), where files can be made
-  const real = projectOf(trajectory)
   const project = path.join(root, "trees", `${plugin ? "base" : "this"}-${++trees}`)
   mkdirSync(project, { recursive: true })
-  const inProject = new RegExp(`${real.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}(?=[/\\s"'\`;&|)]|$)`, "g")
-  const moved = (args: unknown) =>
-    real === "/" ? args : JSON.parse(JSON.stringify(args ?? {}).replace(inProject, project.replace(/\$/g, "$$$$")))
+  const moved = movedInto(projectOf(trajectory), project)
   // the tree before the session: every file a bash command of it names, there as committed (created now, so its
   // ctime is older than the session's first command by more than CHANGE_SLACK_MS)
   for (const call of trajectory.turns.flat()) {

@@ -318,7 +318,7 @@ describe("when git cannot say: protected, within the bound, said once in the log
     expect(await judged(h, "git checkout a.txt")).toContain("HEAD is detached")
   })
 
-  test("a read-only call, a changing one the reader follows, or a discard of paths that are not there, starts no git", async () => {
+  test("a read-only call, a changing one the reader follows, or a discard of paths absent or clean, starts no git", async () => {
     const h = await repo()
     await settle() // the earlier tests' background snapshots are done (PATH is the process's)
     const log = join(fakes, "calls.log")
@@ -339,6 +339,8 @@ describe("when git cannot say: protected, within the bound, said once in the log
         "git checkout HEAD~1 -- gone.txt",
         "git restore missing/",
         "git clean -f nothing-here",
+        "git checkout -- c.txt", // committed, clean in the snapshot and unchanged since: nothing to lose
+        "git restore c.txt",
       ])
         expect(await judged(h, command)).toBe("runs")
       await edit(h, "a.txt")
@@ -360,7 +362,10 @@ describe("when git cannot say: protected, within the bound, said once in the log
       await settle()
       expect(existsSync(log)).toBe(false) // no process, in its hooks or after them
       expect(await judged(h, "git checkout b.txt")).toBe("runs") // and b.txt is the agent's
-      expect(readFileSync(log, "utf8")).toContain("status") // the discard's own question
+      expect(existsSync(log)).toBe(false) // the agent's own file: the disk answers, git is not asked
+      writeFileSync(h.file("c.txt"), "the person's edit\n")
+      expect(await judged(h, "git checkout c.txt")).toContain("someone other than the agent")
+      expect(readFileSync(log, "utf8")).toContain("status") // changed since the snapshot: the discard's own question
     })
   })
 })

@@ -139,8 +139,11 @@ export type LineLoops = { vars: Map<string, string[]>; loop: boolean; other: boo
 /** What `git status --porcelain=v2` said: changed tracked files, untracked (and ignored) files and directories. */
 export type TreeState = { tracked: Set<string>; untracked: Set<string>; dirs: string[]; detached: boolean }
 
-/** A `git status` of the whole tree, asked in the background: its state, or why there is none. */
-export type Snapshot = { state?: TreeState; fault?: string; pending?: Promise<void> }
+/**
+ * A `git status` of the whole tree, asked in the background: its state, or why there is none; `at`: when git was
+ * started (a file whose change time is older is as the snapshot saw it).
+ */
+export type Snapshot = { state?: TreeState; fault?: string; pending?: Promise<void>; at?: number }
 
 /**
  * A file the agent changed: the snapshot taken before it first did, and its stamp after its last change; `other`:

@@ -20,6 +20,8 @@ import {
   MAX_RUNS,
   runAt,
   endRunAt,
+  changedIn,
+  CHANGE_SLACK_MS,
 } from "./work-ledger"
 import { discardOf, fileDiscardOf, lineLoops, FILE_DISCARD_PROGRAMS, GLOB } from "./protection"
 import type { FileDiscard, Snapshot, Discard, WorkLedger, AfterCall, Run, WorkView } from "./types"
@@ -197,13 +199,52 @@ async function judgeDiscard(
   if (discard.kind === "stash") return judgeStash(root, [...ledger.stash, ...pushed], pushed.length, discard, protect)
   if (nothingThere(discard)) return null
   await settledSnapshots(ledger)
-  const answer = await discardedFiles(root, discard)
-  if ("fault" in answer) return protect(answer.fault)
   const counts: Record<Whose, number> = { own: 0, before: 0, other: 0, unknown: 0 }
+  let asked = discard
+  if (discard.kind === "paths") {
+    const specs = specsToAsk(ledger, root, discard, counts, listed)
+    if (specs.length === 0) return lossText(discard, counts) // the disk answered for every path: no git
+    asked = { ...discard, specs }
+  }
+  const answer = await discardedFiles(root, asked)
+  if ("fault" in answer) return protect(answer.fault)
   for (const rel of answer.files) counts[whoseChange(ledger, rel, `${root}/${rel}`, lookFile)]++
   listed.push(...answer.files.map((rel) => `${root}/${rel}`))
   if (counts.unknown && ledger.baseline?.fault) workFault(anchors, ledger.baseline.fault)
   return lossText(discard, counts)
+}
+
+/**
+ * The pathspecs of a discard of paths (`git checkout f`, `git restore f`, `git rm -f f`) that git must be asked about.
+ * The disk answers for the others: nothing there (nothing lost); the agent's own file (counted as its own, and
+ * `listed`, to be stamped as committed after the revert); a file clean in the latest snapshot whose change time is
+ * older than the snapshot (clean now: nothing uncommitted to lose). A glob, git's magic, a folder, a path outside the
+ * repository, or a tree whose HEAD is detached or whose latest snapshot failed: git is asked.
+ */
+function specsToAsk(
+  ledger: WorkLedger,
+  root: string,
+  discard: Discard & { kind: "paths" },
+  counts: Record<Whose, number>,
+  listed: string[],
+): string[] {
+  const snapshot = ledger.snapshot
+  if (!snapshot?.state || snapshot.state.detached || snapshot.at === undefined) return discard.specs
+  const { state, at } = snapshot
+  return discard.specs.filter((spec) => {
+    if (spec.startsWith(":") || GLOB.test(spec)) return true
+    const abs = resolvePath(discard.cwd, spec)
+    const rel = relativeInside(root, abs)
+    const stat = rel === undefined ? undefined : statOf(abs, lstatSync)
+    if (rel === undefined || stat?.isDirectory()) return true
+    if (!stat) return false
+    if (whoseChange(ledger, rel, abs, lookFile) === "own") {
+      counts.own++
+      listed.push(abs)
+      return false
+    }
+    return changedIn(state, rel) || stat.ctimeMs >= at - CHANGE_SLACK_MS
+  })
 }
 
 /**
@@ -540,7 +581,10 @@ export function afterAgentCall(state: SessionState, callID: string): void {
 function treeSnapshot(root: string): Snapshot {
   const snapshot: Snapshot = {}
   snapshot.pending = new Promise<void>((resolve) => setTimeout(resolve, 0))
-    .then(() => askGit(root, ["status", "--porcelain=v2", "-z", "--branch", "--untracked-files=normal"]))
+    .then(() => {
+      snapshot.at = Date.now() // what git reports is the tree at this time or later
+      return askGit(root, ["status", "--porcelain=v2", "-z", "--branch", "--untracked-files=normal"])
+    })
     .then((answer) => {
       const state = "out" in answer ? parseStatus(answer.out) : answer.fault
       if (typeof state === "string") snapshot.fault = state
