@@ -180,8 +180,11 @@ describe("a project that is not a git repository", () => {
 })
 
 describe("costs", () => {
-  test("deleting the agent's own file, or one that is not there, asks no git", async () => {
+  test("deleting the agent's own file, one that is not there, or a committed one clean since the snapshot, asks no git", async () => {
     const h = await project()
+    await settle()
+    await say(h) // a snapshot taken well after the committed files were made
+    await settle()
     const before = h.logs.length
     // a PATH without git: a git question would fail and protect
     const path = process.env.PATH
@@ -189,6 +192,8 @@ describe("costs", () => {
     try {
       expect(await judged(h, "rm new.txt")).toBe("runs")
       expect(await judged(h, "rm -f missing.txt")).toBe("runs")
+      expect(await judged(h, "rm c.txt")).toBe("runs")
+      expect(await judged(h, "mv new.txt c.txt")).toBe("runs")
     } finally {
       process.env.PATH = path
     }

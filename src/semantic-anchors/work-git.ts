@@ -228,9 +228,7 @@ function specsToAsk(
   counts: Record<Whose, number>,
   listed: string[],
 ): string[] {
-  const snapshot = ledger.snapshot
-  if (!snapshot?.state || snapshot.state.detached || snapshot.at === undefined) return discard.specs
-  const { state, at } = snapshot
+  if (!ledger.snapshot?.state || ledger.snapshot.state.detached) return discard.specs
   return discard.specs.filter((spec) => {
     if (spec.startsWith(":") || GLOB.test(spec)) return true
     const abs = resolvePath(discard.cwd, spec)
@@ -243,8 +241,18 @@ function specsToAsk(
       listed.push(abs)
       return false
     }
-    return changedIn(state, rel) || stat.ctimeMs >= at - CHANGE_SLACK_MS
+    return !cleanInSnapshot(ledger, rel, stat.ctimeMs)
   })
+}
+
+/**
+ * A file clean in the latest snapshot (settled, HEAD not detached), its change time older than the snapshot: clean
+ * now, with nothing uncommitted to lose (or ignored by git, which the snapshot does not list either).
+ */
+function cleanInSnapshot(ledger: WorkLedger, rel: string, changed: number | undefined): boolean {
+  const snapshot = ledger.snapshot
+  if (!snapshot?.state || snapshot.state.detached || snapshot.at === undefined || changed === undefined) return false
+  return changed < snapshot.at - CHANGE_SLACK_MS && !changedIn(snapshot.state, rel)
 }
 
 /**
@@ -262,7 +270,8 @@ function nothingThere(discard: Discard): boolean {
  * A file command's verdict: what it deletes or overwrites that git cannot bring back (untracked files that are not
  * ignored, uncommitted changes, the person's secret files even when ignored), by whose it is. The disk is asked first
  * (no process): a copy's destination, a file that is not there (nothing lost), a file of the agent's own left as it
- * was (lost, and its own); git is asked only about the rest. In a project that is not a git repository there is no
+ * was (lost, and its own), a file clean in the latest snapshot and unchanged since (nothing lost); git is asked only
+ * about the rest. In a project that is not a git repository there is no
  * baseline: the command runs (logged once; docs/contracts.md, "Files deleted or overwritten").
  */
 async function judgeFiles(
@@ -304,7 +313,7 @@ async function judgeFiles(
     if (kind === "none") continue // nothing there: nothing lost
     if (kind === "dir") reach.push(abs)
     if (kind === "file" && whoseChange(ledger, rel, abs, lookFile) === "own") counts.own++
-    else specs.push(`:(literal)${rel}`)
+    else if (kind !== "file" || !cleanInSnapshot(ledger, rel, lookFile(abs).changed)) specs.push(`:(literal)${rel}`)
   }
   const named = [...discard.secrets, ...reachedSecrets(reach, anchors.secrets?.files ?? [], root, !discard.found)]
   const secrets = new Set(named.filter((abs) => fileKind(abs) === "file" && !ownsAsLeft(ledger, root, abs)))
