@@ -3,7 +3,7 @@
 // shred) that would lose the person's untracked files or uncommitted changes is blocked, as `git clean -f` and
 // `git checkout` are; over the agent's own files, committed files and ignored build output it runs.
 import { beforeAll, describe, expect, test } from "bun:test"
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs"
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs"
 import { agent, edit, judged, type Repo, repo, say, settle, write } from "./fixtures/semantic-anchors/work-repo"
 
 /**
@@ -25,6 +25,8 @@ async function project(): Promise<Repo> {
   writeFileSync(h.file(".env"), "API_TOKEN=sk-live-0123456789abcdef\n")
   mkdirSync(h.file("conf"))
   writeFileSync(h.file("conf/.env"), "DB_PASSWORD=sk-live-fedcba9876543210\n")
+  mkdirSync(h.file("tpl/conf"), { recursive: true })
+  writeFileSync(h.file("tpl/conf/app.yml"), "port: 1\n")
   mkdirSync(h.file("sub"))
   await say(h)
   await settle()
@@ -91,6 +93,8 @@ describe("over the person's files: blocked, saying how many and which kind", () 
     ["rm -rf conf", SECRET],
     ["find conf -delete", SECRET],
     ["find . -name '*env' -delete", "2 of the person's secret files"],
+    ["rm -f .e[n]v", SECRET], // a bracket expression
+    ["rm -rf c[o]nf", SECRET],
   ])("%p: %p", async (command, says) => {
     const verdict = await judged(h, command)
     expect(verdict).toContain(says)
@@ -110,6 +114,8 @@ describe("over the agent's own files, committed files and ignored output: runs",
     "rm c.txt",
     "rm -rf dist __pycache__ node_modules",
     "rm -rf conf/*", // the shell's `*` does not match conf/.env
+    "cp -r tpl/conf .", // a copy merges into conf/: its .env stays
+    "rm conf", // rm without -r deletes no folder
     "rm -rf gen", // a folder a script of the agent's made
     "unlink new.txt",
     "find . -name '*.pyc' -delete",
@@ -176,6 +182,18 @@ describe("a project that is not a git repository", () => {
     expect(await judged(h, 'ls | while read f; do mv "$f" merged; done')).toBe("runs")
     const said = h.logs.filter((entry) => entry.message.includes("there is no record of whose files are whose"))
     expect(said.length).toBe(1)
+  })
+})
+
+describe("what the disk cannot answer for, git is asked", () => {
+  test("a folder renamed after the snapshot keeps its files' change times: their losses are still judged", async () => {
+    const h = await project()
+    await settle()
+    await say(h)
+    await settle()
+    renameSync(h.file("keep"), h.file("kept")) // the person's untracked folder, renamed
+    expect(await judged(h, "rm kept/plan.md")).not.toBe("runs")
+    expect(await judged(h, "cp /dev/null kept/plan.md")).not.toBe("runs")
   })
 })
 

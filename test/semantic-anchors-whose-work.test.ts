@@ -368,4 +368,15 @@ describe("when git cannot say: protected, within the bound, said once in the log
       expect(readFileSync(log, "utf8")).toContain("status") // changed since the snapshot: the discard's own question
     })
   })
+
+  test("a file the person staged since the snapshot and then deleted is asked about: only the index holds it", async () => {
+    const h = await repo()
+    await settle()
+    await say(h)
+    await settle()
+    writeFileSync(h.file("c.txt"), "the person's staged edit\n")
+    h.git("add", "c.txt")
+    rmSync(h.file("c.txt"))
+    expect(await judged(h, "git checkout HEAD -- c.txt")).toContain("someone other than the agent")
+  })
 })

@@ -517,11 +517,14 @@ export function fileDiscardOf(
     discard.paths = found.paths
     discard.unknown = found.unknown
     discard.found = true
+    discard.deep = true
   } else if (COPY_SPEC[ran.program]) {
     const onto = ontoOf(ran, places, loops)
     if (!onto) return undefined
     discard.onto = onto
   } else {
+    const has = (...names: string[]) => names.some((name) => parsed.options.has(name))
+    if (ran.program === "rm" && has("r", "R", "recursive")) discard.deep = true
     const reference = parsed.options.has("r") || parsed.options.has("reference")
     if (ran.program === "truncate" && onlyGrows(parsed.options.get("s") ?? parsed.options.get("size"), reference))
       return undefined

@@ -107,6 +107,8 @@ export type FileDiscard = {
   secrets: string[]
   /** `paths` are find's selections: its globs match a leading dot, unlike the shell's. */
   found?: boolean
+  /** It deletes a folder with all it holds (`rm -r`, find), not only the names it is given. */
+  deep?: boolean
   cwd: string
   text: string
 }

@@ -197,11 +197,10 @@ async function judgeDiscard(
   if (discard.kind === "files") return judgeFiles(anchors, ledger, discard, root)
   if (!root) return protect(NOT_A_REPOSITORY)
   if (discard.kind === "stash") return judgeStash(root, [...ledger.stash, ...pushed], pushed.length, discard, protect)
-  if (nothingThere(discard)) return null
   await settledSnapshots(ledger)
   const counts: Record<Whose, number> = { own: 0, before: 0, other: 0, unknown: 0 }
   let asked = discard
-  if (discard.kind === "paths") {
+  if (discard.kind === "paths" || (discard.kind === "clean" && discard.specs.length)) {
     const specs = specsToAsk(ledger, root, discard, counts, listed)
     if (specs.length === 0) return lossText(discard, counts) // the disk answered for every path: no git
     asked = { ...discard, specs }
@@ -215,56 +214,68 @@ async function judgeDiscard(
 }
 
 /**
- * The pathspecs of a discard of paths (`git checkout f`, `git restore f`, `git rm -f f`) that git must be asked about.
- * The disk answers for the others: nothing there (nothing lost); the agent's own file (counted as its own, and
- * `listed`, to be stamped as committed after the revert); a file clean in the latest snapshot whose change time is
- * older than the snapshot (clean now: nothing uncommitted to lose). A glob, git's magic, a folder, a path outside the
- * repository, or a tree whose HEAD is detached or whose latest snapshot failed: git is asked.
+ * The pathspecs of a discard of paths (`git checkout f`, `git restore f`, `git rm -f f`, `git clean -f p`) that git
+ * must be asked about. The disk answers for the others: the agent's own file (counted as its own, and `listed`, to be
+ * stamped as committed after the revert), and a path as the latest snapshot saw it with nothing uncommitted
+ * (asSnapshotSaw: `git checkout main`, a branch, no such file; a clean committed file). A glob, git's magic, a
+ * variable, a folder, an existing path of `git clean`, a path outside the repository, or a tree whose HEAD is
+ * detached or whose latest snapshot failed: git is asked.
  */
 function specsToAsk(
   ledger: WorkLedger,
   root: string,
-  discard: Discard & { kind: "paths" },
+  discard: Discard & { kind: "paths" | "clean" },
   counts: Record<Whose, number>,
   listed: string[],
 ): string[] {
   if (!ledger.snapshot?.state || ledger.snapshot.state.detached) return discard.specs
   return discard.specs.filter((spec) => {
-    if (spec.startsWith(":") || GLOB.test(spec)) return true
+    if (spec.startsWith(":") || GLOB.test(spec) || /[$`]/.test(spec)) return true
     const abs = resolvePath(discard.cwd, spec)
     const rel = relativeInside(root, abs)
     const stat = rel === undefined ? undefined : statOf(abs, lstatSync)
-    if (rel === undefined || stat?.isDirectory()) return true
-    if (!stat) return false
-    if (whoseChange(ledger, rel, abs, lookFile) === "own") {
+    if (rel === undefined || stat?.isDirectory() || (stat && discard.kind === "clean")) return true
+    if (stat && whoseChange(ledger, rel, abs, lookFile) === "own") {
       counts.own++
       listed.push(abs)
       return false
     }
-    return !cleanInSnapshot(ledger, rel, stat.ctimeMs)
+    return !asSnapshotSaw(ledger, root, rel)
   })
 }
 
 /**
- * A file clean in the latest snapshot (settled, HEAD not detached), its change time older than the snapshot: clean
- * now, with nothing uncommitted to lose (or ignored by git, which the snapshot does not list either).
+ * Whether a path inside the root is as the latest snapshot saw it, with nothing uncommitted: the snapshot (settled,
+ * HEAD not detached) does not list it, and nothing changed since it began, by the change times: the path itself when
+ * it is there (an edit, a file moved onto it), each folder above it inside the root (a folder moved keeps its files'
+ * change times), and when it is not there, the nearest folder that is (a file deleted since changes its folder). A
+ * path not listed and unchanged is clean, or ignored by git (not listed either); a path not there and not listed
+ * holds nothing to lose.
  */
-function cleanInSnapshot(ledger: WorkLedger, rel: string, changed: number | undefined): boolean {
+function asSnapshotSaw(ledger: WorkLedger, root: string, rel: string): boolean {
   const snapshot = ledger.snapshot
-  if (!snapshot?.state || snapshot.state.detached || snapshot.at === undefined || changed === undefined) return false
-  return changed < snapshot.at - CHANGE_SLACK_MS && !changedIn(snapshot.state, rel)
+  if (!snapshot?.state || snapshot.state.detached || snapshot.at === undefined) return false
+  if (changedIn(snapshot.state, rel)) return false
+  let there = false
+  for (let path = `${root}/${rel}`; path.length > root.length; path = path.slice(0, path.lastIndexOf("/"))) {
+    const stat = statOf(path, lstatSync)
+    if (!stat) continue
+    there = true
+    if (!before(stat.ctimeMs, snapshot.at)) return false
+  }
+  if (there) return true
+  const top = statOf(root, lstatSync)
+  return top !== undefined && before(top.ctimeMs, snapshot.at)
 }
 
 /**
- * A discard of paths none of which is on the disk loses nothing, and git is not asked: `git checkout main` (a branch,
- * no file of that name), or a file restored that was deleted. A glob or git's magic may match files: git is asked.
+ * Whether a change time is older than a time of the clock, with CHANGE_SLACK_MS for the kernel's coarse time, and a
+ * second and more for a file system that keeps whole seconds (its times end in .000).
  */
-function nothingThere(discard: Discard): boolean {
-  if ((discard.kind !== "paths" && discard.kind !== "clean") || discard.specs.length === 0) return false
-  return discard.specs.every(
-    (spec) => !spec.startsWith(":") && !GLOB.test(spec) && fileKind(resolvePath(discard.cwd, spec)) === "none",
-  )
+function before(changed: number, at: number): boolean {
+  return changed < at - (changed % 1000 === 0 ? COARSE_SLACK_MS : CHANGE_SLACK_MS)
 }
+const COARSE_SLACK_MS = 2000
 
 /**
  * A file command's verdict: what it deletes or overwrites that git cannot bring back (untracked files that are not
@@ -311,11 +322,11 @@ async function judgeFiles(
     }
     const kind = fileKind(abs)
     if (kind === "none") continue // nothing there: nothing lost
-    if (kind === "dir") reach.push(abs)
+    if (kind === "dir" && discard.deep) reach.push(abs)
     if (kind === "file" && whoseChange(ledger, rel, abs, lookFile) === "own") counts.own++
-    else if (kind !== "file" || !cleanInSnapshot(ledger, rel, lookFile(abs).changed)) specs.push(`:(literal)${rel}`)
+    else if (kind !== "file" || !asSnapshotSaw(ledger, root, rel)) specs.push(`:(literal)${rel}`)
   }
-  const named = [...discard.secrets, ...reachedSecrets(reach, anchors.secrets?.files ?? [], root, !discard.found)]
+  const named = [...discard.secrets, ...reachedSecrets(reach, anchors.secrets?.files ?? [], root, discard)]
   const secrets = new Set(named.filter((abs) => fileKind(abs) === "file" && !ownsAsLeft(ledger, root, abs)))
   if (specs.length === 0 && secrets.size === 0) return null
   if (specs.length) {
@@ -340,19 +351,27 @@ async function judgeFiles(
 
 /**
  * The secret files protect-secrets knows in the project (`.env`, keys: ignored by git, so git's answer does not list
- * them) that a glob or a folder of the command reaches: `rm -f .env*`, `rm -rf config` holding `config/.env`. A shell
- * glob's `*` does not match a leading dot (`rm -rf *` keeps `.env`); find's does.
+ * them) that a glob or a folder of the command reaches: `rm -f .env*`, `rm -rf config` holding `config/.env`. A
+ * folder's files only when the command deletes deep (`rm -r`, find): `cp -r tpl/conf .` merges, `rm conf` refuses. A
+ * shell glob's `*` does not match a leading dot (`rm -rf *` keeps `.env`); find's does.
  */
-function reachedSecrets(reach: string[], known: readonly string[], root: string, shell: boolean): string[] {
+function reachedSecrets(reach: string[], known: readonly string[], root: string, discard: FileDiscard): string[] {
   if (reach.length === 0) return []
-  return known.filter((file) => isInside(file, root, true) && reach.some((path) => reaches(path, file, shell)))
+  const deep = discard.deep === true
+  const shell = !discard.found
+  return known.filter((file) => isInside(file, root, true) && reach.some((path) => reaches(path, file, deep, shell)))
 }
 
-/** Whether deleting `path` (a glob, or a folder) deletes `file`: the glob matches it or a folder above it. */
-function reaches(path: string, file: string, shell: boolean): boolean {
-  if (!GLOB.test(path)) return isInside(file, path, true)
-  const glob = globToRegExp(path, shell)
-  for (let at = file; at.length > 1; at = at.slice(0, at.lastIndexOf("/")) || "/") if (glob.test(at)) return true
+/**
+ * Whether deleting `path` (a glob, or a folder) deletes `file`: the glob matches it, or (deep) a folder above it. A
+ * bracket expression is read as any one character (`.e[n]v`), which may reach more than the shell would, never less.
+ */
+function reaches(path: string, file: string, deep: boolean, shell: boolean): boolean {
+  if (!GLOB.test(path)) return deep && isInside(file, path, true)
+  const glob = globToRegExp(path.replace(/\[[^\]/]*\]/g, "?"), shell)
+  if (glob.test(file)) return true
+  for (let at = file.slice(0, file.lastIndexOf("/")); deep && at.length > 1; at = at.slice(0, at.lastIndexOf("/")))
+    if (glob.test(at)) return true
   return false
 }
 
