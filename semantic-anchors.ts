@@ -8620,7 +8620,7 @@ function specsToAsk(
 ): string[] {
   if (!ledger.snapshot?.state || ledger.snapshot.state.detached) return discard.specs
   return discard.specs.filter((spec) => {
-    if (spec.startsWith(":") || GLOB.test(spec) || /[$`]/.test(spec)) return true
+    if (spec.startsWith(":") || GLOB.test(spec) || isVariable(spec)) return true
     const abs = resolvePath(discard.cwd, spec)
     const rel = relativeInside(root, abs)
     const stat = rel === undefined ? undefined : statOf(abs, lstatSync)

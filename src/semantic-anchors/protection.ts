@@ -342,7 +342,7 @@ export function lineLoops(command: string): LineLoops {
 export const GLOB = /[*?[]/
 
 /** A word that holds a loop's variable or another value the reader cannot know. */
-function isVariable(word: string): boolean {
+export function isVariable(word: string): boolean {
   return /[$`]/.test(word)
 }
 

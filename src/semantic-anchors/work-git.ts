@@ -23,7 +23,7 @@ import {
   changedIn,
   CHANGE_SLACK_MS,
 } from "./work-ledger"
-import { discardOf, fileDiscardOf, lineLoops, FILE_DISCARD_PROGRAMS, GLOB } from "./protection"
+import { discardOf, fileDiscardOf, lineLoops, FILE_DISCARD_PROGRAMS, GLOB, isVariable } from "./protection"
 import type { FileDiscard, Snapshot, Discard, WorkLedger, AfterCall, Run, WorkView } from "./types"
 import { oneLine, relativeInside, resolvePath, isInside, globToRegExp } from "./names"
 import { Anchors, type HookInput } from "./runtime"
@@ -230,7 +230,7 @@ function specsToAsk(
 ): string[] {
   if (!ledger.snapshot?.state || ledger.snapshot.state.detached) return discard.specs
   return discard.specs.filter((spec) => {
-    if (spec.startsWith(":") || GLOB.test(spec) || /[$`]/.test(spec)) return true
+    if (spec.startsWith(":") || GLOB.test(spec) || isVariable(spec)) return true
     const abs = resolvePath(discard.cwd, spec)
     const rel = relativeInside(root, abs)
     const stat = rel === undefined ? undefined : statOf(abs, lstatSync)
