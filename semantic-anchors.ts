@@ -2739,9 +2739,10 @@ type Snapshot = { state?: TreeState; fault?: string; pending?: Promise<void>; at
 /**
  * A file the agent changed: the snapshot taken before it first did, and its stamp after its last change; `other`:
  * someone changed it between two changes of the agent's (its stamp had moved when the agent changed it again), so
- * what it holds is not the agent's alone, until the agent puts it back as committed.
+ * what it holds is not the agent's alone, until the agent puts it back as committed; `seen`: when its stamp was last
+ * found as the agent left it (at the stamp, or by a check).
  */
-type OwnedFile = { before: Snapshot | undefined; stamp?: string; other?: boolean }
+type OwnedFile = { before: Snapshot | undefined; stamp?: string; other?: boolean; seen?: number }
 
 type WorkLedger = {
   owned: RecentMap<OwnedFile> // absolute path -> what the agent did to it; beyond MAX_OWNED_FILES the oldest is forgotten
@@ -2750,6 +2751,7 @@ type WorkLedger = {
   runs: Run[] // the agent's commands the reader cannot follow, oldest first, the latest MAX_RUNS
   stash: boolean[] // the stash entries the agent made in this session, oldest first: true when all its own work
   afterCall: RecentMap<AfterCall> // callID -> what to do once that call ran
+  checks?: { last: number } // the background checks of the agent's files run; `last`: the session's last call
 }
 
 /** What a call's after hook does: stamp the files it wrote, record its stash entries, end its run. */
@@ -4529,7 +4531,15 @@ const MAX_RUNS = 256 // commands the reader cannot follow a session remembers; b
 const MAX_AFTER_CALLS = 64 // calls whose after hook is awaited (what to stamp once each ran)
 
 const CHANGE_SLACK_MS = 20 // a file's change time may trail the clock by a tick of the kernel's coarse time
-const MAX_OWN_STAMPED = 64 // the agent's files whose stamps a run reads before it begins (the latest changed)
+const MAX_OWN_STAMPED = 64 // the agent's files checked against their stamps (the latest changed)
+// While a session works, its agent's files are checked against their stamps in the background (after each call, then
+// every CHECK_EVERY_MS), so that a run need not read them on its path: a file confirmed within CHECK_FRESH_MS before a
+// run begins is taken as confirmed then. That is the window in which the person's edit to a file of the agent's, which
+// the run then changes too, is read as the agent's (docs/contracts.md, "Whose work it is"). Past CHECK_FOR_MS after
+// the session's last call the checks stop, and a run reads the stamps on its path again.
+const CHECK_EVERY_MS = 200
+const CHECK_FRESH_MS = 2 * CHECK_EVERY_MS // a late check (a busy event loop) still counts
+const CHECK_FOR_MS = 10 * 60_000
 
 /** A file as the disk has it now: its stamp (size and mtime, or `gone`) and when it last changed (its ctime). */
 type FileNow = { stamp: string; changed?: number }
@@ -8534,6 +8544,7 @@ function snapshotTree(anchors: Anchors, state: SessionState): void {
   if (!guardsWork(anchors, state)) return
   const ledger = (state.work ??= newLedger())
   endRunAt(ledger.runs[ledger.runs.length - 1], Date.now()) // a run never ended by its hooks ends by the person's turn
+  keepChecking(ledger)
   if (ledger.snapshot?.pending) return
   if (!root) {
     ledger.snapshot = { fault: NOT_A_REPOSITORY }
@@ -8950,7 +8961,7 @@ function noteAgentWrites(anchors: Anchors, hookInput: HookInput<"tool.execute.be
     const abs = resolvePath(here, word, home)
     const owned = ledger.owned.peek(abs)
     if (!owned) ledger.owned.set(abs, { before: ledger.snapshot })
-    else if (owned.stamp !== undefined && owned.stamp !== stampOf(abs)) owned.other = true // changed by someone since
+    else if (owned.stamp !== undefined) asAgentLeft(ledger, abs, owned, Date.now()) // else someone changed it since
     after.stamp.push(abs)
   }
 }
@@ -8969,27 +8980,99 @@ function endRun(state: SessionState, callID: string): void {
   endRunAt(state.work?.afterCall.peek(callID)?.run, Date.now())
 }
 
-/** After a call ran: the files it wrote are stamped (their state now is the agent's), its stash entry recorded. */
+/**
+ * After a call ran: the files it wrote are stamped (their state now is the agent's), its stash entry recorded; the
+ * background checks of the agent's files go on.
+ */
 function afterAgentCall(state: SessionState, callID: string): void {
   const ledger = state.work
-  const after = ledger?.afterCall.peek(callID)
-  if (!ledger || !after) return
+  if (!ledger) return
+  keepChecking(ledger) // after any call: the session works
+  const after = ledger.afterCall.peek(callID)
+  if (!after) return
   ledger.afterCall.delete(callID)
-  endRunAt(after.run, Date.now())
+  const at = Date.now()
+  endRunAt(after.run, at)
   for (const abs of after.stamp) {
     const owned = ledger.owned.peek(abs)
-    if (owned) owned.stamp = stampOf(abs)
+    if (owned) [owned.stamp, owned.seen] = [stampOf(abs), at]
   }
   for (const abs of after.reverted) {
     // as committed: the agent's to change again (its next change is told from the person's by this stamp)
     const owned = ledger.owned.peek(abs)
-    if (owned) [owned.stamp, owned.other] = [stampOf(abs), false]
-    else ledger.owned.set(abs, { before: ledger.snapshot, stamp: stampOf(abs) })
+    if (owned) [owned.stamp, owned.other, owned.seen] = [stampOf(abs), false, at]
+    else ledger.owned.set(abs, { before: ledger.snapshot, stamp: stampOf(abs), seen: at })
   }
   for (const op of after.stash)
     if (op === "pop") ledger.stash.pop()
     else if (op === "clear") ledger.stash.length = 0
     else ledger.stash.push(op === "push-own")
+}
+
+/**
+ * The agent's latest files (MAX_OWN_STAMPED) checked against their stamps at `at`: one as the agent left it is seen
+ * so; one a run of the agent's changed since is the agent's still, as it is now; any other change is someone else's.
+ * A file seen since `fresh` is not read again, nor one a call still running writes (its after hook stamps it).
+ * Returns the files as the agent left them.
+ */
+function checkOwnFiles(ledger: WorkLedger, at: number, fresh: number): Set<string> {
+  const own = new Set<string>()
+  let writing: Set<string> | undefined
+  let skip = ledger.owned.size - MAX_OWN_STAMPED // the oldest, beyond the latest MAX_OWN_STAMPED
+  for (const [abs, file] of ledger.owned.entries()) {
+    if (skip-- > 0 || file.stamp === undefined) continue
+    if (file.seen !== undefined && file.seen >= fresh) {
+      own.add(abs)
+      continue
+    }
+    writing ??= new Set([...ledger.afterCall.values()].flatMap((after) => after.stamp))
+    if (!writing.has(abs) && asAgentLeft(ledger, abs, file, at)) own.add(abs)
+  }
+  return own
+}
+
+/**
+ * Whether the agent's file is as the agent left it, read now: unchanged, or changed by a run of the agent's since
+ * (then it is stamped anew, as it is now). Any other change is someone else's, and marks it so.
+ */
+function asAgentLeft(ledger: WorkLedger, abs: string, file: OwnedFile, at: number): boolean {
+  const now = lookFile(abs)
+  if (now.stamp !== file.stamp) {
+    if (now.changed === undefined || !runAt(ledger, now.changed)?.own.has(abs)) {
+      file.other = true
+      return false
+    }
+    file.stamp = now.stamp
+  }
+  file.seen = at
+  return true
+}
+
+/**
+ * The background checks of a session's files (checkOwnFiles): the first at once, then every CHECK_EVERY_MS, until
+ * CHECK_FOR_MS after the session's last call. A timer never keeps the process alive, and a check that fails
+ * confirms nothing (a run then reads the stamps on its path).
+ */
+function keepChecking(ledger: WorkLedger): void {
+  const at = Date.now()
+  if (ledger.checks) {
+    ledger.checks.last = at
+    return
+  }
+  if (ledger.owned.size === 0) return
+  const checks = (ledger.checks = { last: at })
+  const check = () => {
+    const now = Date.now()
+    try {
+      checkOwnFiles(ledger, now, now)
+    } catch {
+      // nothing is seen: the next run reads what it needs itself
+    }
+    if (now - checks.last < CHECK_FOR_MS) later(CHECK_EVERY_MS)
+    else ledger.checks = undefined
+  }
+  const later = (ms: number) => (setTimeout(check, ms) as unknown as { unref?: () => void }).unref?.()
+  later(0)
 }
 
 /**
@@ -9036,17 +9119,8 @@ function beginRun(anchors: Anchors, hookInput: HookInput<"tool.execute.before">,
   const read = readCommand(args.command)
   if (!read.changing || !(read.opaque || rewritesTree(read))) return
   const at = Date.now()
-  const own = new Set<string>()
-  let skip = ledger.owned.size - MAX_OWN_STAMPED // the oldest, beyond the latest MAX_OWN_STAMPED
-  for (const [abs, file] of ledger.owned.entries()) {
-    if (skip-- > 0 || file.stamp === undefined) continue
-    const now = lookFile(abs)
-    if (now.stamp === file.stamp) own.add(abs)
-    else if (now.changed !== undefined && runAt(ledger, now.changed)?.own.has(abs)) {
-      file.stamp = now.stamp // an earlier run changed the agent's file: the agent's still, as it is now
-      own.add(abs)
-    } else file.other = true // changed since the agent left it, by no run of the agent's: someone else's
-  }
+  const own = checkOwnFiles(ledger, at, at - CHECK_FRESH_MS) // read here only what no recent check saw
+  keepChecking(ledger)
   endRunAt(ledger.runs[ledger.runs.length - 1], at) // a run whose after hook never came ends where the next begins
   const run: Run = { at, end: Number.POSITIVE_INFINITY, base: ledger.snapshot, own }
   ledger.runs.push(run)

@@ -140,6 +140,33 @@ describe("the agent's own edits may be undone", () => {
     )
   })
 
+  test("edit, a script changes it, edit again: the agent's still, and the revert runs", async () => {
+    const h = await repo()
+    await say(h)
+    await settle()
+    await edit(h, "b.txt")
+    const script = `python3 -c "open('b.txt','a').write('s')"`
+    expect(await judged(h, script, () => appendFileSync(h.file("b.txt"), "s\n"))).toBe("runs")
+    await edit(h, "b.txt") // at once: no background check between
+    expect(await judged(h, "git checkout b.txt")).toBe("runs")
+  })
+
+  // The window (CHECK_FRESH_MS): a run reads no stamp a background check saw within it, so the person's edit made
+  // after the latest check, to a file of the agent's that the run then changes too, is read as the agent's.
+  test("the person's edit in the moment before a script that changes the same file is read as the agent's", async () => {
+    const h = await repo()
+    await say(h)
+    await settle()
+    await edit(h, "b.txt")
+    await new Promise((resolve) => setTimeout(resolve, 50)) // the first background check sees b.txt as the agent left it
+    writeFileSync(h.file("b.txt"), "the person's work\n")
+    await new Promise((resolve) => setTimeout(resolve, 50)) // older than CHANGE_SLACK_MS, and no check since
+    const script = `python3 -c "open('b.txt','a').write('s')"`
+    expect(await judged(h, script, () => appendFileSync(h.file("b.txt"), "s\n"))).toBe("runs")
+    await settle()
+    expect(await judged(h, "git checkout b.txt")).toBe("runs")
+  })
+
   test("a branch switch or a checkout of a clean file loses nothing, and runs", async () => {
     const h = await repo()
     h.git("branch", "feature")

@@ -17,6 +17,9 @@ import {
   lossText,
   type FileNow,
   MAX_OWN_STAMPED,
+  CHECK_EVERY_MS,
+  CHECK_FRESH_MS,
+  CHECK_FOR_MS,
   MAX_RUNS,
   runAt,
   endRunAt,
@@ -24,7 +27,7 @@ import {
   CHANGE_SLACK_MS,
 } from "./work-ledger"
 import { discardOf, fileDiscardOf, lineLoops, FILE_DISCARD_PROGRAMS, GLOB, isVariable } from "./protection"
-import type { FileDiscard, Snapshot, Discard, WorkLedger, AfterCall, Run, WorkView } from "./types"
+import type { FileDiscard, Snapshot, Discard, WorkLedger, AfterCall, OwnedFile, Run, WorkView } from "./types"
 import { oneLine, relativeInside, resolvePath, isInside, globToRegExp } from "./names"
 import { Anchors, type HookInput } from "./runtime"
 import type { SessionState } from "./sessions"
@@ -144,6 +147,7 @@ export function snapshotTree(anchors: Anchors, state: SessionState): void {
   if (!guardsWork(anchors, state)) return
   const ledger = (state.work ??= newLedger())
   endRunAt(ledger.runs[ledger.runs.length - 1], Date.now()) // a run never ended by its hooks ends by the person's turn
+  keepChecking(ledger)
   if (ledger.snapshot?.pending) return
   if (!root) {
     ledger.snapshot = { fault: NOT_A_REPOSITORY }
@@ -560,7 +564,7 @@ export function noteAgentWrites(anchors: Anchors, hookInput: HookInput<"tool.exe
     const abs = resolvePath(here, word, home)
     const owned = ledger.owned.peek(abs)
     if (!owned) ledger.owned.set(abs, { before: ledger.snapshot })
-    else if (owned.stamp !== undefined && owned.stamp !== stampOf(abs)) owned.other = true // changed by someone since
+    else if (owned.stamp !== undefined) asAgentLeft(ledger, abs, owned, Date.now()) // else someone changed it since
     after.stamp.push(abs)
   }
 }
@@ -579,27 +583,99 @@ export function endRun(state: SessionState, callID: string): void {
   endRunAt(state.work?.afterCall.peek(callID)?.run, Date.now())
 }
 
-/** After a call ran: the files it wrote are stamped (their state now is the agent's), its stash entry recorded. */
+/**
+ * After a call ran: the files it wrote are stamped (their state now is the agent's), its stash entry recorded; the
+ * background checks of the agent's files go on.
+ */
 export function afterAgentCall(state: SessionState, callID: string): void {
   const ledger = state.work
-  const after = ledger?.afterCall.peek(callID)
-  if (!ledger || !after) return
+  if (!ledger) return
+  keepChecking(ledger) // after any call: the session works
+  const after = ledger.afterCall.peek(callID)
+  if (!after) return
   ledger.afterCall.delete(callID)
-  endRunAt(after.run, Date.now())
+  const at = Date.now()
+  endRunAt(after.run, at)
   for (const abs of after.stamp) {
     const owned = ledger.owned.peek(abs)
-    if (owned) owned.stamp = stampOf(abs)
+    if (owned) [owned.stamp, owned.seen] = [stampOf(abs), at]
   }
   for (const abs of after.reverted) {
     // as committed: the agent's to change again (its next change is told from the person's by this stamp)
     const owned = ledger.owned.peek(abs)
-    if (owned) [owned.stamp, owned.other] = [stampOf(abs), false]
-    else ledger.owned.set(abs, { before: ledger.snapshot, stamp: stampOf(abs) })
+    if (owned) [owned.stamp, owned.other, owned.seen] = [stampOf(abs), false, at]
+    else ledger.owned.set(abs, { before: ledger.snapshot, stamp: stampOf(abs), seen: at })
   }
   for (const op of after.stash)
     if (op === "pop") ledger.stash.pop()
     else if (op === "clear") ledger.stash.length = 0
     else ledger.stash.push(op === "push-own")
+}
+
+/**
+ * The agent's latest files (MAX_OWN_STAMPED) checked against their stamps at `at`: one as the agent left it is seen
+ * so; one a run of the agent's changed since is the agent's still, as it is now; any other change is someone else's.
+ * A file seen since `fresh` is not read again, nor one a call still running writes (its after hook stamps it).
+ * Returns the files as the agent left them.
+ */
+function checkOwnFiles(ledger: WorkLedger, at: number, fresh: number): Set<string> {
+  const own = new Set<string>()
+  let writing: Set<string> | undefined
+  let skip = ledger.owned.size - MAX_OWN_STAMPED // the oldest, beyond the latest MAX_OWN_STAMPED
+  for (const [abs, file] of ledger.owned.entries()) {
+    if (skip-- > 0 || file.stamp === undefined) continue
+    if (file.seen !== undefined && file.seen >= fresh) {
+      own.add(abs)
+      continue
+    }
+    writing ??= new Set([...ledger.afterCall.values()].flatMap((after) => after.stamp))
+    if (!writing.has(abs) && asAgentLeft(ledger, abs, file, at)) own.add(abs)
+  }
+  return own
+}
+
+/**
+ * Whether the agent's file is as the agent left it, read now: unchanged, or changed by a run of the agent's since
+ * (then it is stamped anew, as it is now). Any other change is someone else's, and marks it so.
+ */
+function asAgentLeft(ledger: WorkLedger, abs: string, file: OwnedFile, at: number): boolean {
+  const now = lookFile(abs)
+  if (now.stamp !== file.stamp) {
+    if (now.changed === undefined || !runAt(ledger, now.changed)?.own.has(abs)) {
+      file.other = true
+      return false
+    }
+    file.stamp = now.stamp
+  }
+  file.seen = at
+  return true
+}
+
+/**
+ * The background checks of a session's files (checkOwnFiles): the first at once, then every CHECK_EVERY_MS, until
+ * CHECK_FOR_MS after the session's last call. A timer never keeps the process alive, and a check that fails
+ * confirms nothing (a run then reads the stamps on its path).
+ */
+function keepChecking(ledger: WorkLedger): void {
+  const at = Date.now()
+  if (ledger.checks) {
+    ledger.checks.last = at
+    return
+  }
+  if (ledger.owned.size === 0) return
+  const checks = (ledger.checks = { last: at })
+  const check = () => {
+    const now = Date.now()
+    try {
+      checkOwnFiles(ledger, now, now)
+    } catch {
+      // nothing is seen: the next run reads what it needs itself
+    }
+    if (now - checks.last < CHECK_FOR_MS) later(CHECK_EVERY_MS)
+    else ledger.checks = undefined
+  }
+  const later = (ms: number) => (setTimeout(check, ms) as unknown as { unref?: () => void }).unref?.()
+  later(0)
 }
 
 /**
@@ -646,17 +722,8 @@ export function beginRun(anchors: Anchors, hookInput: HookInput<"tool.execute.be
   const read = readCommand(args.command)
   if (!read.changing || !(read.opaque || rewritesTree(read))) return
   const at = Date.now()
-  const own = new Set<string>()
-  let skip = ledger.owned.size - MAX_OWN_STAMPED // the oldest, beyond the latest MAX_OWN_STAMPED
-  for (const [abs, file] of ledger.owned.entries()) {
-    if (skip-- > 0 || file.stamp === undefined) continue
-    const now = lookFile(abs)
-    if (now.stamp === file.stamp) own.add(abs)
-    else if (now.changed !== undefined && runAt(ledger, now.changed)?.own.has(abs)) {
-      file.stamp = now.stamp // an earlier run changed the agent's file: the agent's still, as it is now
-      own.add(abs)
-    } else file.other = true // changed since the agent left it, by no run of the agent's: someone else's
-  }
+  const own = checkOwnFiles(ledger, at, at - CHECK_FRESH_MS) // read here only what no recent check saw
+  keepChecking(ledger)
   endRunAt(ledger.runs[ledger.runs.length - 1], at) // a run whose after hook never came ends where the next begins
   const run: Run = { at, end: Number.POSITIVE_INFINITY, base: ledger.snapshot, own }
   ledger.runs.push(run)

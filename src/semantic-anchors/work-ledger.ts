@@ -26,7 +26,15 @@ export const MAX_RUNS = 256 // commands the reader cannot follow a session remem
 export const MAX_AFTER_CALLS = 64 // calls whose after hook is awaited (what to stamp once each ran)
 
 export const CHANGE_SLACK_MS = 20 // a file's change time may trail the clock by a tick of the kernel's coarse time
-export const MAX_OWN_STAMPED = 64 // the agent's files whose stamps a run reads before it begins (the latest changed)
+export const MAX_OWN_STAMPED = 64 // the agent's files checked against their stamps (the latest changed)
+// While a session works, its agent's files are checked against their stamps in the background (after each call, then
+// every CHECK_EVERY_MS), so that a run need not read them on its path: a file confirmed within CHECK_FRESH_MS before a
+// run begins is taken as confirmed then. That is the window in which the person's edit to a file of the agent's, which
+// the run then changes too, is read as the agent's (docs/contracts.md, "Whose work it is"). Past CHECK_FOR_MS after
+// the session's last call the checks stop, and a run reads the stamps on its path again.
+export const CHECK_EVERY_MS = 200
+export const CHECK_FRESH_MS = 2 * CHECK_EVERY_MS // a late check (a busy event loop) still counts
+export const CHECK_FOR_MS = 10 * 60_000
 
 /** A file as the disk has it now: its stamp (size and mtime, or `gone`) and when it last changed (its ctime). */
 export type FileNow = { stamp: string; changed?: number }
