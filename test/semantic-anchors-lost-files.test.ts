@@ -3,7 +3,7 @@
 // shred) that would lose the person's untracked files or uncommitted changes is blocked, as `git clean -f` and
 // `git checkout` are; over the agent's own files, committed files and ignored build output it runs.
 import { beforeAll, describe, expect, test } from "bun:test"
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs"
+import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import { agent, edit, judged, type Repo, repo, say, settle, write } from "./fixtures/semantic-anchors/work-repo"
 
 /**
@@ -194,8 +194,49 @@ describe("what the disk cannot answer for, git is asked", () => {
     renameSync(h.file("keep"), h.file("kept")) // the person's untracked folder, renamed
     expect(await judged(h, "rm kept/plan.md")).not.toBe("runs")
     expect(await judged(h, "cp /dev/null kept/plan.md")).not.toBe("runs")
+    expect(await judged(h, "rm -rf kept")).not.toBe("runs")
+  })
+
+  test("a committed folder is read on the disk, and what the person changed in it since the snapshot is judged", async () => {
+    const h = await committedFolder()
+    writeFileSync(h.file("src/app.ts"), "the person's edit\n")
+    expect(await judged(h, "rm -rf src")).toContain("1 with uncommitted changes")
+    h.git("checkout", "src/app.ts")
+    writeFileSync(h.file("src/lib/new.ts"), "the person's new file\n")
+    expect(await judged(h, "rm -rf src")).toContain("1 untracked")
+    rmSync(h.file("src/lib/new.ts"))
+    renameSync(h.file("keep"), h.file("src/lib/keep")) // the person's folder moved in: its file keeps its times
+    expect(await judged(h, "rm -rf src")).toContain("1 untracked")
   })
 })
+
+/** A project with a committed folder (src/app.ts, src/lib/util.ts), clean when the latest snapshot was taken. */
+async function committedFolder(files = ["src/app.ts", "src/lib/util.ts"]): Promise<Repo> {
+  const h = await project()
+  for (const name of files) {
+    mkdirSync(h.file(name.slice(0, name.lastIndexOf("/"))), { recursive: true })
+    writeFileSync(h.file(name), `${name}\n`)
+  }
+  h.git("add", "src")
+  h.git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "src")
+  await settle()
+  await say(h) // a snapshot taken well after the folder was committed
+  await settle()
+  return h
+}
+
+/** Runs `body` with no git on the PATH: a git question fails and protects, and says so in the log. */
+async function withoutGit(h: Repo, body: () => Promise<void>) {
+  const before = h.logs.length
+  const path = process.env.PATH
+  process.env.PATH = "/nonexistent"
+  try {
+    await body()
+  } finally {
+    process.env.PATH = path
+  }
+  expect(h.logs.length).toBe(before)
+}
 
 describe("costs", () => {
   test("deleting the agent's own file, one that is not there, or a committed one clean since the snapshot, asks no git", async () => {
@@ -216,6 +257,27 @@ describe("costs", () => {
       process.env.PATH = path
     }
     expect(h.logs.length).toBe(before)
+  })
+  test("deleting a folder of committed files clean since the snapshot, or one the agent made, asks no git", async () => {
+    const h = await committedFolder()
+    await withoutGit(h, async () => {
+      expect(await judged(h, "rm -rf gen")).toBe("runs") // made by a script of the agent's
+      expect(await judged(h, "rm -rf sub")).toBe("runs") // empty
+      expect(await judged(h, "rm -rf src/lib")).toBe("runs")
+      expect(await judged(h, "rm -r src")).toBe("runs")
+    })
+  })
+  test("a folder of more entries than the disk is read for asks git", async () => {
+    const names = Array.from({ length: 300 }, (_, k) => `src/f${k}.ts`)
+    const h = await committedFolder(names)
+    expect(await judged(h, "rm -rf src")).toBe("runs")
+    const path = process.env.PATH
+    process.env.PATH = "/nonexistent"
+    try {
+      expect(await judged(h, "rm -rf src")).toContain("git is not installed")
+    } finally {
+      process.env.PATH = path
+    }
   })
   test("an unrelated call of a read-only kind asks nothing", async () => {
     const h = await project()

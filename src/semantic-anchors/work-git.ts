@@ -41,7 +41,7 @@ import { editTargets } from "./integrity"
 // @ts-ignore -- node:child_process is built into Bun too: git is asked, with a bound, what a discard would lose.
 import { execFile } from "node:child_process"
 // @ts-ignore -- no Node types in this zero-dependency project; node:fs is built into Bun, which runs the plugin.
-import { lstatSync, statSync } from "node:fs"
+import { lstatSync, readdirSync, statSync } from "node:fs"
 type GitAnswer = { out: string } | { fault: string }
 const NOT_A_REPOSITORY = "the project is not a git repository"
 const NOT_A_REPOSITORY_FILES =
@@ -111,7 +111,10 @@ function workRoot(anchors: Anchors): string | undefined {
 /** A file's stamp (its size and modification time, or `gone`) and change time; read only for a file a discard names, or
  * one the agent changed. */
 function lookFile(abs: string): FileNow {
-  const stat = statOf(abs, lstatSync)
+  return fileNow(statOf(abs, lstatSync))
+}
+
+function fileNow(stat: { size: number; mtimeMs: number; ctimeMs: number } | undefined): FileNow {
   // the run is dated by the change time: an unpacked or `cp -p` file keeps an old mtime, never an old ctime
   return stat ? { stamp: `${stat.size}:${stat.mtimeMs}`, changed: stat.ctimeMs } : { stamp: "gone" }
 }
@@ -273,6 +276,54 @@ function asSnapshotSaw(ledger: WorkLedger, root: string, rel: string): boolean {
 }
 
 /**
+ * Whether deleting a folder inside the root loses nothing but the agent's own files, read on the disk in place of
+ * git (up to MAX_FOLDER_WALK entries): each file in it is the agent's own (counted in `counts`), or as the latest
+ * snapshot saw it (not listed, and unchanged since); the folder, each folder in it and each above it is unchanged
+ * since the snapshot or changed by a run of the agent's (a file or folder moved in changes its folder, and keeps its
+ * own change time). Anything else, or more entries: false, and git is asked.
+ */
+function folderAsLeft(ledger: WorkLedger, root: string, abs: string, counts: Record<Whose, number>): boolean {
+  const snapshot = ledger.snapshot
+  const state = snapshot?.state
+  const at = snapshot?.at
+  if (!state || state.detached || at === undefined) return false
+  const settled = (changed: number) => before(changed, at) || runAt(ledger, changed) !== undefined
+  for (let path = abs; path.length > root.length; path = path.slice(0, path.lastIndexOf("/"))) {
+    const stat = statOf(path, lstatSync)
+    if (!stat || !settled(stat.ctimeMs)) return false
+  }
+  let own = 0
+  let entries = 0
+  const folders = [abs]
+  for (let dir = folders.pop(); dir !== undefined; dir = folders.pop()) {
+    let names: string[]
+    try {
+      names = readdirSync(dir)
+    } catch {
+      return false
+    }
+    for (const name of names) {
+      if (++entries > MAX_FOLDER_WALK) return false
+      const path = `${dir}/${name}`
+      const stat = statOf(path, lstatSync)
+      if (!stat) return false
+      if (stat.isDirectory()) {
+        if (!settled(stat.ctimeMs)) return false
+        folders.push(path)
+        continue
+      }
+      const rel = path.slice(root.length + 1)
+      const now = fileNow(stat)
+      if (whoseChange(ledger, rel, path, () => now) === "own") own++
+      else if (changedIn(state, rel) || !before(stat.ctimeMs, at)) return false
+    }
+  }
+  counts.own += own
+  return true
+}
+const MAX_FOLDER_WALK = 256
+
+/**
  * Whether a change time is older than a time of the clock, with CHANGE_SLACK_MS for the kernel's coarse time, and a
  * second and more for a file system that keeps whole seconds (its times end in .000).
  */
@@ -285,8 +336,8 @@ const COARSE_SLACK_MS = 2000
  * A file command's verdict: what it deletes or overwrites that git cannot bring back (untracked files that are not
  * ignored, uncommitted changes, the person's secret files even when ignored), by whose it is. The disk is asked first
  * (no process): a copy's destination, a file that is not there (nothing lost), a file of the agent's own left as it
- * was (lost, and its own), a file clean in the latest snapshot and unchanged since (nothing lost); git is asked only
- * about the rest. In a project that is not a git repository there is no
+ * was (lost, and its own), a file clean in the latest snapshot and unchanged since (nothing lost), a folder of such
+ * files (folderAsLeft); git is asked only about the rest. In a project that is not a git repository there is no
  * baseline: the command runs (logged once; docs/contracts.md, "Files deleted or overwritten").
  */
 async function judgeFiles(
@@ -328,7 +379,8 @@ async function judgeFiles(
     if (kind === "none") continue // nothing there: nothing lost
     if (kind === "dir" && discard.deep) reach.push(abs)
     if (kind === "file" && whoseChange(ledger, rel, abs, lookFile) === "own") counts.own++
-    else if (kind !== "file" || !asSnapshotSaw(ledger, root, rel)) specs.push(`:(literal)${rel}`)
+    else if (kind === "dir" ? !folderAsLeft(ledger, root, abs, counts) : !asSnapshotSaw(ledger, root, rel))
+      specs.push(`:(literal)${rel}`)
   }
   const named = [...discard.secrets, ...reachedSecrets(reach, anchors.secrets?.files ?? [], root, discard)]
   const secrets = new Set(named.filter((abs) => fileKind(abs) === "file" && !ownsAsLeft(ledger, root, abs)))
