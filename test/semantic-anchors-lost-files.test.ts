@@ -3,7 +3,10 @@
 // shred) that would lose the person's untracked files or uncommitted changes is blocked, as `git clean -f` and
 // `git checkout` are; over the agent's own files, committed files and ignored build output it runs.
 import { beforeAll, describe, expect, test } from "bun:test"
-import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs"
+import { execFileSync } from "node:child_process"
+import { mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { agent, edit, judged, type Repo, repo, say, settle, write } from "./fixtures/semantic-anchors/work-repo"
 
 /**
@@ -207,6 +210,34 @@ describe("what the disk cannot answer for, git is asked", () => {
     rmSync(h.file("src/lib/new.ts"))
     renameSync(h.file("keep"), h.file("src/lib/keep")) // the person's folder moved in: its file keeps its times
     expect(await judged(h, "rm -rf src")).toContain("1 untracked")
+  })
+})
+
+describe("what the disk cannot answer for, in a folder: git is asked", () => {
+  test("a submodule in the folder: the person's uncommitted change in it is judged", async () => {
+    const h = await project()
+    const sub = mkdtempSync(join(tmpdir(), "anchors-sub-"))
+    const git = (...args: string[]) => execFileSync("git", args, { cwd: sub, encoding: "utf8" })
+    git("init", "-q", "-b", "main")
+    writeFileSync(join(sub, "lib.c"), "int x;\n")
+    git("add", ".")
+    git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "s")
+    h.git("-c", "protocol.file.allow=always", "submodule", "add", "-q", sub, "vendor/lib")
+    h.git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "sub")
+    writeFileSync(h.file("vendor/lib/lib.c"), "int x; // the person's uncommitted work\n")
+    await settle()
+    await say(h)
+    await settle()
+    expect(await judged(h, "rm -rf vendor")).not.toBe("runs")
+    rmSync(sub, { recursive: true, force: true })
+  })
+
+  test("the person's folder a script of the agent's moved in: its files are judged", async () => {
+    const h = await committedFolder()
+    const script = `python3 -c "import shutil; shutil.move('keep', 'src/lib/keep')"`
+    expect(await judged(h, script, () => renameSync(h.file("keep"), h.file("src/lib/keep")))).toBe("runs")
+    await settle()
+    expect(await judged(h, "rm -rf src/lib")).toContain("1 untracked")
   })
 })
 

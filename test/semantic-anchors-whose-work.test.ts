@@ -16,7 +16,7 @@ import {
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { WORK_CALL_MS } from "../semantic-anchors"
-import { agent, edit, judged, repo, say, settle } from "./fixtures/semantic-anchors/work-repo"
+import { agent, edit, judged, repo, S, say, settle } from "./fixtures/semantic-anchors/work-repo"
 
 const fakes = mkdtempSync(join(tmpdir(), "fake-git-"))
 afterAll(() => rmSync(fakes, { recursive: true, force: true }))
@@ -165,6 +165,44 @@ describe("the agent's own edits may be undone", () => {
     expect(await judged(h, script, () => appendFileSync(h.file("b.txt"), "s\n"))).toBe("runs")
     await settle()
     expect(await judged(h, "git checkout b.txt")).toBe("runs")
+  })
+
+  test("after an edit that failed (no after hook), the file is checked again, and a script's change stays the agent's", async () => {
+    const h = await repo()
+    await say(h)
+    await settle()
+    await edit(h, "b.txt")
+    await settle()
+    const args = { filePath: "b.txt", oldString: "nope", newString: "y" }
+    await h.hooks["tool.execute.before"]({ tool: "edit", sessionID: S, callID: "call_failed" }, { args })
+    const part = { type: "tool", sessionID: S, callID: "call_failed", state: { status: "error" } }
+    await h.hooks.event({ event: { type: "message.part.updated", properties: { part } } } as never)
+    await new Promise((resolve) => setTimeout(resolve, 600)) // longer than CHECK_FRESH_MS: b.txt must be checked again
+    const script = `python3 -c "open('b.txt','a').write('s')"`
+    expect(await judged(h, script, () => appendFileSync(h.file("b.txt"), "s\n"))).toBe("runs")
+    await settle()
+    expect(await judged(h, "git checkout b.txt")).toBe("runs")
+  })
+
+  test("the clock stepped back: checks are timed by a clock that does not, and the person's edit stays theirs", async () => {
+    const h = await repo()
+    await say(h)
+    await settle()
+    await edit(h, "b.txt")
+    const real = Date.now
+    Date.now = () => real() + 3_600_000 // the clock runs an hour ahead while checks see b.txt ...
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 450))
+    } finally {
+      Date.now = real // ... and is stepped back
+    }
+    await settle()
+    writeFileSync(h.file("b.txt"), "the person's work\n")
+    await settle()
+    const script = `python3 -c "open('b.txt','a').write('s')"`
+    expect(await judged(h, script, () => appendFileSync(h.file("b.txt"), "s\n"))).toBe("runs")
+    await settle()
+    expect(await judged(h, "git checkout b.txt")).toContain("someone other than the agent")
   })
 
   test("a branch switch or a checkout of a clean file loses nothing, and runs", async () => {

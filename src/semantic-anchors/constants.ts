@@ -10,6 +10,7 @@ export declare const Bun: { YAML: { parse(text: string): unknown } }
 export declare const process: { env: Record<string, string | undefined> }
 export declare function setTimeout(callback: () => void, ms: number): unknown
 export declare function clearTimeout(timer: unknown): void
+export declare const performance: { now(): number } // a clock that never steps back (what `seen` is timed by)
 export declare class TextEncoder {
   encode(text: string): Uint8Array
 }

@@ -151,7 +151,7 @@ export type Snapshot = { state?: TreeState; fault?: string; pending?: Promise<vo
  * A file the agent changed: the snapshot taken before it first did, and its stamp after its last change; `other`:
  * someone changed it between two changes of the agent's (its stamp had moved when the agent changed it again), so
  * what it holds is not the agent's alone, until the agent puts it back as committed; `seen`: when its stamp was last
- * found as the agent left it (at the stamp, or by a check).
+ * found as the agent left it (at the stamp, or by a check), by `performance.now()` (a clock that never steps back).
  */
 export type OwnedFile = { before: Snapshot | undefined; stamp?: string; other?: boolean; seen?: number }
 
@@ -162,7 +162,7 @@ export type WorkLedger = {
   runs: Run[] // the agent's commands the reader cannot follow, oldest first, the latest MAX_RUNS
   stash: boolean[] // the stash entries the agent made in this session, oldest first: true when all its own work
   afterCall: RecentMap<AfterCall> // callID -> what to do once that call ran
-  checks?: { last: number } // the background checks of the agent's files run; `last`: the session's last call
+  checks?: { last: number } // the background checks of the agent's files run; `last`: the session's last call (performance.now())
 }
 
 /** What a call's after hook does: stamp the files it wrote, record its stash entries, end its run. */

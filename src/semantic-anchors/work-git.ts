@@ -2,7 +2,7 @@
  * The work ledger's I/O: git asked with a bound (askGit), file stamps, the snapshot at a user message, and a discard
  * judged on its own call; every fault protects and is logged once.
  */
-import { process, clearTimeout, setTimeout } from "./constants"
+import { process, clearTimeout, performance, setTimeout } from "./constants"
 import {
   newLedger,
   type LostKinds,
@@ -278,24 +278,37 @@ function asSnapshotSaw(ledger: WorkLedger, root: string, rel: string): boolean {
 /**
  * Whether deleting a folder inside the root loses nothing but the agent's own files, read on the disk in place of
  * git (up to MAX_FOLDER_WALK entries): each file in it is the agent's own (counted in `counts`), or as the latest
- * snapshot saw it (not listed, and unchanged since); the folder, each folder in it and each above it is unchanged
- * since the snapshot or changed by a run of the agent's (a file or folder moved in changes its folder, and keeps its
- * own change time). Anything else, or more entries: false, and git is asked.
+ * snapshot saw it (not listed, and unchanged since); the folder, each folder in it and each above it unchanged since
+ * the snapshot (a file or folder moved in changes its folder, and keeps its own change time), or changed by a run of
+ * the agent's, under which only the agent's own files may lie (a folder its script moved in keeps its files' times).
+ * A repository inside (`.git`, a submodule), anything else, or more entries: false, and git is asked.
  */
 function folderAsLeft(ledger: WorkLedger, root: string, abs: string, counts: Record<Whose, number>): boolean {
   const snapshot = ledger.snapshot
   const state = snapshot?.state
   const at = snapshot?.at
   if (!state || state.detached || at === undefined) return false
-  const settled = (changed: number) => before(changed, at) || runAt(ledger, changed) !== undefined
+  // a folder's change time: before the snapshot, or in a run of the agent's (then its files must be the agent's)
+  const placed = (path: string, changed: number): "before" | "run" | undefined =>
+    state.tracked.has(path.slice(root.length + 1)) // a submodule's folder, changed: git tells what it holds
+      ? undefined
+      : before(changed, at)
+        ? "before"
+        : runAt(ledger, changed)
+          ? "run"
+          : undefined
+  let aboveRun = false
   for (let path = abs; path.length > root.length; path = path.slice(0, path.lastIndexOf("/"))) {
     const stat = statOf(path, lstatSync)
-    if (!stat || !settled(stat.ctimeMs)) return false
+    const how = stat && placed(path, stat.ctimeMs)
+    if (!how) return false
+    aboveRun ||= how === "run"
   }
   let own = 0
   let entries = 0
-  const folders = [abs]
-  for (let dir = folders.pop(); dir !== undefined; dir = folders.pop()) {
+  const folders: [string, boolean][] = [[abs, aboveRun]] // a folder, and whether a run of the agent's changed it or one above
+  for (let next = folders.pop(); next !== undefined; next = folders.pop()) {
+    const [dir, underRun] = next
     let names: string[]
     try {
       names = readdirSync(dir)
@@ -303,19 +316,20 @@ function folderAsLeft(ledger: WorkLedger, root: string, abs: string, counts: Rec
       return false
     }
     for (const name of names) {
-      if (++entries > MAX_FOLDER_WALK) return false
+      if (++entries > MAX_FOLDER_WALK || name === ".git") return false
       const path = `${dir}/${name}`
       const stat = statOf(path, lstatSync)
       if (!stat) return false
       if (stat.isDirectory()) {
-        if (!settled(stat.ctimeMs)) return false
-        folders.push(path)
+        const how = placed(path, stat.ctimeMs)
+        if (!how) return false
+        folders.push([path, underRun || how === "run"])
         continue
       }
       const rel = path.slice(root.length + 1)
       const now = fileNow(stat)
       if (whoseChange(ledger, rel, path, () => now) === "own") own++
-      else if (changedIn(state, rel) || !before(stat.ctimeMs, at)) return false
+      else if (underRun || changedIn(state, rel) || !before(stat.ctimeMs, at)) return false
     }
   }
   counts.own += own
@@ -616,7 +630,7 @@ export function noteAgentWrites(anchors: Anchors, hookInput: HookInput<"tool.exe
     const abs = resolvePath(here, word, home)
     const owned = ledger.owned.peek(abs)
     if (!owned) ledger.owned.set(abs, { before: ledger.snapshot })
-    else if (owned.stamp !== undefined) asAgentLeft(ledger, abs, owned, Date.now()) // else someone changed it since
+    else if (owned.stamp !== undefined) asAgentLeft(ledger, abs, owned, performance.now()) // else someone changed it
     after.stamp.push(abs)
   }
 }
@@ -633,6 +647,7 @@ export function agentOwns(anchors: Anchors, abs: string): boolean {
 /** A call that got no after hook (it failed, or was refused): its run ends now, so that later edits are not its. */
 export function endRun(state: SessionState, callID: string): void {
   endRunAt(state.work?.afterCall.peek(callID)?.run, Date.now())
+  state.work?.afterCall.delete(callID) // its files are in flight no more: the checks read them again
 }
 
 /**
@@ -646,8 +661,8 @@ export function afterAgentCall(state: SessionState, callID: string): void {
   const after = ledger.afterCall.peek(callID)
   if (!after) return
   ledger.afterCall.delete(callID)
-  const at = Date.now()
-  endRunAt(after.run, at)
+  endRunAt(after.run, Date.now())
+  const at = performance.now()
   for (const abs of after.stamp) {
     const owned = ledger.owned.peek(abs)
     if (owned) [owned.stamp, owned.seen] = [stampOf(abs), at]
@@ -709,7 +724,7 @@ function asAgentLeft(ledger: WorkLedger, abs: string, file: OwnedFile, at: numbe
  * confirms nothing (a run then reads the stamps on its path).
  */
 function keepChecking(ledger: WorkLedger): void {
-  const at = Date.now()
+  const at = performance.now()
   if (ledger.checks) {
     ledger.checks.last = at
     return
@@ -717,7 +732,7 @@ function keepChecking(ledger: WorkLedger): void {
   if (ledger.owned.size === 0) return
   const checks = (ledger.checks = { last: at })
   const check = () => {
-    const now = Date.now()
+    const now = performance.now()
     try {
       checkOwnFiles(ledger, now, now)
     } catch {
@@ -774,7 +789,8 @@ export function beginRun(anchors: Anchors, hookInput: HookInput<"tool.execute.be
   const read = readCommand(args.command)
   if (!read.changing || !(read.opaque || rewritesTree(read))) return
   const at = Date.now()
-  const own = checkOwnFiles(ledger, at, at - CHECK_FRESH_MS) // read here only what no recent check saw
+  const seen = performance.now()
+  const own = checkOwnFiles(ledger, seen, seen - CHECK_FRESH_MS) // read here only what no recent check saw
   keepChecking(ledger)
   endRunAt(ledger.runs[ledger.runs.length - 1], at) // a run whose after hook never came ends where the next begins
   const run: Run = { at, end: Number.POSITIVE_INFINITY, base: ledger.snapshot, own }
