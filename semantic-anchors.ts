@@ -2699,6 +2699,8 @@ type FileDiscard = {
   found?: boolean
   /** It deletes a folder with all it holds (`rm -r`, find), not only the names it is given. */
   deep?: boolean
+  /** The paths written with a trailing `/`: a link there is followed to its folder (`rm -rf alias/` empties it). */
+  slashed?: string[]
   cwd: string
   text: string
 }
@@ -5558,6 +5560,7 @@ function fileDiscardOf(
       const at = wordPaths(word, ran, places, loops)
       discard.paths.push(...at.paths)
       discard.unknown ??= at.unknown
+      if (word.endsWith("/")) (discard.slashed ??= []).push(...at.paths)
     }
   }
   if (ran.via.includes("xargs") || ran.via.includes("parallel"))
@@ -8776,9 +8779,13 @@ async function judgeFiles(
   const kinds: LostKinds = { untracked: 0, changed: 0, secret: 0 }
   const specs: string[] = []
   const reach: string[] = [] // the globs and folders: the person's secret files under them are lost too
-  for (const abs of lost) {
-    const rel = relativeInside(root, abs)
-    if (rel === undefined) continue // outside the repository: protect-files judges it
+  const realRoot = realpathOf(root)
+  for (const written of lost) {
+    if (relativeInside(root, written) === undefined) continue // outside the repository: protect-files judges it
+    const slashed = discard.slashed?.includes(written) === true
+    const abs = GLOB.test(written) ? written : throughLinks(root, realRoot, written, slashed)
+    if (abs === undefined) return protect(THROUGH_LINK)
+    const rel = relativeInside(root, abs) ?? ""
     if (GLOB.test(rel)) {
       // what it matches, and all under a matched folder (`rm -rf src/*`); no folder to search: nothing is lost
       if (fileKind(globBase(abs)) === "dir") {
@@ -8816,6 +8823,20 @@ async function judgeFiles(
   kinds.secret = secrets.size
   return lossText(discard, counts, kinds)
 }
+
+/**
+ * A path inside the root as a file command reaches it: the links among its folders followed (`rm -rf alias/lib`,
+ * alias a link to src, deletes src/lib), and a link named last when written with a trailing `/` (`rm -rf alias/`
+ * empties its folder; `rm -rf alias` removes the link alone). Undefined: it leads out of the root.
+ */
+function throughLinks(root: string, realRoot: string, abs: string, slashed: boolean): string | undefined {
+  const cut = abs.lastIndexOf("/")
+  const real = slashed ? realpathOf(abs) : `${realpathOf(abs.slice(0, cut) || "/")}${abs.slice(cut)}`
+  if (real === abs) return abs
+  const rel = relativeInside(realRoot, real)
+  return rel === undefined ? undefined : rel ? `${root}/${rel}` : root
+}
+const THROUGH_LINK = "a path it names leads through a link out of the project"
 
 /**
  * The secret files protect-secrets knows in the project (`.env`, keys: ignored by git, so git's answer does not list

@@ -4,7 +4,7 @@
 // `git checkout` are; over the agent's own files, committed files and ignored build output it runs.
 import { beforeAll, describe, expect, test } from "bun:test"
 import { execFileSync } from "node:child_process"
-import { mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs"
+import { mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { agent, edit, judged, type Repo, repo, say, settle, write } from "./fixtures/semantic-anchors/work-repo"
@@ -238,6 +238,28 @@ describe("what the disk cannot answer for, in a folder: git is asked", () => {
     expect(await judged(h, script, () => renameSync(h.file("keep"), h.file("src/lib/keep")))).toBe("runs")
     await settle()
     expect(await judged(h, "rm -rf src/lib")).toContain("1 untracked")
+  })
+})
+
+describe("through a link: what the command reaches is judged", () => {
+  test("a link to a folder of the project: its files, as the link reaches them", async () => {
+    const h = await committedFolder()
+    symlinkSync("src", h.file("alias"))
+    writeFileSync(h.file("src/lib/util.ts"), "the person's edit\n")
+    expect(await judged(h, "rm -rf alias/lib")).toContain("1 with uncommitted changes")
+    expect(await judged(h, "rm -rf alias/")).toContain("1 with uncommitted changes")
+    expect(await judged(h, "rm -f alias/lib/util.ts")).toContain("1 with uncommitted changes")
+    expect(await judged(h, "rm alias")).toContain("(1 untracked)") // the link alone: the person's, made since
+  })
+
+  test("a link to a folder outside the project: protected", async () => {
+    const h = await project()
+    const outside = mkdtempSync(join(tmpdir(), "anchors-outside-"))
+    mkdirSync(join(outside, "sub"))
+    writeFileSync(join(outside, "sub/diary.md"), "the person's, in no repository\n")
+    symlinkSync(outside, h.file("notes"))
+    expect(await judged(h, "rm -rf notes/sub")).toContain("leads through a link out of the project")
+    rmSync(outside, { recursive: true, force: true })
   })
 })
 

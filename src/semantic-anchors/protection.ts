@@ -534,6 +534,7 @@ export function fileDiscardOf(
       const at = wordPaths(word, ran, places, loops)
       discard.paths.push(...at.paths)
       discard.unknown ??= at.unknown
+      if (word.endsWith("/")) (discard.slashed ??= []).push(...at.paths)
     }
   }
   if (ran.via.includes("xargs") || ran.via.includes("parallel"))

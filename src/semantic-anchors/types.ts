@@ -109,6 +109,8 @@ export type FileDiscard = {
   found?: boolean
   /** It deletes a folder with all it holds (`rm -r`, find), not only the names it is given. */
   deep?: boolean
+  /** The paths written with a trailing `/`: a link there is followed to its folder (`rm -rf alias/` empties it). */
+  slashed?: string[]
   cwd: string
   text: string
 }
