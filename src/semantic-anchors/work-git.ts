@@ -747,7 +747,7 @@ function keepChecking(ledger: WorkLedger): void {
     ledger.checks.last = at
     return
   }
-  if (ledger.owned.size === 0) return
+  if (ledger.owned.size === 0 || ledger.baseline?.fault === NOT_A_REPOSITORY) return // no run is begun there
   const checks = (ledger.checks = { last: at })
   const check = () => {
     const now = performance.now()
