@@ -320,6 +320,17 @@ describe("costs", () => {
       expect(await judged(h, "rm -r src")).toBe("runs")
     })
   })
+  test("a folder holding a name beyond ASCII asks git (macOS and git may spell it apart)", async () => {
+    const h = await committedFolder(["src/app.ts", "src/caf\u00e9.ts"])
+    expect(await judged(h, "rm -rf src")).toBe("runs")
+    const path = process.env.PATH
+    process.env.PATH = "/nonexistent"
+    try {
+      expect(await judged(h, "rm -rf src")).toContain("git is not installed")
+    } finally {
+      process.env.PATH = path
+    }
+  })
   test("a folder of more entries than the disk is read for asks git", async () => {
     const names = Array.from({ length: 300 }, (_, k) => `src/f${k}.ts`)
     const h = await committedFolder(names)

@@ -281,7 +281,8 @@ function asSnapshotSaw(ledger: WorkLedger, root: string, rel: string): boolean {
  * snapshot saw it (not listed, and unchanged since); the folder, each folder in it and each above it unchanged since
  * the snapshot (a file or folder moved in changes its folder, and keeps its own change time), or changed by a run of
  * the agent's, under which only the agent's own files may lie (a folder its script moved in keeps its files' times).
- * A repository inside (`.git`, a submodule), anything else, or more entries: false, and git is asked.
+ * A repository inside (`.git`, a submodule), a name beyond ASCII, anything else, or more entries: false, and git is
+ * asked.
  */
 function folderAsLeft(ledger: WorkLedger, root: string, abs: string, counts: Record<Whose, number>): boolean {
   const snapshot = ledger.snapshot
@@ -316,7 +317,8 @@ function folderAsLeft(ledger: WorkLedger, root: string, abs: string, counts: Rec
       return false
     }
     for (const name of names) {
-      if (++entries > MAX_FOLDER_WALK || name === ".git") return false
+      // a name beyond ASCII may be spelled apart from git's (macOS keeps decomposed Unicode, git composes): git tells
+      if (++entries > MAX_FOLDER_WALK || name === ".git" || NOT_ASCII.test(name)) return false
       const path = `${dir}/${name}`
       const stat = statOf(path, lstatSync)
       if (!stat) return false
@@ -336,6 +338,7 @@ function folderAsLeft(ledger: WorkLedger, root: string, abs: string, counts: Rec
   return true
 }
 const MAX_FOLDER_WALK = 256
+const NOT_ASCII = /[^\x00-\x7f]/
 
 /**
  * Whether a change time is older than a time of the clock, with CHANGE_SLACK_MS for the kernel's coarse time, and a
