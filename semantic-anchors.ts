@@ -8636,7 +8636,7 @@ function specsToAsk(
   counts: Record<Whose, number>,
   listed: string[],
 ): string[] {
-  if (!ledger.snapshot?.state || ledger.snapshot.state.detached) return discard.specs
+  if (!sawTree(ledger)) return discard.specs
   return discard.specs.filter((spec) => {
     if (spec.startsWith(":") || GLOB.test(spec) || isVariable(spec)) return true
     const abs = resolvePath(discard.cwd, spec)
@@ -8661,19 +8661,27 @@ function specsToAsk(
  * holds nothing to lose.
  */
 function asSnapshotSaw(ledger: WorkLedger, root: string, rel: string): boolean {
-  const snapshot = ledger.snapshot
-  if (!snapshot?.state || snapshot.state.detached || snapshot.at === undefined) return false
-  if (changedIn(snapshot.state, rel)) return false
+  const saw = sawTree(ledger)
+  if (!saw || changedIn(saw.state, rel)) return false
   let there = false
   for (let path = `${root}/${rel}`; path.length > root.length; path = path.slice(0, path.lastIndexOf("/"))) {
     const stat = statOf(path, lstatSync)
     if (!stat) continue
     there = true
-    if (!before(stat.ctimeMs, snapshot.at)) return false
+    if (!before(stat.ctimeMs, saw.at)) return false
   }
   if (there) return true
   const top = statOf(root, lstatSync)
-  return top !== undefined && before(top.ctimeMs, snapshot.at)
+  return top !== undefined && before(top.ctimeMs, saw.at)
+}
+
+/**
+ * The latest snapshot when the disk may answer by it: settled, with the time git began, and HEAD not detached
+ * (a detached HEAD makes "committed" a question for git). Undefined: git is asked.
+ */
+function sawTree(ledger: WorkLedger): { state: TreeState; at: number } | undefined {
+  const { state, at } = ledger.snapshot ?? {}
+  return state && !state.detached && at !== undefined ? { state, at } : undefined
 }
 
 /**
@@ -8686,10 +8694,9 @@ function asSnapshotSaw(ledger: WorkLedger, root: string, rel: string): boolean {
  * asked.
  */
 function folderAsLeft(ledger: WorkLedger, root: string, abs: string, counts: Record<Whose, number>): boolean {
-  const snapshot = ledger.snapshot
-  const state = snapshot?.state
-  const at = snapshot?.at
-  if (!state || state.detached || at === undefined) return false
+  const saw = sawTree(ledger)
+  if (!saw) return false
+  const { state, at } = saw
   // a folder's change time: before the snapshot, or in a run of the agent's (then its files must be the agent's)
   const placed = (path: string, changed: number): "before" | "run" | undefined =>
     state.tracked.has(path.slice(root.length + 1)) // a submodule's folder, changed: git tells what it holds
@@ -8782,11 +8789,12 @@ async function judgeFiles(
   const kinds: LostKinds = { untracked: 0, changed: 0, secret: 0 }
   const specs: string[] = []
   const reach: string[] = [] // the globs and folders: the person's secret files under them are lost too
-  const realRoot = realpathOf(root)
+  const reals = new Map<string, string>() // the folders' real paths, each resolved once (`rm a.py b.py c.py`)
+  const realOf = (path: string) => reals.get(path) ?? (reals.set(path, realpathOf(path)), reals.get(path)!)
   for (const written of lost) {
     if (relativeInside(root, written) === undefined) continue // outside the repository: protect-files judges it
     const slashed = discard.slashed?.includes(written) === true
-    const abs = GLOB.test(written) ? written : throughLinks(root, realRoot, written, slashed)
+    const abs = GLOB.test(written) ? written : throughLinks(root, realOf, written, slashed)
     if (abs === undefined) return protect(THROUGH_LINK)
     const rel = relativeInside(root, abs) ?? ""
     if (GLOB.test(rel)) {
@@ -8832,11 +8840,16 @@ async function judgeFiles(
  * alias a link to src, deletes src/lib), and a link named last when written with a trailing `/` (`rm -rf alias/`
  * empties its folder; `rm -rf alias` removes the link alone). Undefined: it leads out of the root.
  */
-function throughLinks(root: string, realRoot: string, abs: string, slashed: boolean): string | undefined {
+function throughLinks(
+  root: string,
+  realOf: (path: string) => string,
+  abs: string,
+  slashed: boolean,
+): string | undefined {
   const cut = abs.lastIndexOf("/")
-  const real = slashed ? realpathOf(abs) : `${realpathOf(abs.slice(0, cut) || "/")}${abs.slice(cut)}`
+  const real = slashed ? realOf(abs) : `${realOf(abs.slice(0, cut) || "/")}${abs.slice(cut)}`
   if (real === abs) return abs
-  const rel = relativeInside(realRoot, real)
+  const rel = relativeInside(realOf(root), real)
   return rel === undefined ? undefined : rel ? `${root}/${rel}` : root
 }
 const THROUGH_LINK = "a path it names leads through a link out of the project"
