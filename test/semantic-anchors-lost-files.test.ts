@@ -281,14 +281,19 @@ async function committedFolder(files = ["src/app.ts", "src/lib/util.ts"]): Promi
 /** Runs `body` with no git on the PATH: a git question fails and protects, and says so in the log. */
 async function withoutGit(h: Repo, body: () => Promise<void>) {
   const before = h.logs.length
+  await gitless(body)
+  expect(h.logs.length).toBe(before)
+}
+
+/** Runs `body` with no git on the PATH (a git question then fails, and protects). */
+async function gitless<T>(body: () => Promise<T>): Promise<T> {
   const path = process.env.PATH
   process.env.PATH = "/nonexistent"
   try {
-    await body()
+    return await body()
   } finally {
     process.env.PATH = path
   }
-  expect(h.logs.length).toBe(before)
 }
 
 describe("costs", () => {
@@ -297,19 +302,12 @@ describe("costs", () => {
     await settle()
     await say(h) // a snapshot taken well after the committed files were made
     await settle()
-    const before = h.logs.length
-    // a PATH without git: a git question would fail and protect
-    const path = process.env.PATH
-    process.env.PATH = "/nonexistent"
-    try {
+    await withoutGit(h, async () => {
       expect(await judged(h, "rm new.txt")).toBe("runs")
       expect(await judged(h, "rm -f missing.txt")).toBe("runs")
       expect(await judged(h, "rm c.txt")).toBe("runs")
       expect(await judged(h, "mv new.txt c.txt")).toBe("runs")
-    } finally {
-      process.env.PATH = path
-    }
-    expect(h.logs.length).toBe(before)
+    })
   })
   test("deleting a folder of committed files clean since the snapshot, or one the agent made, asks no git", async () => {
     const h = await committedFolder()
@@ -320,28 +318,13 @@ describe("costs", () => {
       expect(await judged(h, "rm -r src")).toBe("runs")
     })
   })
-  test("a folder holding a name beyond ASCII asks git (macOS and git may spell it apart)", async () => {
-    const h = await committedFolder(["src/app.ts", "src/caf\u00e9.ts"])
+  test.each([
+    ["a name beyond ASCII (macOS and git may spell it apart)", ["src/app.ts", "src/caf\u00e9.ts"]],
+    ["more entries than the disk is read for", Array.from({ length: 300 }, (_, k) => `src/f${k}.ts`)],
+  ])("a folder holding %s asks git", async (_what, files) => {
+    const h = await committedFolder(files)
     expect(await judged(h, "rm -rf src")).toBe("runs")
-    const path = process.env.PATH
-    process.env.PATH = "/nonexistent"
-    try {
-      expect(await judged(h, "rm -rf src")).toContain("git is not installed")
-    } finally {
-      process.env.PATH = path
-    }
-  })
-  test("a folder of more entries than the disk is read for asks git", async () => {
-    const names = Array.from({ length: 300 }, (_, k) => `src/f${k}.ts`)
-    const h = await committedFolder(names)
-    expect(await judged(h, "rm -rf src")).toBe("runs")
-    const path = process.env.PATH
-    process.env.PATH = "/nonexistent"
-    try {
-      expect(await judged(h, "rm -rf src")).toContain("git is not installed")
-    } finally {
-      process.env.PATH = path
-    }
+    expect(await gitless(() => judged(h, "rm -rf src"))).toContain("git is not installed")
   })
   test("an unrelated call of a read-only kind asks nothing", async () => {
     const h = await project()
