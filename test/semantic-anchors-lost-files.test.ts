@@ -51,6 +51,7 @@ async function project(): Promise<Repo> {
 
 const UNTRACKED = "1 file with changes that were there before this session (1 untracked)"
 const CHANGED = "1 file with changes that were there before this session (1 with uncommitted changes)"
+const REPOSITORY = "would delete the project's git repository (.git: its commits, branches and stashes"
 const SECRET = "1 of the person's secret files (git ignores them, and cannot bring them back)"
 
 describe("over the person's files: blocked, saying how many and which kind", () => {
@@ -81,6 +82,12 @@ describe("over the person's files: blocked, saying how many and which kind", () 
     ['ls | while read f; do mv "$f" merged; done', "a loop moves files the plugin cannot tell onto the one name"],
     ["rm $FILE", "$FILE is a value the plugin cannot know"],
     ["git clean -f notes.md", "1 file with changes that were there before this session"],
+    // the repository itself: its commits, branches and stashes
+    ["rm -rf .git", REPOSITORY],
+    ["rm -rf ./.git/", REPOSITORY],
+    ["rm -rf .g[i]t", REPOSITORY],
+    ["find . -name .git -prune -exec rm -rf {} +", REPOSITORY],
+    ["git clean -f $D", "`git clean` ($D is a value the plugin cannot know: it may be any path here)"],
     // a second look's findings (each ran before)
     ["rm -rf deep/*", UNTRACKED], // a glob's folder, and all under it
     ["git ls-files -o | xargs rm -f", "is given files it reads from its input, which the plugin cannot know"],
@@ -119,6 +126,7 @@ describe("over the agent's own files, committed files and ignored output: runs",
     "rm -rf conf/*", // the shell's `*` does not match conf/.env
     "cp -r tpl/conf .", // a copy merges into conf/: its .env stays
     "rm conf", // rm without -r deletes no folder
+    "rm -f .git/index.lock", // inside the repository: git's own file, not the repository
     "rm -rf gen", // a folder a script of the agent's made
     "unlink new.txt",
     "find . -name '*.pyc' -delete",

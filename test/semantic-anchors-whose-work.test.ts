@@ -31,6 +31,10 @@ describe("the agent's own edits may be undone", () => {
     "git reset --hard",
     "git checkout -f main",
     "cd . && git restore --worktree --staged a.txt",
+    // a path the line itself gives (a variable it sets, a loop's words, braces) is read as that path
+    "F=a.txt; git checkout $F",
+    'for f in a.txt; do git checkout -- "$f"; done',
+    "git checkout {a,c}.txt",
   ])("edit a.txt, then %p runs", async (command) => {
     const h = await repo()
     await say(h)
@@ -262,13 +266,23 @@ describe("the person's uncommitted work is protected", () => {
     ["git switch --discard-ch main", BEFORE],
     ["git restore --work --stag g.txt", BEFORE],
     ["git reset --har", BEFORE],
+    // a path held in a variable: the line's own value, or any changed file when the plugin cannot know it
+    ["F=g.txt; git checkout $F", BEFORE],
+    ["git checkout {g,c}.txt", BEFORE],
+    ["git checkout $F", "`git checkout` of $F ($F is a value the plugin cannot know: it may be any changed file)"],
+    [
+      'git restore "$F"',
+      `(\$F is a value the plugin cannot know: it may be any changed file) would throw away uncommitted work: ${BEFORE}`,
+    ],
+    ["git checkout -- $(cat list.txt)", "$(cat list.txt) is a value the plugin cannot know"],
+    ["git rm -f ${F:-x}", "is a value the plugin cannot know"],
   ])("g.txt changed before the session: %p is blocked, saying %p", async (command, says) => {
     const h = await repo()
     writeFileSync(h.file("b.txt"), "the person's work\n") // b.txt stands for g
     await say(h)
     await settle()
     await edit(h, "a.txt")
-    const verdict = await judged(h, command.replace("g.txt", "b.txt"))
+    const verdict = await judged(h, command.replace("g.txt", "b.txt").replace("{g,", "{b,"))
     expect(verdict).toContain(says)
     expect(verdict).not.toContain("the person's work") // never the contents
     expect(readFileSync(h.file("b.txt"), "utf8")).toBe("the person's work\n")

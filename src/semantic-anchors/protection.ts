@@ -236,8 +236,12 @@ const DISK_CHECKS: ProtectCheck[] = [
 
 // The discards of uncommitted work -----------------------------------------------------------------------------------
 
-/** The discard a git command is, or undefined (a branch switch, `restore --staged`, `clean -n`, ...). */
-export function discardOf(ran: RanCommand, places: PathPlaces): Discard | undefined {
+/**
+ * The discard a git command is, or undefined (a branch switch, `restore --staged`, `clean -n`, ...). Its paths are
+ * read as the shell hands them to git (gitSpecs): a path the plugin cannot know (`git checkout $F`) may be any, and
+ * the discard is judged over the whole tree.
+ */
+export function discardOf(ran: RanCommand, places: PathPlaces, loops: LineLoops): Discard | undefined {
   const args = ranArgs(ran)
   const at = gitSubcommandAt(args)
   let cwd = resolveOperand(".", places, ran.cwd)
@@ -256,7 +260,7 @@ export function discardOf(ran: RanCommand, places: PathPlaces): Discard | undefi
     // before `--` the first operand is a branch or commit when git knows one; after it, all are paths
     const specs = dashes < 0 ? parsed.operands : rest.slice(dashes + 1)
     if (specs.length === 0 || (dashes < 0 && specs.length === 1 && specs[0] === "-")) return undefined
-    return { kind: "paths", specs, cwd, text: `${shown} of ${specs.join(" ")}` }
+    return pathsDiscard(specs, places, loops, cwd, `${shown} of ${specs.join(" ")}`)
   }
   if (sub === "restore") {
     const parsed = getopt(rest, { values: "s", long: ["source", "conflict", "pathspec-from-file"] })
@@ -265,7 +269,7 @@ export function discardOf(ran: RanCommand, places: PathPlaces): Discard | undefi
     if (has("h", "help") || (has("S", "staged") && !has("W", "worktree"))) return undefined
     if (has("pathspec-from-file")) return { kind: "tree", cwd, text: `${shown} of the files a list names` }
     if (parsed.operands.length === 0) return undefined
-    return { kind: "paths", specs: parsed.operands, cwd, text: `${shown} of ${parsed.operands.join(" ")}` }
+    return pathsDiscard(parsed.operands, places, loops, cwd, `${shown} of ${parsed.operands.join(" ")}`)
   }
   if (sub === "switch") {
     const parsed = getopt(rest, { values: "cC", long: ["orphan"] })
@@ -296,16 +300,48 @@ export function discardOf(ran: RanCommand, places: PathPlaces): Discard | undefi
     if (!has("f", "force") || has("cached", "n", "dry-run", "h")) return undefined
     if (has("pathspec-from-file")) return { kind: "tree", cwd, text: `${shown} -f of the files a list names` }
     if (parsed.operands.length === 0) return undefined
-    return { kind: "paths", specs: parsed.operands, cwd, text: `${shown} -f of ${parsed.operands.join(" ")}` }
+    return pathsDiscard(parsed.operands, places, loops, cwd, `${shown} -f of ${parsed.operands.join(" ")}`)
   }
   if (sub === "clean") {
     const parsed = getopt(rest, { values: "e", long: ["exclude"] })
     const names = flagsGiven("git clean", parsed.options)
     if (names.has("dry-run") || (!names.has("force") && !names.has("interactive"))) return undefined
     const ignored = names.has("x") || names.has("X")
-    return { kind: "clean", specs: parsed.operands, ignored, cwd, text: shown }
+    const { specs, unknown } = gitSpecs(parsed.operands, places, loops)
+    if (unknown)
+      return { kind: "clean", specs: [], ignored, cwd, text: `${shown} (${unknown}: it may be any path here)` }
+    return { kind: "clean", specs, ignored, cwd, text: shown }
   }
   return undefined
+}
+
+/** A discard of the paths a git command names; of the whole tree when one is a value the plugin cannot know. */
+function pathsDiscard(words: string[], places: PathPlaces, loops: LineLoops, cwd: string, text: string): Discard {
+  const { specs, unknown } = gitSpecs(words, places, loops)
+  if (unknown) return { kind: "tree", cwd, text: `${text} (${unknown}: it may be any changed file)` }
+  return { kind: "paths", specs, cwd, text }
+}
+
+/**
+ * The pathspecs git is handed for these words (wordValues: braces, `~`, the known variables and the line's own
+ * resolved); git's magic (`:(glob)x`) as written. `unknown` when a word holds a value the plugin cannot know.
+ */
+function gitSpecs(
+  words: readonly string[],
+  places: PathPlaces,
+  loops: LineLoops,
+): { specs: string[]; unknown?: string } {
+  const specs: string[] = []
+  for (const word of words) {
+    if (word.startsWith(":")) {
+      specs.push(word)
+      continue
+    }
+    const values = wordValues(word, places, loops)
+    if (values.unknown) return { specs, unknown: values.unknown }
+    specs.push(...values.words)
+  }
+  return { specs }
 }
 
 // Files deleted or overwritten ------------------------------------------------------------------------------------
@@ -350,29 +386,36 @@ export function isVariable(word: string): boolean {
 const VARIABLE = /^\$(?:\{([A-Za-z_]\w*)\}|([A-Za-z_]\w*))$/
 
 /**
- * The absolute paths a word names: its braces expanded, `~` and the known variables (`$HOME`) resolved, a loop's
- * variable as the loop's words; a glob stays a glob. `unknown` when a word holds a value the reader cannot know.
+ * The words a word is when the shell hands it to the program: its braces expanded, `~` and the known variables
+ * (`$HOME`) resolved, a line's variable as its values (`F=x;`, a loop's words); a glob stays a glob. `unknown` when it
+ * holds a value the reader cannot know (`$1`, `$(cat list)`).
  */
+function wordValues(word: string, places: PathPlaces, loops: LineLoops): { words: string[]; unknown?: string } {
+  const words: string[] = []
+  for (const alternative of braceWords(word) ?? [word]) {
+    const expanded = expandPlaces(alternative, places)
+    if (!isVariable(expanded)) {
+      words.push(expanded)
+      continue
+    }
+    const variable = VARIABLE.exec(expanded)
+    const items = variable ? loops.vars.get(variable[1] ?? variable[2]) : undefined
+    if (!items || items.some((item) => isVariable(expandPlaces(item, places))))
+      return { words, unknown: `${word} is a value the plugin cannot know` }
+    for (const item of items) words.push(expandPlaces(item, places))
+  }
+  return { words }
+}
+
+/** The absolute paths a word names (wordValues, each resolved where the command runs). */
 function wordPaths(
   word: string,
   ran: RanCommand,
   places: PathPlaces,
   loops: LineLoops,
 ): { paths: string[]; unknown?: string } {
-  const paths: string[] = []
-  for (const alternative of braceWords(word) ?? [word]) {
-    const expanded = expandPlaces(alternative, places)
-    if (!isVariable(expanded)) {
-      paths.push(resolveOperand(expanded, places, ran.cwd))
-      continue
-    }
-    const variable = VARIABLE.exec(expanded)
-    const items = variable ? loops.vars.get(variable[1] ?? variable[2]) : undefined
-    if (!items || items.some((item) => isVariable(expandPlaces(item, places))))
-      return { paths, unknown: `${word} is a value the plugin cannot know` }
-    for (const item of items) paths.push(resolveOperand(expandPlaces(item, places), places, ran.cwd))
-  }
-  return { paths }
+  const { words, unknown } = wordValues(word, places, loops)
+  return { paths: words.map((value) => resolveOperand(value, places, ran.cwd)), unknown }
 }
 
 const COPY_SPEC: Record<string, OptionSpec> = {
@@ -560,9 +603,9 @@ const FILE_DISCARD_CHECK: ProtectCheck = {
 const DISCARD_CHECK: ProtectCheck = {
   programs: ["git"],
   keys: ["git checkout", "git restore", "git switch", "git reset", "git stash", "git clean", "git rm"],
-  check(ran, places, work) {
+  check(ran, places, work, line) {
     if (work) return work.get(ranKey(ran)) ?? undefined // the work ledger's verdict, found before the decision
-    const discard = discardOf(ran, places)
+    const discard = discardOf(ran, places, line)
     return discard && `${discard.text} would throw away uncommitted changes, and whose they are cannot be told here`
   },
 }

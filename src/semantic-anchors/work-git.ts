@@ -406,6 +406,7 @@ async function judgeFiles(
     const abs = GLOB.test(written) ? written : throughLinks(root, realOf, written, slashed)
     if (abs === undefined) return protect(THROUGH_LINK)
     const rel = relativeInside(root, abs) ?? ""
+    if (losesRepository(root, abs, discard.found === true)) return `${discard.text} would delete ${REPOSITORY}`
     if (GLOB.test(rel)) {
       // what it matches, and all under a matched folder (`rm -rf src/*`); no folder to search: nothing is lost
       if (fileKind(globBase(abs)) === "dir") {
@@ -443,6 +444,19 @@ async function judgeFiles(
   kinds.secret = secrets.size
   return lossText(discard, counts, kinds)
 }
+
+/**
+ * Whether a path a file command deletes or overwrites is the project's repository itself (`.git` at the root: it
+ * was there when opencode started, so it is the person's), named or matched by a glob (`rm -rf .g*`, find's
+ * `-name .git`).
+ * A path inside it (`.git/index.lock`) is git's business, not a loss of the repository.
+ */
+function losesRepository(root: string, abs: string, found: boolean): boolean {
+  const repository = `${root}/.git`
+  if (!GLOB.test(abs)) return abs === repository
+  return globToRegExp(abs.replace(/\[[^\]/]*\]/g, "?"), !found).test(repository) // a bracket: any one character
+}
+const REPOSITORY = "the project's git repository (.git: its commits, branches and stashes, which git cannot bring back)"
 
 /**
  * A path inside the root as a file command reaches it: the links among its folders followed (`rm -rf alias/lib`,
@@ -583,13 +597,13 @@ export function prepareDiscards(
   if (!guardsWork(anchors, state)) return
   const places = pathPlaces(anchors.env, typeof args.workdir === "string" ? args.workdir : undefined)
   const steps: Step[] = []
+  const loops = lineLoops(args.command)
   for (const ran of gits ?? []) {
-    const discard = discardOf(ran, places)
+    const discard = discardOf(ran, places, loops)
     const op = discard ? undefined : stashOpOf(ran)
     if (discard || op) steps.push({ key: ranKey(ran), discard, op, cwd: resolveOperand(".", places, ran.cwd) })
   }
   if (files) {
-    const loops = lineLoops(args.command)
     for (const program of FILE_DISCARD_PROGRAMS)
       for (const ran of byProgram.get(program) ?? []) {
         const discard = fileDiscardOf(ran, places, loops)
