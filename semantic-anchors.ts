@@ -4610,9 +4610,15 @@ function parseStatus(out: string): TreeState | string {
   return state
 }
 
-/** Whether a snapshot shows a path (relative to the repository) changed, or under an untracked directory. */
+/**
+ * Whether a snapshot shows a path (relative to the repository) changed, under an untracked directory, or inside a
+ * changed submodule (a tracked path above it: git lists a submodule with changes, never the files in it).
+ */
 function changedIn(state: TreeState, rel: string): boolean {
-  return state.tracked.has(rel) || state.untracked.has(rel) || state.dirs.some((dir) => isInside(rel, dir))
+  if (state.tracked.has(rel) || state.untracked.has(rel) || state.dirs.some((dir) => isInside(rel, dir))) return true
+  for (let cut = rel.lastIndexOf("/"); cut > 0; cut = rel.lastIndexOf("/", cut - 1))
+    if (state.tracked.has(rel.slice(0, cut))) return true
+  return false
 }
 
 /** Whose a changed file is: the agent's own, there before the session, someone else's, or not known. */
@@ -8618,6 +8624,9 @@ async function discardedFiles(root: string, discard: Discard): Promise<{ files: 
       specs.push(rel)
     }
   if (discard.kind === "clean" && specs.length === 0) specs.push(relativeInside(root, discard.cwd) ?? ".")
+  // git run inside a submodule (`git -C vendor/lib reset --hard`) works on the submodule's own repository
+  const here = relativeInside(root, discard.cwd)
+  if (inSubmodule(root, here ? [...specs, `${here}/.`] : specs)) return { fault: IN_SUBMODULE }
   const args = ["status", "--porcelain=v2", "-z", "--branch"]
   args.push(discard.kind === "clean" ? "--untracked-files=all" : "--untracked-files=no")
   if (discard.kind === "clean" && discard.ignored) args.push("--ignored=matching")
@@ -8631,6 +8640,24 @@ async function discardedFiles(root: string, discard: Discard): Promise<{ files: 
   if (state.dirs.length) return { fault: "an untracked directory git did not list file by file" }
   return { files: [...state.untracked] }
 }
+
+/**
+ * Whether a path git is to be asked about (a pathspec, relative to the root) lies inside a submodule (`.gitmodules`
+ * names it): the project's git lists a submodule, never what changed in it, so its answer there would be "nothing".
+ * Read only when git is about to be asked, on the discard's own call.
+ */
+function inSubmodule(root: string, specs: readonly string[]): boolean {
+  let text: string
+  try {
+    text = readFileSync(`${root}/.gitmodules`, "utf8")
+  } catch {
+    return false // no submodules
+  }
+  const modules = [...text.matchAll(/^\s*path\s*=\s*(.+?)\s*$/gm)].map((m) => m[1].replace(/\/+$/, ""))
+  const rels = specs.map((spec) => spec.replace(/^:\([a-z,]*\)/, ""))
+  return rels.some((rel) => modules.some((module) => rel.startsWith(`${module}/`)))
+}
+const IN_SUBMODULE = "a path inside a submodule, whose changes the project's git does not list"
 
 /** The verdict on one discard: null when all it would lose is the agent's own, else what (for the block). */
 async function judgeDiscard(
@@ -8860,6 +8887,7 @@ async function judgeFiles(
   const secrets = new Set(named.filter((abs) => fileKind(abs) === "file" && !ownsAsLeft(ledger, root, abs)))
   if (specs.length === 0 && secrets.size === 0) return null
   if (specs.length) {
+    if (inSubmodule(root, specs)) return protect(IN_SUBMODULE)
     await settledSnapshots(ledger)
     const args = ["status", "--porcelain=v2", "-z", "--untracked-files=all", "--ignored=no", "--", ...specs]
     const answer = await askGit(root, args)

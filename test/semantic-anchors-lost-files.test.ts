@@ -222,7 +222,7 @@ describe("what the disk cannot answer for, git is asked", () => {
 })
 
 describe("what the disk cannot answer for, in a folder: git is asked", () => {
-  test("a submodule in the folder: the person's uncommitted change in it is judged", async () => {
+  test("a submodule: the person's uncommitted change in it is judged, in a folder or named", async () => {
     const h = await project()
     const sub = mkdtempSync(join(tmpdir(), "anchors-sub-"))
     const git = (...args: string[]) => execFileSync("git", args, { cwd: sub, encoding: "utf8" })
@@ -232,11 +232,29 @@ describe("what the disk cannot answer for, in a folder: git is asked", () => {
     git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "s")
     h.git("-c", "protocol.file.allow=always", "submodule", "add", "-q", sub, "vendor/lib")
     h.git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "sub")
-    writeFileSync(h.file("vendor/lib/lib.c"), "int x; // the person's uncommitted work\n")
     await settle()
     await say(h)
     await settle()
+    expect(await judged(h, "rm vendor/lib/lib.c")).toBe("runs") // clean, and unchanged since the snapshot
+    writeFileSync(h.file("vendor/lib/lib.c"), "int x; // the person's uncommitted work\n")
+    writeFileSync(h.file("vendor/lib/new.c"), "int y; // the person's new file\n")
+    await settle()
     expect(await judged(h, "rm -rf vendor")).not.toBe("runs")
+    // named inside it: the project's git lists the submodule, never its files (each of these ran)
+    const inside =
+      "the plugin cannot tell whose (a path inside a submodule, whose changes the project's git does not list)"
+    for (const command of [
+      "rm vendor/lib/lib.c",
+      "rm vendor/lib/new.c",
+      "truncate -s 0 vendor/lib/lib.c",
+      "rm -rf vendor/lib/*",
+      "git -C vendor/lib checkout lib.c",
+      "cd vendor/lib && git reset --hard",
+    ])
+      expect(await judged(h, command)).toContain(inside)
+    await say(h) // the snapshot now lists the submodule as changed: the disk does not answer for its files
+    await settle()
+    expect(await judged(h, "rm vendor/lib/lib.c")).toContain(inside)
     rmSync(sub, { recursive: true, force: true })
   })
 

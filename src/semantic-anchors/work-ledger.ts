@@ -102,9 +102,15 @@ export function parseStatus(out: string): TreeState | string {
   return state
 }
 
-/** Whether a snapshot shows a path (relative to the repository) changed, or under an untracked directory. */
+/**
+ * Whether a snapshot shows a path (relative to the repository) changed, under an untracked directory, or inside a
+ * changed submodule (a tracked path above it: git lists a submodule with changes, never the files in it).
+ */
 export function changedIn(state: TreeState, rel: string): boolean {
-  return state.tracked.has(rel) || state.untracked.has(rel) || state.dirs.some((dir) => isInside(rel, dir))
+  if (state.tracked.has(rel) || state.untracked.has(rel) || state.dirs.some((dir) => isInside(rel, dir))) return true
+  for (let cut = rel.lastIndexOf("/"); cut > 0; cut = rel.lastIndexOf("/", cut - 1))
+    if (state.tracked.has(rel.slice(0, cut))) return true
+  return false
 }
 
 /** Whose a changed file is: the agent's own, there before the session, someone else's, or not known. */
