@@ -5270,14 +5270,43 @@ const DISK_CHECKS: ProtectCheck[] = [
 
 /**
  * The discard a git command is, or undefined (a branch switch, `restore --staged`, `clean -n`, ...). Its paths are
- * read as the shell hands them to git (gitSpecs): a path the plugin cannot know (`git checkout $F`) may be any, and
- * the discard is judged over the whole tree.
+ * read as the shell hands them to git (gitSpecs): a path the plugin cannot know (`git checkout -- $F`, a `-C $D`,
+ * files xargs or find give it) may be any, and the discard is judged over the whole tree.
  */
 function discardOf(ran: RanCommand, places: PathPlaces, loops: LineLoops): Discard | undefined {
   const args = ranArgs(ran)
   const at = gitSubcommandAt(args)
-  let cwd = resolveOperand(".", places, ran.cwd)
-  for (let k = 0; k < at; k++) if (args[k] === "-C") cwd = resolvePath(cwd, expandPlaces(args[k + 1] ?? ".", places))
+  const top = resolveOperand(".", places, ran.cwd)
+  let cwd = top
+  let given = GIVEN_BY.find((program) => ran.via.includes(program)) // its paths come from its input, or find's
+  for (let k = 0; k < at; k++)
+    if (args[k] === "-C") {
+      const dir = expandPlaces(args[k + 1] ?? ".", places)
+      if (isVariable(dir)) given ??= `-C ${args[k + 1]}`
+      cwd = resolvePath(cwd, dir)
+    }
+  // the paths given at run time stand as one the plugin cannot know (`xargs git checkout --` names none itself)
+  const discard = gitDiscardOf(given ? [...args, "--", "$GIVEN"] : args, at, loops, places, cwd)
+  if (!discard || !given || discard.kind === "stash") return discard
+  const text = given.startsWith("-C ")
+    ? `\`git ${args[at]}\` run in ${given.slice(3)}, a folder the plugin cannot know`
+    : `\`git ${args[at]}\` of the paths ${given} gives it, which the plugin cannot know`
+  return discard.kind === "clean"
+    ? { ...discard, specs: [WHOLE_TREE], cwd: top, text }
+    : { kind: "tree", cwd: top, text }
+}
+/** The programs that give a command the paths it acts on at run time: from their input, or what find finds. */
+const GIVEN_BY = ["xargs", "parallel", "find"]
+/** A pathspec for the whole repository, from its top (git's `:/`): what `git clean` of an unknown path may reach. */
+const WHOLE_TREE = ":/"
+
+function gitDiscardOf(
+  args: string[],
+  at: number,
+  loops: LineLoops,
+  places: PathPlaces,
+  cwd: string,
+): Discard | undefined {
   const sub = args[at]
   const rest = args.slice(at + 1)
   const shown = `\`git ${sub}\``
@@ -5289,8 +5318,12 @@ function discardOf(ran: RanCommand, places: PathPlaces, loops: LineLoops): Disca
     if (has("pathspec-from-file")) return { kind: "tree", cwd, text: `${shown} of the files a list names` }
     if (has("b", "B", "orphan", "detach", "h", "help")) return undefined
     const dashes = rest.indexOf("--")
-    // before `--` the first operand is a branch or commit when git knows one; after it, all are paths
-    const specs = dashes < 0 ? parsed.operands : rest.slice(dashes + 1)
+    // before `--` the first operand is a branch or commit when git knows one; after it, all are paths. One the
+    // plugin cannot know (`git checkout $BRANCH`, `git checkout "$REV" a.txt`) is taken for a branch or commit: a
+    // switch keeps the changes, and the paths after it are judged
+    const first = parsed.operands[0]
+    const revision = dashes < 0 && first !== undefined && wordValues(first, places, loops).unknown !== undefined
+    const specs = dashes < 0 ? parsed.operands.slice(revision ? 1 : 0) : rest.slice(dashes + 1)
     if (specs.length === 0 || (dashes < 0 && specs.length === 1 && specs[0] === "-")) return undefined
     return pathsDiscard(specs, places, loops, cwd, `${shown} of ${specs.join(" ")}`)
   }
@@ -5340,8 +5373,9 @@ function discardOf(ran: RanCommand, places: PathPlaces, loops: LineLoops): Disca
     if (names.has("dry-run") || (!names.has("force") && !names.has("interactive"))) return undefined
     const ignored = names.has("x") || names.has("X")
     const { specs, unknown } = gitSpecs(parsed.operands, places, loops)
+    // git takes any path of the repository (`..`, `:/`): the whole tree
     if (unknown)
-      return { kind: "clean", specs: [], ignored, cwd, text: `${shown} (${unknown}: it may be any path here)` }
+      return { kind: "clean", specs: [WHOLE_TREE], ignored, cwd, text: `${shown} (${unknown}: it may be any path)` }
     return { kind: "clean", specs, ignored, cwd, text: shown }
   }
   return undefined
@@ -5381,6 +5415,7 @@ function gitSpecs(
 const NO_LOOPS: LineLoops = { vars: new Map(), loop: false, other: false }
 const FOR_LOOP = /\bfor\s+([A-Za-z_]\w*)\s+in\s+([^;\n]*?)\s*(?:;|\n)\s*do\b/g
 const ASSIGNMENT = /(?:^|[;&|\n]\s*)([A-Za-z_]\w*)=("[^"$`]*"|'[^']*'|[^\s;&|$`'"]*)(?=\s*(?:[;&\n]|$))/g
+const ANY_ASSIGNMENT = /(?:^|[;&|\n(]\s*)([A-Za-z_]\w*)=/g // any value, read or not
 
 /** A word without its enclosing quotes. */
 function unquoted(word: string): string {
@@ -5391,12 +5426,12 @@ function unquoted(word: string): string {
 function lineLoops(command: string): LineLoops {
   if (!command.includes("=") && !/\bdo\b/.test(command)) return NO_LOOPS
   const vars = new Map<string, string[]>()
-  const again = new Set<string>() // assigned more than once: which value a command sees is not read here
+  const assigned = new Map<string, number>() // assigned more than once: which value a command sees is not read here
+  for (const m of command.matchAll(ANY_ASSIGNMENT)) assigned.set(m[1], (assigned.get(m[1]) ?? 0) + 1)
   for (const m of command.matchAll(ASSIGNMENT)) {
-    if (vars.has(m[1])) again.add(m[1])
-    vars.set(m[1], [unquoted(m[2])])
+    // an unquoted use splits a value at its blanks (`F="a b"; rm $F`), a quoted one does not: not read here
+    if (assigned.get(m[1]) === 1 && !/\s/.test(unquoted(m[2]))) vars.set(m[1], [unquoted(m[2])])
   }
-  for (const name of again) vars.delete(name)
   const loop = /\bdo\b/.test(command)
   let fors = 0
   for (const m of command.matchAll(FOR_LOOP)) {
@@ -5424,7 +5459,7 @@ const VARIABLE = /^\$(?:\{([A-Za-z_]\w*)\}|([A-Za-z_]\w*))$/
  */
 function wordValues(word: string, places: PathPlaces, loops: LineLoops): { words: string[]; unknown?: string } {
   const words: string[] = []
-  for (const alternative of braceWords(word) ?? [word]) {
+  for (const alternative of shellBraces(word)) {
     const expanded = expandPlaces(alternative, places)
     if (!isVariable(expanded)) {
       words.push(expanded)
@@ -5434,9 +5469,19 @@ function wordValues(word: string, places: PathPlaces, loops: LineLoops): { words
     const items = variable ? loops.vars.get(variable[1] ?? variable[2]) : undefined
     if (!items || items.some((item) => isVariable(expandPlaces(item, places))))
       return { words, unknown: `${word} is a value the plugin cannot know` }
-    for (const item of items) words.push(expandPlaces(item, places))
+    for (const item of items) for (const one of shellBraces(item)) words.push(expandPlaces(one, places))
   }
   return { words }
+}
+
+/**
+ * The words a word's braces make (braceWords); a sequence (`{1..3}`) or a word too big to expand stands as its glob
+ * (braceGlob: `*` for each brace), which names at least what the words would.
+ */
+function shellBraces(word: string): string[] {
+  const words = braceWords(word)
+  if (!words) return [braceGlob(word)]
+  return words.map((one) => (/\{[^{}]*\.\.[^{}]*\}/.test(one) ? braceGlob(one) : one))
 }
 
 /** The absolute paths a word names (wordValues, each resolved where the command runs). */
@@ -8618,16 +8663,27 @@ async function discardedFiles(root: string, discard: Discard): Promise<{ files: 
   const specs: string[] = []
   if (discard.kind === "paths" || discard.kind === "clean")
     for (const spec of discard.specs) {
+      if (spec === WHOLE_TREE) {
+        specs.push(".") // git runs at the root
+        continue
+      }
       if (spec.startsWith(":")) return { fault: "a pathspec with git's magic" }
       const rel = relativeInside(root, resolvePath(discard.cwd, spec))
       if (rel === undefined) return { fault: "a path outside the project's repository" }
       specs.push(rel)
     }
   if (discard.kind === "clean" && specs.length === 0) specs.push(relativeInside(root, discard.cwd) ?? ".")
-  // git run inside a submodule (`git -C vendor/lib reset --hard`) works on the submodule's own repository
-  const here = relativeInside(root, discard.cwd)
-  if (inSubmodule(root, here ? [...specs, `${here}/.`] : specs)) return { fault: IN_SUBMODULE }
-  const args = ["status", "--porcelain=v2", "-z", "--branch"]
+  // git run inside a submodule (`git -C vendor/lib reset --hard`) works on the submodule's own repository; a path it
+  // names that is not there (`git -C vendor/lib checkout dev`) is a branch or commit
+  const named =
+    discard.kind === "paths" ? specs.filter((rel) => GLOB.test(rel) || fileKind(`${root}/${rel}`) !== "none") : []
+  const cwdIn = discard.kind !== "paths" || named.length > 0
+  if (
+    (cwdIn && inNestedRepository(root, discard.cwd, true)) ||
+    named.some((rel) => inNestedRepository(root, `${root}/${rel}`))
+  )
+    return { fault: IN_SUBMODULE }
+  const args = ["status", "--porcelain=v2", "-z", "--branch", "--ignore-submodules=none"]
   args.push(discard.kind === "clean" ? "--untracked-files=all" : "--untracked-files=no")
   if (discard.kind === "clean" && discard.ignored) args.push("--ignored=matching")
   if (specs.length) args.push("--", ...specs)
@@ -8642,22 +8698,25 @@ async function discardedFiles(root: string, discard: Discard): Promise<{ files: 
 }
 
 /**
- * Whether a path git is to be asked about (a pathspec, relative to the root) lies inside a submodule (`.gitmodules`
- * names it): the project's git lists a submodule, never what changed in it, so its answer there would be "nothing".
- * Read only when git is about to be asked, on the discard's own call.
+ * Whether a path inside the root lies in a repository of its own (a submodule, a clone): a folder above it, below the
+ * root, holds a `.git` (`self`: the path's own folder counts too, for where git runs). The project's git lists such a
+ * repository, never what changed in it, so its answer there would be "nothing". Looked at only when git is about to
+ * be asked, on the discard's own call: an `lstat` per folder.
  */
-function inSubmodule(root: string, specs: readonly string[]): boolean {
-  let text: string
-  try {
-    text = readFileSync(`${root}/.gitmodules`, "utf8")
-  } catch {
-    return false // no submodules
-  }
-  const modules = [...text.matchAll(/^\s*path\s*=\s*(.+?)\s*$/gm)].map((m) => m[1].replace(/\/+$/, ""))
-  const rels = specs.map((spec) => spec.replace(/^:\([a-z,]*\)/, ""))
-  return rels.some((rel) => modules.some((module) => rel.startsWith(`${module}/`)))
+function inNestedRepository(root: string, abs: string, self = false): boolean {
+  let dir = self ? abs : abs.slice(0, abs.lastIndexOf("/"))
+  for (; dir.length > root.length && dir.startsWith(`${root}/`); dir = dir.slice(0, dir.lastIndexOf("/")))
+    if (statOf(`${dir}/.git`, lstatSync)) return true
+  return false
 }
-const IN_SUBMODULE = "a path inside a submodule, whose changes the project's git does not list"
+/** A pathspec of judgeFiles (`:(literal)a/b`, `:(glob)a/*`) in a repository of its own: a glob by its folder. */
+function specInNestedRepository(root: string, spec: string): boolean {
+  const rel = spec.replace(/^:\([a-z]*\)/, "")
+  if (!GLOB.test(rel)) return inNestedRepository(root, `${root}/${rel}`)
+  const cut = rel.lastIndexOf("/", rel.search(GLOB))
+  return cut > 0 && inNestedRepository(root, `${root}/${rel.slice(0, cut)}`, true)
+}
+const IN_SUBMODULE = "a path inside a submodule or another repository, whose changes the project's git does not list"
 
 /** The verdict on one discard: null when all it would lose is the agent's own, else what (for the block). */
 async function judgeDiscard(
@@ -8867,7 +8926,7 @@ async function judgeFiles(
     const abs = GLOB.test(written) ? written : throughLinks(root, realOf, written, slashed)
     if (abs === undefined) return protect(THROUGH_LINK)
     const rel = relativeInside(root, abs) ?? ""
-    if (losesRepository(root, abs, discard.found === true)) return `${discard.text} would delete ${REPOSITORY}`
+    if (losesRepository(root, abs, discard)) return `${discard.text} would delete ${REPOSITORY}`
     if (GLOB.test(rel)) {
       // what it matches, and all under a matched folder (`rm -rf src/*`); no folder to search: nothing is lost
       if (fileKind(globBase(abs)) === "dir") {
@@ -8887,9 +8946,10 @@ async function judgeFiles(
   const secrets = new Set(named.filter((abs) => fileKind(abs) === "file" && !ownsAsLeft(ledger, root, abs)))
   if (specs.length === 0 && secrets.size === 0) return null
   if (specs.length) {
-    if (inSubmodule(root, specs)) return protect(IN_SUBMODULE)
+    if (specs.some((spec) => specInNestedRepository(root, spec))) return protect(IN_SUBMODULE)
     await settledSnapshots(ledger)
-    const args = ["status", "--porcelain=v2", "-z", "--untracked-files=all", "--ignored=no", "--", ...specs]
+    const args = ["status", "--porcelain=v2", "-z", "--untracked-files=all", "--ignored=no", "--ignore-submodules=none"]
+    args.push("--", ...specs)
     const answer = await askGit(root, args)
     if ("fault" in answer && answer.fault === NOT_A_REPOSITORY) return runs()
     if ("fault" in answer) return protect(answer.fault)
@@ -8908,15 +8968,17 @@ async function judgeFiles(
 }
 
 /**
- * Whether a path a file command deletes or overwrites is the project's repository itself (`.git` at the root: it
- * was there when opencode started, so it is the person's), named or matched by a glob (`rm -rf .g*`, find's
- * `-name .git`).
- * A path inside it (`.git/index.lock`) is git's business, not a loss of the repository.
+ * Whether a file command deletes the project's repository (`.git` at the root: it was there when opencode started,
+ * so it is the person's), or a folder of it, with all it holds: named, or matched by a glob (`rm -rf .g*`, `rm -rf
+ * .git/*`, find's `-name .git`). A file inside it (`rm -f .git/index.lock`) is git's business, and `rm .git` without
+ * `-r` deletes no folder.
  */
-function losesRepository(root: string, abs: string, found: boolean): boolean {
-  const repository = `${root}/.git`
-  if (!GLOB.test(abs)) return abs === repository
-  return globToRegExp(abs.replace(/\[[^\]/]*\]/g, "?"), !found).test(repository) // a bracket: any one character
+function losesRepository(root: string, abs: string, discard: FileDiscard): boolean {
+  if (!discard.deep) return false
+  const rel = abs.slice(root.length + 1) // the root's own path may hold `[` or `*`: only what is under it is a glob
+  if (rel === ".git" || rel.startsWith(".git/")) return GLOB.test(rel) || fileKind(abs) === "dir"
+  if (!GLOB.test(rel)) return false
+  return globToRegExp(rel.replace(/\[[^\]/]*\]/g, "?"), !discard.found).test(".git") // a bracket: any one character
 }
 const REPOSITORY = "the project's git repository (.git: its commits, branches and stashes, which git cannot bring back)"
 
@@ -9274,7 +9336,14 @@ function treeSnapshot(root: string): Snapshot {
   snapshot.pending = new Promise<void>((resolve) => setTimeout(resolve, 0))
     .then(() => {
       snapshot.at = Date.now() // what git reports is the tree at this time or later
-      return askGit(root, ["status", "--porcelain=v2", "-z", "--branch", "--untracked-files=normal"])
+      return askGit(root, [
+        "status",
+        "--porcelain=v2",
+        "-z",
+        "--branch",
+        "--untracked-files=normal",
+        "--ignore-submodules=none",
+      ])
     })
     .then((answer) => {
       const state = "out" in answer ? parseStatus(answer.out) : answer.fault

@@ -86,8 +86,11 @@ describe("over the person's files: blocked, saying how many and which kind", () 
     ["rm -rf .git", REPOSITORY],
     ["rm -rf ./.git/", REPOSITORY],
     ["rm -rf .g[i]t", REPOSITORY],
+    ["rm -rf .git/*", REPOSITORY],
+    ["rm -rf .git/objects .git/refs", REPOSITORY],
     ["find . -name .git -prune -exec rm -rf {} +", REPOSITORY],
-    ["git clean -f $D", "`git clean` ($D is a value the plugin cannot know: it may be any path here)"],
+    ["git clean -f $D", "`git clean` ($D is a value the plugin cannot know: it may be any path)"],
+    ["cd keep && git clean -f $D", "`git clean` ($D is a value the plugin cannot know: it may be any path)"], // `..` too
     // a second look's findings (each ran before)
     ["rm -rf deep/*", UNTRACKED], // a glob's folder, and all under it
     ["git ls-files -o | xargs rm -f", "is given files it reads from its input, which the plugin cannot know"],
@@ -127,6 +130,8 @@ describe("over the agent's own files, committed files and ignored output: runs",
     "cp -r tpl/conf .", // a copy merges into conf/: its .env stays
     "rm conf", // rm without -r deletes no folder
     "rm -f .git/index.lock", // inside the repository: git's own file, not the repository
+    "rm -rf .git/index.lock",
+    "rm .git", // without -r rm deletes no folder
     "rm -rf gen", // a folder a script of the agent's made
     "unlink new.txt",
     "find . -name '*.pyc' -delete",
@@ -242,7 +247,7 @@ describe("what the disk cannot answer for, in a folder: git is asked", () => {
     expect(await judged(h, "rm -rf vendor")).not.toBe("runs")
     // named inside it: the project's git lists the submodule, never its files (each of these ran)
     const inside =
-      "the plugin cannot tell whose (a path inside a submodule, whose changes the project's git does not list)"
+      "the plugin cannot tell whose (a path inside a submodule or another repository, whose changes the project's git does not list)"
     for (const command of [
       "rm vendor/lib/lib.c",
       "rm vendor/lib/new.c",
@@ -252,9 +257,34 @@ describe("what the disk cannot answer for, in a folder: git is asked", () => {
       "cd vendor/lib && git reset --hard",
     ])
       expect(await judged(h, command)).toContain(inside)
+    expect(await judged(h, "git -C vendor/lib checkout dev")).toBe("runs") // no such path: a branch, switched to
     await say(h) // the snapshot now lists the submodule as changed: the disk does not answer for its files
     await settle()
     expect(await judged(h, "rm vendor/lib/lib.c")).toContain(inside)
+    rmSync(sub, { recursive: true, force: true })
+  })
+
+  test("a submodule git is told to ignore, and a clone that is no submodule: the person's changes in them are judged", async () => {
+    const h = await project()
+    const sub = mkdtempSync(join(tmpdir(), "anchors-sub-"))
+    const git = (...args: string[]) => execFileSync("git", args, { cwd: sub, encoding: "utf8" })
+    git("init", "-q", "-b", "main")
+    writeFileSync(join(sub, "lib.c"), "int x;\n")
+    git("add", ".")
+    git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "s")
+    h.git("-c", "protocol.file.allow=always", "submodule", "add", "-q", sub, "vendor/lib")
+    h.git("config", "-f", ".gitmodules", "submodule.vendor/lib.ignore", "dirty") // git status then hides its changes
+    h.git("add", ".gitmodules")
+    h.git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "sub")
+    h.git("clone", "-q", sub, "tools/copy") // a repository of its own, unknown to the project's git
+    writeFileSync(h.file("vendor/lib/lib.c"), "int x; // the person's uncommitted work\n")
+    writeFileSync(h.file("tools/copy/lib.c"), "int x; // the person's uncommitted work\n")
+    await settle()
+    await say(h) // the snapshot sees them as they are: changed before the session
+    await settle()
+    const inside = "(a path inside a submodule or another repository, whose changes the project's git does not list)"
+    for (const command of ["rm vendor/lib/lib.c", "rm tools/copy/lib.c", "git -C tools/copy checkout lib.c"])
+      expect(await judged(h, command)).toContain(inside)
     rmSync(sub, { recursive: true, force: true })
   })
 

@@ -35,6 +35,10 @@ describe("the agent's own edits may be undone", () => {
     "F=a.txt; git checkout $F",
     'for f in a.txt; do git checkout -- "$f"; done',
     "git checkout {a,c}.txt",
+    // a first operand the plugin cannot know, before any `--`, is a branch or commit: a switch keeps the changes
+    "git checkout $BRANCH",
+    "git checkout $(git rev-parse HEAD~1)",
+    'git checkout "$REV" a.txt',
   ])("edit a.txt, then %p runs", async (command) => {
     const h = await repo()
     await say(h)
@@ -269,13 +273,22 @@ describe("the person's uncommitted work is protected", () => {
     // a path held in a variable: the line's own value, or any changed file when the plugin cannot know it
     ["F=g.txt; git checkout $F", BEFORE],
     ["git checkout {g,c}.txt", BEFORE],
-    ["git checkout $F", "`git checkout` of $F ($F is a value the plugin cannot know: it may be any changed file)"],
+    ["git checkout -- $F", "`git checkout` of $F ($F is a value the plugin cannot know: it may be any changed file)"],
     [
       'git restore "$F"',
-      `(\$F is a value the plugin cannot know: it may be any changed file) would throw away uncommitted work: ${BEFORE}`,
+      `($F is a value the plugin cannot know: it may be any changed file) would throw away uncommitted work: ${BEFORE}`,
     ],
     ["git checkout -- $(cat list.txt)", "$(cat list.txt) is a value the plugin cannot know"],
     ["git rm -f ${F:-x}", "is a value the plugin cannot know"],
+    ['git checkout "$REV" g.txt', BEFORE],
+    ['F="g.txt c.txt"; git checkout -- $F', "is a value the plugin cannot know"], // split at its blank
+    ["F=a.txt; F=$(echo g.txt); git checkout -- $F", "is a value the plugin cannot know"], // assigned twice
+    ["for f in {g,c}.txt; do git checkout -- $f; done", BEFORE],
+    ["git checkout {a..g}.txt", BEFORE],
+    // paths given at run time, and a folder the plugin cannot know
+    ["git diff --name-only | xargs git checkout --", "`git checkout` of the paths xargs gives it"],
+    ["find . -name g.txt -exec git checkout -- {} +", "`git checkout` of the paths find gives it"],
+    ["git -C $D checkout g.txt", "`git checkout` run in $D, a folder the plugin cannot know"],
   ])("g.txt changed before the session: %p is blocked, saying %p", async (command, says) => {
     const h = await repo()
     writeFileSync(h.file("b.txt"), "the person's work\n") // b.txt stands for g

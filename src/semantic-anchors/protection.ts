@@ -34,7 +34,7 @@ import {
 } from "./command-patterns"
 import { getopt, type OptionSpec } from "../shared/bash-words"
 import { gitSubcommandAt } from "../shared/git-words"
-import { resolvePath, braceWords, oneLine, globToRegExp, isInside } from "./names"
+import { resolvePath, braceWords, braceGlob, oneLine, globToRegExp, isInside } from "./names"
 import { type Trigger, type Example, call, type Contract, type Mode, PROTECTION_IDS } from "./model"
 import { isMapping } from "./problems"
 import { isSecretPath } from "./secrets"
@@ -238,14 +238,43 @@ const DISK_CHECKS: ProtectCheck[] = [
 
 /**
  * The discard a git command is, or undefined (a branch switch, `restore --staged`, `clean -n`, ...). Its paths are
- * read as the shell hands them to git (gitSpecs): a path the plugin cannot know (`git checkout $F`) may be any, and
- * the discard is judged over the whole tree.
+ * read as the shell hands them to git (gitSpecs): a path the plugin cannot know (`git checkout -- $F`, a `-C $D`,
+ * files xargs or find give it) may be any, and the discard is judged over the whole tree.
  */
 export function discardOf(ran: RanCommand, places: PathPlaces, loops: LineLoops): Discard | undefined {
   const args = ranArgs(ran)
   const at = gitSubcommandAt(args)
-  let cwd = resolveOperand(".", places, ran.cwd)
-  for (let k = 0; k < at; k++) if (args[k] === "-C") cwd = resolvePath(cwd, expandPlaces(args[k + 1] ?? ".", places))
+  const top = resolveOperand(".", places, ran.cwd)
+  let cwd = top
+  let given = GIVEN_BY.find((program) => ran.via.includes(program)) // its paths come from its input, or find's
+  for (let k = 0; k < at; k++)
+    if (args[k] === "-C") {
+      const dir = expandPlaces(args[k + 1] ?? ".", places)
+      if (isVariable(dir)) given ??= `-C ${args[k + 1]}`
+      cwd = resolvePath(cwd, dir)
+    }
+  // the paths given at run time stand as one the plugin cannot know (`xargs git checkout --` names none itself)
+  const discard = gitDiscardOf(given ? [...args, "--", "$GIVEN"] : args, at, loops, places, cwd)
+  if (!discard || !given || discard.kind === "stash") return discard
+  const text = given.startsWith("-C ")
+    ? `\`git ${args[at]}\` run in ${given.slice(3)}, a folder the plugin cannot know`
+    : `\`git ${args[at]}\` of the paths ${given} gives it, which the plugin cannot know`
+  return discard.kind === "clean"
+    ? { ...discard, specs: [WHOLE_TREE], cwd: top, text }
+    : { kind: "tree", cwd: top, text }
+}
+/** The programs that give a command the paths it acts on at run time: from their input, or what find finds. */
+const GIVEN_BY = ["xargs", "parallel", "find"]
+/** A pathspec for the whole repository, from its top (git's `:/`): what `git clean` of an unknown path may reach. */
+export const WHOLE_TREE = ":/"
+
+function gitDiscardOf(
+  args: string[],
+  at: number,
+  loops: LineLoops,
+  places: PathPlaces,
+  cwd: string,
+): Discard | undefined {
   const sub = args[at]
   const rest = args.slice(at + 1)
   const shown = `\`git ${sub}\``
@@ -257,8 +286,12 @@ export function discardOf(ran: RanCommand, places: PathPlaces, loops: LineLoops)
     if (has("pathspec-from-file")) return { kind: "tree", cwd, text: `${shown} of the files a list names` }
     if (has("b", "B", "orphan", "detach", "h", "help")) return undefined
     const dashes = rest.indexOf("--")
-    // before `--` the first operand is a branch or commit when git knows one; after it, all are paths
-    const specs = dashes < 0 ? parsed.operands : rest.slice(dashes + 1)
+    // before `--` the first operand is a branch or commit when git knows one; after it, all are paths. One the
+    // plugin cannot know (`git checkout $BRANCH`, `git checkout "$REV" a.txt`) is taken for a branch or commit: a
+    // switch keeps the changes, and the paths after it are judged
+    const first = parsed.operands[0]
+    const revision = dashes < 0 && first !== undefined && wordValues(first, places, loops).unknown !== undefined
+    const specs = dashes < 0 ? parsed.operands.slice(revision ? 1 : 0) : rest.slice(dashes + 1)
     if (specs.length === 0 || (dashes < 0 && specs.length === 1 && specs[0] === "-")) return undefined
     return pathsDiscard(specs, places, loops, cwd, `${shown} of ${specs.join(" ")}`)
   }
@@ -308,8 +341,9 @@ export function discardOf(ran: RanCommand, places: PathPlaces, loops: LineLoops)
     if (names.has("dry-run") || (!names.has("force") && !names.has("interactive"))) return undefined
     const ignored = names.has("x") || names.has("X")
     const { specs, unknown } = gitSpecs(parsed.operands, places, loops)
+    // git takes any path of the repository (`..`, `:/`): the whole tree
     if (unknown)
-      return { kind: "clean", specs: [], ignored, cwd, text: `${shown} (${unknown}: it may be any path here)` }
+      return { kind: "clean", specs: [WHOLE_TREE], ignored, cwd, text: `${shown} (${unknown}: it may be any path)` }
     return { kind: "clean", specs, ignored, cwd, text: shown }
   }
   return undefined
@@ -349,6 +383,7 @@ function gitSpecs(
 const NO_LOOPS: LineLoops = { vars: new Map(), loop: false, other: false }
 const FOR_LOOP = /\bfor\s+([A-Za-z_]\w*)\s+in\s+([^;\n]*?)\s*(?:;|\n)\s*do\b/g
 const ASSIGNMENT = /(?:^|[;&|\n]\s*)([A-Za-z_]\w*)=("[^"$`]*"|'[^']*'|[^\s;&|$`'"]*)(?=\s*(?:[;&\n]|$))/g
+const ANY_ASSIGNMENT = /(?:^|[;&|\n(]\s*)([A-Za-z_]\w*)=/g // any value, read or not
 
 /** A word without its enclosing quotes. */
 function unquoted(word: string): string {
@@ -359,12 +394,12 @@ function unquoted(word: string): string {
 export function lineLoops(command: string): LineLoops {
   if (!command.includes("=") && !/\bdo\b/.test(command)) return NO_LOOPS
   const vars = new Map<string, string[]>()
-  const again = new Set<string>() // assigned more than once: which value a command sees is not read here
+  const assigned = new Map<string, number>() // assigned more than once: which value a command sees is not read here
+  for (const m of command.matchAll(ANY_ASSIGNMENT)) assigned.set(m[1], (assigned.get(m[1]) ?? 0) + 1)
   for (const m of command.matchAll(ASSIGNMENT)) {
-    if (vars.has(m[1])) again.add(m[1])
-    vars.set(m[1], [unquoted(m[2])])
+    // an unquoted use splits a value at its blanks (`F="a b"; rm $F`), a quoted one does not: not read here
+    if (assigned.get(m[1]) === 1 && !/\s/.test(unquoted(m[2]))) vars.set(m[1], [unquoted(m[2])])
   }
-  for (const name of again) vars.delete(name)
   const loop = /\bdo\b/.test(command)
   let fors = 0
   for (const m of command.matchAll(FOR_LOOP)) {
@@ -392,7 +427,7 @@ const VARIABLE = /^\$(?:\{([A-Za-z_]\w*)\}|([A-Za-z_]\w*))$/
  */
 function wordValues(word: string, places: PathPlaces, loops: LineLoops): { words: string[]; unknown?: string } {
   const words: string[] = []
-  for (const alternative of braceWords(word) ?? [word]) {
+  for (const alternative of shellBraces(word)) {
     const expanded = expandPlaces(alternative, places)
     if (!isVariable(expanded)) {
       words.push(expanded)
@@ -402,9 +437,19 @@ function wordValues(word: string, places: PathPlaces, loops: LineLoops): { words
     const items = variable ? loops.vars.get(variable[1] ?? variable[2]) : undefined
     if (!items || items.some((item) => isVariable(expandPlaces(item, places))))
       return { words, unknown: `${word} is a value the plugin cannot know` }
-    for (const item of items) words.push(expandPlaces(item, places))
+    for (const item of items) for (const one of shellBraces(item)) words.push(expandPlaces(one, places))
   }
   return { words }
+}
+
+/**
+ * The words a word's braces make (braceWords); a sequence (`{1..3}`) or a word too big to expand stands as its glob
+ * (braceGlob: `*` for each brace), which names at least what the words would.
+ */
+function shellBraces(word: string): string[] {
+  const words = braceWords(word)
+  if (!words) return [braceGlob(word)]
+  return words.map((one) => (/\{[^{}]*\.\.[^{}]*\}/.test(one) ? braceGlob(one) : one))
 }
 
 /** The absolute paths a word names (wordValues, each resolved where the command runs). */

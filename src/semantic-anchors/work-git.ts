@@ -26,7 +26,7 @@ import {
   changedIn,
   CHANGE_SLACK_MS,
 } from "./work-ledger"
-import { discardOf, fileDiscardOf, lineLoops, FILE_DISCARD_PROGRAMS, GLOB, isVariable } from "./protection"
+import { discardOf, fileDiscardOf, lineLoops, FILE_DISCARD_PROGRAMS, GLOB, isVariable, WHOLE_TREE } from "./protection"
 import type {
   FileDiscard,
   Snapshot,
@@ -51,7 +51,7 @@ import { editTargets } from "./integrity"
 // @ts-ignore -- node:child_process is built into Bun too: git is asked, with a bound, what a discard would lose.
 import { execFile } from "node:child_process"
 // @ts-ignore -- no Node types in this zero-dependency project; node:fs is built into Bun, which runs the plugin.
-import { lstatSync, readFileSync, readdirSync, statSync } from "node:fs"
+import { lstatSync, readdirSync, statSync } from "node:fs"
 type GitAnswer = { out: string } | { fault: string }
 const NOT_A_REPOSITORY = "the project is not a git repository"
 const NOT_A_REPOSITORY_FILES =
@@ -178,16 +178,27 @@ async function discardedFiles(root: string, discard: Discard): Promise<{ files: 
   const specs: string[] = []
   if (discard.kind === "paths" || discard.kind === "clean")
     for (const spec of discard.specs) {
+      if (spec === WHOLE_TREE) {
+        specs.push(".") // git runs at the root
+        continue
+      }
       if (spec.startsWith(":")) return { fault: "a pathspec with git's magic" }
       const rel = relativeInside(root, resolvePath(discard.cwd, spec))
       if (rel === undefined) return { fault: "a path outside the project's repository" }
       specs.push(rel)
     }
   if (discard.kind === "clean" && specs.length === 0) specs.push(relativeInside(root, discard.cwd) ?? ".")
-  // git run inside a submodule (`git -C vendor/lib reset --hard`) works on the submodule's own repository
-  const here = relativeInside(root, discard.cwd)
-  if (inSubmodule(root, here ? [...specs, `${here}/.`] : specs)) return { fault: IN_SUBMODULE }
-  const args = ["status", "--porcelain=v2", "-z", "--branch"]
+  // git run inside a submodule (`git -C vendor/lib reset --hard`) works on the submodule's own repository; a path it
+  // names that is not there (`git -C vendor/lib checkout dev`) is a branch or commit
+  const named =
+    discard.kind === "paths" ? specs.filter((rel) => GLOB.test(rel) || fileKind(`${root}/${rel}`) !== "none") : []
+  const cwdIn = discard.kind !== "paths" || named.length > 0
+  if (
+    (cwdIn && inNestedRepository(root, discard.cwd, true)) ||
+    named.some((rel) => inNestedRepository(root, `${root}/${rel}`))
+  )
+    return { fault: IN_SUBMODULE }
+  const args = ["status", "--porcelain=v2", "-z", "--branch", "--ignore-submodules=none"]
   args.push(discard.kind === "clean" ? "--untracked-files=all" : "--untracked-files=no")
   if (discard.kind === "clean" && discard.ignored) args.push("--ignored=matching")
   if (specs.length) args.push("--", ...specs)
@@ -202,22 +213,25 @@ async function discardedFiles(root: string, discard: Discard): Promise<{ files: 
 }
 
 /**
- * Whether a path git is to be asked about (a pathspec, relative to the root) lies inside a submodule (`.gitmodules`
- * names it): the project's git lists a submodule, never what changed in it, so its answer there would be "nothing".
- * Read only when git is about to be asked, on the discard's own call.
+ * Whether a path inside the root lies in a repository of its own (a submodule, a clone): a folder above it, below the
+ * root, holds a `.git` (`self`: the path's own folder counts too, for where git runs). The project's git lists such a
+ * repository, never what changed in it, so its answer there would be "nothing". Looked at only when git is about to
+ * be asked, on the discard's own call: an `lstat` per folder.
  */
-function inSubmodule(root: string, specs: readonly string[]): boolean {
-  let text: string
-  try {
-    text = readFileSync(`${root}/.gitmodules`, "utf8")
-  } catch {
-    return false // no submodules
-  }
-  const modules = [...text.matchAll(/^\s*path\s*=\s*(.+?)\s*$/gm)].map((m) => m[1].replace(/\/+$/, ""))
-  const rels = specs.map((spec) => spec.replace(/^:\([a-z,]*\)/, ""))
-  return rels.some((rel) => modules.some((module) => rel.startsWith(`${module}/`)))
+function inNestedRepository(root: string, abs: string, self = false): boolean {
+  let dir = self ? abs : abs.slice(0, abs.lastIndexOf("/"))
+  for (; dir.length > root.length && dir.startsWith(`${root}/`); dir = dir.slice(0, dir.lastIndexOf("/")))
+    if (statOf(`${dir}/.git`, lstatSync)) return true
+  return false
 }
-const IN_SUBMODULE = "a path inside a submodule, whose changes the project's git does not list"
+/** A pathspec of judgeFiles (`:(literal)a/b`, `:(glob)a/*`) in a repository of its own: a glob by its folder. */
+function specInNestedRepository(root: string, spec: string): boolean {
+  const rel = spec.replace(/^:\([a-z]*\)/, "")
+  if (!GLOB.test(rel)) return inNestedRepository(root, `${root}/${rel}`)
+  const cut = rel.lastIndexOf("/", rel.search(GLOB))
+  return cut > 0 && inNestedRepository(root, `${root}/${rel.slice(0, cut)}`, true)
+}
+const IN_SUBMODULE = "a path inside a submodule or another repository, whose changes the project's git does not list"
 
 /** The verdict on one discard: null when all it would lose is the agent's own, else what (for the block). */
 async function judgeDiscard(
@@ -427,7 +441,7 @@ async function judgeFiles(
     const abs = GLOB.test(written) ? written : throughLinks(root, realOf, written, slashed)
     if (abs === undefined) return protect(THROUGH_LINK)
     const rel = relativeInside(root, abs) ?? ""
-    if (losesRepository(root, abs, discard.found === true)) return `${discard.text} would delete ${REPOSITORY}`
+    if (losesRepository(root, abs, discard)) return `${discard.text} would delete ${REPOSITORY}`
     if (GLOB.test(rel)) {
       // what it matches, and all under a matched folder (`rm -rf src/*`); no folder to search: nothing is lost
       if (fileKind(globBase(abs)) === "dir") {
@@ -447,9 +461,10 @@ async function judgeFiles(
   const secrets = new Set(named.filter((abs) => fileKind(abs) === "file" && !ownsAsLeft(ledger, root, abs)))
   if (specs.length === 0 && secrets.size === 0) return null
   if (specs.length) {
-    if (inSubmodule(root, specs)) return protect(IN_SUBMODULE)
+    if (specs.some((spec) => specInNestedRepository(root, spec))) return protect(IN_SUBMODULE)
     await settledSnapshots(ledger)
-    const args = ["status", "--porcelain=v2", "-z", "--untracked-files=all", "--ignored=no", "--", ...specs]
+    const args = ["status", "--porcelain=v2", "-z", "--untracked-files=all", "--ignored=no", "--ignore-submodules=none"]
+    args.push("--", ...specs)
     const answer = await askGit(root, args)
     if ("fault" in answer && answer.fault === NOT_A_REPOSITORY) return runs()
     if ("fault" in answer) return protect(answer.fault)
@@ -468,15 +483,17 @@ async function judgeFiles(
 }
 
 /**
- * Whether a path a file command deletes or overwrites is the project's repository itself (`.git` at the root: it
- * was there when opencode started, so it is the person's), named or matched by a glob (`rm -rf .g*`, find's
- * `-name .git`).
- * A path inside it (`.git/index.lock`) is git's business, not a loss of the repository.
+ * Whether a file command deletes the project's repository (`.git` at the root: it was there when opencode started,
+ * so it is the person's), or a folder of it, with all it holds: named, or matched by a glob (`rm -rf .g*`, `rm -rf
+ * .git/*`, find's `-name .git`). A file inside it (`rm -f .git/index.lock`) is git's business, and `rm .git` without
+ * `-r` deletes no folder.
  */
-function losesRepository(root: string, abs: string, found: boolean): boolean {
-  const repository = `${root}/.git`
-  if (!GLOB.test(abs)) return abs === repository
-  return globToRegExp(abs.replace(/\[[^\]/]*\]/g, "?"), !found).test(repository) // a bracket: any one character
+function losesRepository(root: string, abs: string, discard: FileDiscard): boolean {
+  if (!discard.deep) return false
+  const rel = abs.slice(root.length + 1) // the root's own path may hold `[` or `*`: only what is under it is a glob
+  if (rel === ".git" || rel.startsWith(".git/")) return GLOB.test(rel) || fileKind(abs) === "dir"
+  if (!GLOB.test(rel)) return false
+  return globToRegExp(rel.replace(/\[[^\]/]*\]/g, "?"), !discard.found).test(".git") // a bracket: any one character
 }
 const REPOSITORY = "the project's git repository (.git: its commits, branches and stashes, which git cannot bring back)"
 
@@ -834,7 +851,14 @@ function treeSnapshot(root: string): Snapshot {
   snapshot.pending = new Promise<void>((resolve) => setTimeout(resolve, 0))
     .then(() => {
       snapshot.at = Date.now() // what git reports is the tree at this time or later
-      return askGit(root, ["status", "--porcelain=v2", "-z", "--branch", "--untracked-files=normal"])
+      return askGit(root, [
+        "status",
+        "--porcelain=v2",
+        "-z",
+        "--branch",
+        "--untracked-files=normal",
+        "--ignore-submodules=none",
+      ])
     })
     .then((answer) => {
       const state = "out" in answer ? parseStatus(answer.out) : answer.fault
