@@ -5279,14 +5279,16 @@ function discardOf(ran: RanCommand, places: PathPlaces, loops: LineLoops): Disca
   const top = resolveOperand(".", places, ran.cwd)
   let cwd = top
   let given = GIVEN_BY.find((program) => ran.via.includes(program)) // its paths come from its input, or find's
+  let folder: string | undefined // a `-C` folder the plugin cannot know
   for (let k = 0; k < at; k++)
     if (args[k] === "-C") {
-      const dir = expandPlaces(args[k + 1] ?? ".", places)
-      if (isVariable(dir)) given ??= `-C ${args[k + 1]}`
-      cwd = resolvePath(cwd, dir)
+      const dir = wordValues(args[k + 1] ?? ".", places, loops)
+      if (dir.unknown || dir.words.length !== 1) folder ??= `-C ${args[k + 1]}`
+      else cwd = resolvePath(cwd, dir.words[0])
     }
   // the paths given at run time stand as one the plugin cannot know (`xargs git checkout --` names none itself)
   const discard = gitDiscardOf(given ? [...args, "--", "$GIVEN"] : args, at, loops, places, cwd)
+  given ??= folder
   if (!discard || !given || discard.kind === "stash") return discard
   const text = given.startsWith("-C ")
     ? `\`git ${args[at]}\` run in ${given.slice(3)}, a folder the plugin cannot know`
@@ -5322,7 +5324,7 @@ function gitDiscardOf(
     // plugin cannot know (`git checkout $BRANCH`, `git checkout "$REV" a.txt`) is taken for a branch or commit: a
     // switch keeps the changes, and the paths after it are judged
     const first = parsed.operands[0]
-    const revision = dashes < 0 && first !== undefined && wordValues(first, places, loops).unknown !== undefined
+    const revision = dashes < 0 && first !== undefined && isRevisionWord(first, places, loops)
     const specs = dashes < 0 ? parsed.operands.slice(revision ? 1 : 0) : rest.slice(dashes + 1)
     if (specs.length === 0 || (dashes < 0 && specs.length === 1 && specs[0] === "-")) return undefined
     return pathsDiscard(specs, places, loops, cwd, `${shown} of ${specs.join(" ")}`)
@@ -5381,6 +5383,17 @@ function gitDiscardOf(
   return undefined
 }
 
+/**
+ * A word git checkout is given first that names a branch or commit the plugin cannot know: a variable alone, outside
+ * any loop (`git checkout $BRANCH`; a loop's or `read`'s variable is a file of a list), or what `git rev-parse` and
+ * its kind print. A list the shell splits (`$(git diff --name-only)`, `$(cat list)`) is paths.
+ */
+function isRevisionWord(word: string, places: PathPlaces, loops: LineLoops): boolean {
+  if (wordValues(word, places, loops).unknown === undefined) return false
+  if (VARIABLE.test(word)) return !loops.loop
+  return /^\$\(\s*git\s+(?:rev-parse|merge-base|describe|symbolic-ref)\b[^()]*\)$/.test(word)
+}
+
 /** A discard of the paths a git command names; of the whole tree when one is a value the plugin cannot know. */
 function pathsDiscard(words: string[], places: PathPlaces, loops: LineLoops, cwd: string, text: string): Discard {
   const { specs, unknown } = gitSpecs(words, places, loops)
@@ -5415,7 +5428,9 @@ function gitSpecs(
 const NO_LOOPS: LineLoops = { vars: new Map(), loop: false, other: false }
 const FOR_LOOP = /\bfor\s+([A-Za-z_]\w*)\s+in\s+([^;\n]*?)\s*(?:;|\n)\s*do\b/g
 const ASSIGNMENT = /(?:^|[;&|\n]\s*)([A-Za-z_]\w*)=("[^"$`]*"|'[^']*'|[^\s;&|$`'"]*)(?=\s*(?:[;&\n]|$))/g
-const ANY_ASSIGNMENT = /(?:^|[;&|\n(]\s*)([A-Za-z_]\w*)=/g // any value, read or not
+// any assignment, read or not: `F=`, `export F=`, `then F=`, `{ F=`, `F+=`
+const ANY_ASSIGNMENT = /(?:^|[\s;&|(){}])([A-Za-z_]\w*)\+?=/g
+const READ_NAMES = /\bread\b([^;&|\n]*)/g // `read -r f`: each name it sets
 
 /** A word without its enclosing quotes. */
 function unquoted(word: string): string {
@@ -5427,7 +5442,10 @@ function lineLoops(command: string): LineLoops {
   if (!command.includes("=") && !/\bdo\b/.test(command)) return NO_LOOPS
   const vars = new Map<string, string[]>()
   const assigned = new Map<string, number>() // assigned more than once: which value a command sees is not read here
-  for (const m of command.matchAll(ANY_ASSIGNMENT)) assigned.set(m[1], (assigned.get(m[1]) ?? 0) + 1)
+  const count = (name: string) => assigned.set(name, (assigned.get(name) ?? 0) + 1)
+  for (const m of command.matchAll(ANY_ASSIGNMENT)) count(m[1])
+  for (const m of command.matchAll(READ_NAMES)) for (const word of m[1].trim().split(/\s+/)) count(word)
+  for (const m of command.matchAll(FOR_LOOP)) count(m[1])
   for (const m of command.matchAll(ASSIGNMENT)) {
     // an unquoted use splits a value at its blanks (`F="a b"; rm $F`), a quoted one does not: not read here
     if (assigned.get(m[1]) === 1 && !/\s/.test(unquoted(m[2]))) vars.set(m[1], [unquoted(m[2])])
@@ -5435,7 +5453,7 @@ function lineLoops(command: string): LineLoops {
   const loop = /\bdo\b/.test(command)
   let fors = 0
   for (const m of command.matchAll(FOR_LOOP)) {
-    vars.set(m[1], (m[2].match(/"[^"]*"|'[^']*'|\S+/g) ?? []).map(unquoted))
+    if (assigned.get(m[1]) === 1) vars.set(m[1], (m[2].match(/"[^"]*"|'[^']*'|\S+/g) ?? []).map(unquoted))
     fors++
   }
   return { vars, loop, other: loop && (/\b(?:while|until|select)\b/.test(command) || fors === 0) }
@@ -5660,7 +5678,9 @@ function fileDiscardOf(
   if (ran.via.includes("xargs") || ran.via.includes("parallel"))
     discard.unknown ??= `${ran.program} is given files it reads from its input, which the plugin cannot know`
   const lost = [...discard.paths, ...(discard.onto ? [discard.onto.dest, ...(discard.onto.spread ?? [])] : [])]
-  discard.secrets = lost.filter((abs) => !GLOB.test(abs) && isSecretPath(abs, places))
+  // the project's own path may hold `[`: only what is under it is a glob
+  const globbed = (abs: string) => GLOB.test(isInside(abs, places.project) ? abs.slice(places.project.length) : abs)
+  discard.secrets = lost.filter((abs) => !globbed(abs) && isSecretPath(abs, places))
   const inside = (abs: string) => isInside(abs, places.project)
   if (!discard.unknown && !lost.some(inside)) return undefined
   return discard
@@ -8673,16 +8693,6 @@ async function discardedFiles(root: string, discard: Discard): Promise<{ files: 
       specs.push(rel)
     }
   if (discard.kind === "clean" && specs.length === 0) specs.push(relativeInside(root, discard.cwd) ?? ".")
-  // git run inside a submodule (`git -C vendor/lib reset --hard`) works on the submodule's own repository; a path it
-  // names that is not there (`git -C vendor/lib checkout dev`) is a branch or commit
-  const named =
-    discard.kind === "paths" ? specs.filter((rel) => GLOB.test(rel) || fileKind(`${root}/${rel}`) !== "none") : []
-  const cwdIn = discard.kind !== "paths" || named.length > 0
-  if (
-    (cwdIn && inNestedRepository(root, discard.cwd, true)) ||
-    named.some((rel) => inNestedRepository(root, `${root}/${rel}`))
-  )
-    return { fault: IN_SUBMODULE }
   const args = ["status", "--porcelain=v2", "-z", "--branch", "--ignore-submodules=none"]
   args.push(discard.kind === "clean" ? "--untracked-files=all" : "--untracked-files=no")
   if (discard.kind === "clean" && discard.ignored) args.push("--ignored=matching")
@@ -8709,6 +8719,21 @@ function inNestedRepository(root: string, abs: string, self = false): boolean {
     if (statOf(`${dir}/.git`, lstatSync)) return true
   return false
 }
+/**
+ * Whether a git discard works in a repository of its own inside the project: it runs in one (`git -C vendor/lib
+ * reset --hard`), or names a path there. A name that is no path (`git -C vendor/lib checkout dev`) is a branch or
+ * commit, and a switch loses nothing.
+ */
+function inNestedDiscard(root: string, discard: Discard): boolean {
+  if (discard.kind === "stash" || discard.kind === "files") return false
+  const specs = discard.kind === "tree" ? [] : discard.specs.filter((spec) => !spec.startsWith(":"))
+  const named = specs
+    .map((spec) => resolvePath(discard.cwd, spec))
+    .filter((abs) => GLOB.test(abs) || fileKind(abs) !== "none")
+  if (discard.kind === "paths" && named.length === 0) return false
+  return inNestedRepository(root, discard.cwd, true) || named.some((abs) => inNestedRepository(root, abs))
+}
+
 /** A pathspec of judgeFiles (`:(literal)a/b`, `:(glob)a/*`) in a repository of its own: a glob by its folder. */
 function specInNestedRepository(root: string, spec: string): boolean {
   const rel = spec.replace(/^:\([a-z]*\)/, "")
@@ -8737,6 +8762,7 @@ async function judgeDiscard(
   await settledSnapshots(ledger)
   const counts: Record<Whose, number> = { own: 0, before: 0, other: 0, unknown: 0 }
   let asked = discard
+  if (inNestedDiscard(root, discard)) return protect(IN_SUBMODULE) // before the disk answers: it does not see inside
   if (discard.kind === "paths" || (discard.kind === "clean" && discard.specs.length)) {
     const specs = specsToAsk(ledger, root, discard, counts, listed)
     if (specs.length === 0) return lossText(discard, counts) // the disk answered for every path: no git
@@ -8923,7 +8949,7 @@ async function judgeFiles(
   for (const written of lost) {
     if (relativeInside(root, written) === undefined) continue // outside the repository: protect-files judges it
     const slashed = discard.slashed?.includes(written) === true
-    const abs = GLOB.test(written) ? written : throughLinks(root, realOf, written, slashed)
+    const abs = GLOB.test(written.slice(root.length)) ? written : throughLinks(root, realOf, written, slashed)
     if (abs === undefined) return protect(THROUGH_LINK)
     const rel = relativeInside(root, abs) ?? ""
     if (losesRepository(root, abs, discard)) return `${discard.text} would delete ${REPOSITORY}`
@@ -8976,10 +9002,13 @@ async function judgeFiles(
 function losesRepository(root: string, abs: string, discard: FileDiscard): boolean {
   if (!discard.deep) return false
   const rel = abs.slice(root.length + 1) // the root's own path may hold `[` or `*`: only what is under it is a glob
-  if (rel === ".git" || rel.startsWith(".git/")) return GLOB.test(rel) || fileKind(abs) === "dir"
-  if (!GLOB.test(rel)) return false
-  return globToRegExp(rel.replace(/\[[^\]/]*\]/g, "?"), !discard.found).test(".git") // a bracket: any one character
+  if (HISTORY.some((folder) => isInside(rel, folder))) return true // `.git/objects/pack`, `.git/refs/*`
+  if (!GLOB.test(rel)) return rel === ".git"
+  const glob = globToRegExp(rel.replace(/\[[^\]/]*\]/g, "?"), !discard.found) // a bracket: any one character
+  return [".git", ...HISTORY].some((folder) => glob.test(folder))
 }
+/** The folders of a repository that hold its commits and branches (`rm -rf .git/rebase-merge` loses neither). */
+const HISTORY = [".git/objects", ".git/refs"]
 const REPOSITORY = "the project's git repository (.git: its commits, branches and stashes, which git cannot bring back)"
 
 /**

@@ -88,6 +88,7 @@ describe("over the person's files: blocked, saying how many and which kind", () 
     ["rm -rf .g[i]t", REPOSITORY],
     ["rm -rf .git/*", REPOSITORY],
     ["rm -rf .git/objects .git/refs", REPOSITORY],
+    ["rm -rf .git/refs/*", REPOSITORY],
     ["find . -name .git -prune -exec rm -rf {} +", REPOSITORY],
     ["git clean -f $D", "`git clean` ($D is a value the plugin cannot know: it may be any path)"],
     ["cd keep && git clean -f $D", "`git clean` ($D is a value the plugin cannot know: it may be any path)"], // `..` too
@@ -132,6 +133,8 @@ describe("over the agent's own files, committed files and ignored output: runs",
     "rm -f .git/index.lock", // inside the repository: git's own file, not the repository
     "rm -rf .git/index.lock",
     "rm .git", // without -r rm deletes no folder
+    "rm -fr .git/rebase-merge", // what git's own message says to run: no commit or branch is in it
+    "find .git -name index.lock -delete",
     "rm -rf gen", // a folder a script of the agent's made
     "unlink new.txt",
     "find . -name '*.pyc' -delete",
@@ -277,13 +280,20 @@ describe("what the disk cannot answer for, in a folder: git is asked", () => {
     h.git("add", ".gitmodules")
     h.git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "sub")
     h.git("clone", "-q", sub, "tools/copy") // a repository of its own, unknown to the project's git
-    writeFileSync(h.file("vendor/lib/lib.c"), "int x; // the person's uncommitted work\n")
-    writeFileSync(h.file("tools/copy/lib.c"), "int x; // the person's uncommitted work\n")
+    h.git("clone", "-q", sub, "dist/copy") // one in a folder git ignores
+    for (const name of ["vendor/lib/lib.c", "tools/copy/lib.c", "dist/copy/lib.c"])
+      writeFileSync(h.file(name), "int x; // the person's uncommitted work\n")
     await settle()
     await say(h) // the snapshot sees them as they are: changed before the session
     await settle()
     const inside = "(a path inside a submodule or another repository, whose changes the project's git does not list)"
-    for (const command of ["rm vendor/lib/lib.c", "rm tools/copy/lib.c", "git -C tools/copy checkout lib.c"])
+    for (const command of [
+      "rm vendor/lib/lib.c",
+      "rm tools/copy/lib.c",
+      "git -C tools/copy checkout lib.c",
+      "git -C dist/copy checkout lib.c",
+      "cd dist/copy && git reset --hard",
+    ])
       expect(await judged(h, command)).toContain(inside)
     rmSync(sub, { recursive: true, force: true })
   })

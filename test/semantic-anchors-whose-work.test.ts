@@ -39,6 +39,7 @@ describe("the agent's own edits may be undone", () => {
     "git checkout $BRANCH",
     "git checkout $(git rev-parse HEAD~1)",
     'git checkout "$REV" a.txt',
+    "D=.; git -C $D checkout -- a.txt", // a folder the line sets
   ])("edit a.txt, then %p runs", async (command) => {
     const h = await repo()
     await say(h)
@@ -289,6 +290,15 @@ describe("the person's uncommitted work is protected", () => {
     ["git diff --name-only | xargs git checkout --", "`git checkout` of the paths xargs gives it"],
     ["find . -name g.txt -exec git checkout -- {} +", "`git checkout` of the paths find gives it"],
     ["git -C $D checkout g.txt", "`git checkout` run in $D, a folder the plugin cannot know"],
+    // a list the shell splits, or a loop's or read's variable: files, not a branch
+    ["git checkout $(git diff --name-only)", "is a value the plugin cannot know"],
+    ['git diff --name-only | while read f; do git checkout "$f"; done', "$f is a value the plugin cannot know"],
+    ["for f in $(git diff --name-only); do git checkout $f; done", "$f is a value the plugin cannot know"],
+    // assigned again, however: which value the command sees is not read
+    ["F=a.txt; export F=g.txt; git checkout -- $F", "$F is a value the plugin cannot know"],
+    ["F=a.txt; if true; then F=g.txt; fi; git checkout -- $F", "$F is a value the plugin cannot know"],
+    ['F=a.txt; F+=" g.txt"; git checkout -- $F', "$F is a value the plugin cannot know"],
+    ["for f in a.txt; do echo; done; f=g.txt; git checkout -- $f", "$f is a value the plugin cannot know"],
   ])("g.txt changed before the session: %p is blocked, saying %p", async (command, says) => {
     const h = await repo()
     writeFileSync(h.file("b.txt"), "the person's work\n") // b.txt stands for g

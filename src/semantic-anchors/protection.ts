@@ -247,14 +247,16 @@ export function discardOf(ran: RanCommand, places: PathPlaces, loops: LineLoops)
   const top = resolveOperand(".", places, ran.cwd)
   let cwd = top
   let given = GIVEN_BY.find((program) => ran.via.includes(program)) // its paths come from its input, or find's
+  let folder: string | undefined // a `-C` folder the plugin cannot know
   for (let k = 0; k < at; k++)
     if (args[k] === "-C") {
-      const dir = expandPlaces(args[k + 1] ?? ".", places)
-      if (isVariable(dir)) given ??= `-C ${args[k + 1]}`
-      cwd = resolvePath(cwd, dir)
+      const dir = wordValues(args[k + 1] ?? ".", places, loops)
+      if (dir.unknown || dir.words.length !== 1) folder ??= `-C ${args[k + 1]}`
+      else cwd = resolvePath(cwd, dir.words[0])
     }
   // the paths given at run time stand as one the plugin cannot know (`xargs git checkout --` names none itself)
   const discard = gitDiscardOf(given ? [...args, "--", "$GIVEN"] : args, at, loops, places, cwd)
+  given ??= folder
   if (!discard || !given || discard.kind === "stash") return discard
   const text = given.startsWith("-C ")
     ? `\`git ${args[at]}\` run in ${given.slice(3)}, a folder the plugin cannot know`
@@ -290,7 +292,7 @@ function gitDiscardOf(
     // plugin cannot know (`git checkout $BRANCH`, `git checkout "$REV" a.txt`) is taken for a branch or commit: a
     // switch keeps the changes, and the paths after it are judged
     const first = parsed.operands[0]
-    const revision = dashes < 0 && first !== undefined && wordValues(first, places, loops).unknown !== undefined
+    const revision = dashes < 0 && first !== undefined && isRevisionWord(first, places, loops)
     const specs = dashes < 0 ? parsed.operands.slice(revision ? 1 : 0) : rest.slice(dashes + 1)
     if (specs.length === 0 || (dashes < 0 && specs.length === 1 && specs[0] === "-")) return undefined
     return pathsDiscard(specs, places, loops, cwd, `${shown} of ${specs.join(" ")}`)
@@ -349,6 +351,17 @@ function gitDiscardOf(
   return undefined
 }
 
+/**
+ * A word git checkout is given first that names a branch or commit the plugin cannot know: a variable alone, outside
+ * any loop (`git checkout $BRANCH`; a loop's or `read`'s variable is a file of a list), or what `git rev-parse` and
+ * its kind print. A list the shell splits (`$(git diff --name-only)`, `$(cat list)`) is paths.
+ */
+function isRevisionWord(word: string, places: PathPlaces, loops: LineLoops): boolean {
+  if (wordValues(word, places, loops).unknown === undefined) return false
+  if (VARIABLE.test(word)) return !loops.loop
+  return /^\$\(\s*git\s+(?:rev-parse|merge-base|describe|symbolic-ref)\b[^()]*\)$/.test(word)
+}
+
 /** A discard of the paths a git command names; of the whole tree when one is a value the plugin cannot know. */
 function pathsDiscard(words: string[], places: PathPlaces, loops: LineLoops, cwd: string, text: string): Discard {
   const { specs, unknown } = gitSpecs(words, places, loops)
@@ -383,7 +396,9 @@ function gitSpecs(
 const NO_LOOPS: LineLoops = { vars: new Map(), loop: false, other: false }
 const FOR_LOOP = /\bfor\s+([A-Za-z_]\w*)\s+in\s+([^;\n]*?)\s*(?:;|\n)\s*do\b/g
 const ASSIGNMENT = /(?:^|[;&|\n]\s*)([A-Za-z_]\w*)=("[^"$`]*"|'[^']*'|[^\s;&|$`'"]*)(?=\s*(?:[;&\n]|$))/g
-const ANY_ASSIGNMENT = /(?:^|[;&|\n(]\s*)([A-Za-z_]\w*)=/g // any value, read or not
+// any assignment, read or not: `F=`, `export F=`, `then F=`, `{ F=`, `F+=`
+const ANY_ASSIGNMENT = /(?:^|[\s;&|(){}])([A-Za-z_]\w*)\+?=/g
+const READ_NAMES = /\bread\b([^;&|\n]*)/g // `read -r f`: each name it sets
 
 /** A word without its enclosing quotes. */
 function unquoted(word: string): string {
@@ -395,7 +410,10 @@ export function lineLoops(command: string): LineLoops {
   if (!command.includes("=") && !/\bdo\b/.test(command)) return NO_LOOPS
   const vars = new Map<string, string[]>()
   const assigned = new Map<string, number>() // assigned more than once: which value a command sees is not read here
-  for (const m of command.matchAll(ANY_ASSIGNMENT)) assigned.set(m[1], (assigned.get(m[1]) ?? 0) + 1)
+  const count = (name: string) => assigned.set(name, (assigned.get(name) ?? 0) + 1)
+  for (const m of command.matchAll(ANY_ASSIGNMENT)) count(m[1])
+  for (const m of command.matchAll(READ_NAMES)) for (const word of m[1].trim().split(/\s+/)) count(word)
+  for (const m of command.matchAll(FOR_LOOP)) count(m[1])
   for (const m of command.matchAll(ASSIGNMENT)) {
     // an unquoted use splits a value at its blanks (`F="a b"; rm $F`), a quoted one does not: not read here
     if (assigned.get(m[1]) === 1 && !/\s/.test(unquoted(m[2]))) vars.set(m[1], [unquoted(m[2])])
@@ -403,7 +421,7 @@ export function lineLoops(command: string): LineLoops {
   const loop = /\bdo\b/.test(command)
   let fors = 0
   for (const m of command.matchAll(FOR_LOOP)) {
-    vars.set(m[1], (m[2].match(/"[^"]*"|'[^']*'|\S+/g) ?? []).map(unquoted))
+    if (assigned.get(m[1]) === 1) vars.set(m[1], (m[2].match(/"[^"]*"|'[^']*'|\S+/g) ?? []).map(unquoted))
     fors++
   }
   return { vars, loop, other: loop && (/\b(?:while|until|select)\b/.test(command) || fors === 0) }
@@ -628,7 +646,9 @@ export function fileDiscardOf(
   if (ran.via.includes("xargs") || ran.via.includes("parallel"))
     discard.unknown ??= `${ran.program} is given files it reads from its input, which the plugin cannot know`
   const lost = [...discard.paths, ...(discard.onto ? [discard.onto.dest, ...(discard.onto.spread ?? [])] : [])]
-  discard.secrets = lost.filter((abs) => !GLOB.test(abs) && isSecretPath(abs, places))
+  // the project's own path may hold `[`: only what is under it is a glob
+  const globbed = (abs: string) => GLOB.test(isInside(abs, places.project) ? abs.slice(places.project.length) : abs)
+  discard.secrets = lost.filter((abs) => !globbed(abs) && isSecretPath(abs, places))
   const inside = (abs: string) => isInside(abs, places.project)
   if (!discard.unknown && !lost.some(inside)) return undefined
   return discard

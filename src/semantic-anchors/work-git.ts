@@ -188,16 +188,6 @@ async function discardedFiles(root: string, discard: Discard): Promise<{ files: 
       specs.push(rel)
     }
   if (discard.kind === "clean" && specs.length === 0) specs.push(relativeInside(root, discard.cwd) ?? ".")
-  // git run inside a submodule (`git -C vendor/lib reset --hard`) works on the submodule's own repository; a path it
-  // names that is not there (`git -C vendor/lib checkout dev`) is a branch or commit
-  const named =
-    discard.kind === "paths" ? specs.filter((rel) => GLOB.test(rel) || fileKind(`${root}/${rel}`) !== "none") : []
-  const cwdIn = discard.kind !== "paths" || named.length > 0
-  if (
-    (cwdIn && inNestedRepository(root, discard.cwd, true)) ||
-    named.some((rel) => inNestedRepository(root, `${root}/${rel}`))
-  )
-    return { fault: IN_SUBMODULE }
   const args = ["status", "--porcelain=v2", "-z", "--branch", "--ignore-submodules=none"]
   args.push(discard.kind === "clean" ? "--untracked-files=all" : "--untracked-files=no")
   if (discard.kind === "clean" && discard.ignored) args.push("--ignored=matching")
@@ -224,6 +214,21 @@ function inNestedRepository(root: string, abs: string, self = false): boolean {
     if (statOf(`${dir}/.git`, lstatSync)) return true
   return false
 }
+/**
+ * Whether a git discard works in a repository of its own inside the project: it runs in one (`git -C vendor/lib
+ * reset --hard`), or names a path there. A name that is no path (`git -C vendor/lib checkout dev`) is a branch or
+ * commit, and a switch loses nothing.
+ */
+function inNestedDiscard(root: string, discard: Discard): boolean {
+  if (discard.kind === "stash" || discard.kind === "files") return false
+  const specs = discard.kind === "tree" ? [] : discard.specs.filter((spec) => !spec.startsWith(":"))
+  const named = specs
+    .map((spec) => resolvePath(discard.cwd, spec))
+    .filter((abs) => GLOB.test(abs) || fileKind(abs) !== "none")
+  if (discard.kind === "paths" && named.length === 0) return false
+  return inNestedRepository(root, discard.cwd, true) || named.some((abs) => inNestedRepository(root, abs))
+}
+
 /** A pathspec of judgeFiles (`:(literal)a/b`, `:(glob)a/*`) in a repository of its own: a glob by its folder. */
 function specInNestedRepository(root: string, spec: string): boolean {
   const rel = spec.replace(/^:\([a-z]*\)/, "")
@@ -252,6 +257,7 @@ async function judgeDiscard(
   await settledSnapshots(ledger)
   const counts: Record<Whose, number> = { own: 0, before: 0, other: 0, unknown: 0 }
   let asked = discard
+  if (inNestedDiscard(root, discard)) return protect(IN_SUBMODULE) // before the disk answers: it does not see inside
   if (discard.kind === "paths" || (discard.kind === "clean" && discard.specs.length)) {
     const specs = specsToAsk(ledger, root, discard, counts, listed)
     if (specs.length === 0) return lossText(discard, counts) // the disk answered for every path: no git
@@ -438,7 +444,7 @@ async function judgeFiles(
   for (const written of lost) {
     if (relativeInside(root, written) === undefined) continue // outside the repository: protect-files judges it
     const slashed = discard.slashed?.includes(written) === true
-    const abs = GLOB.test(written) ? written : throughLinks(root, realOf, written, slashed)
+    const abs = GLOB.test(written.slice(root.length)) ? written : throughLinks(root, realOf, written, slashed)
     if (abs === undefined) return protect(THROUGH_LINK)
     const rel = relativeInside(root, abs) ?? ""
     if (losesRepository(root, abs, discard)) return `${discard.text} would delete ${REPOSITORY}`
@@ -491,10 +497,13 @@ async function judgeFiles(
 function losesRepository(root: string, abs: string, discard: FileDiscard): boolean {
   if (!discard.deep) return false
   const rel = abs.slice(root.length + 1) // the root's own path may hold `[` or `*`: only what is under it is a glob
-  if (rel === ".git" || rel.startsWith(".git/")) return GLOB.test(rel) || fileKind(abs) === "dir"
-  if (!GLOB.test(rel)) return false
-  return globToRegExp(rel.replace(/\[[^\]/]*\]/g, "?"), !discard.found).test(".git") // a bracket: any one character
+  if (HISTORY.some((folder) => isInside(rel, folder))) return true // `.git/objects/pack`, `.git/refs/*`
+  if (!GLOB.test(rel)) return rel === ".git"
+  const glob = globToRegExp(rel.replace(/\[[^\]/]*\]/g, "?"), !discard.found) // a bracket: any one character
+  return [".git", ...HISTORY].some((folder) => glob.test(folder))
 }
+/** The folders of a repository that hold its commits and branches (`rm -rf .git/rebase-merge` loses neither). */
+const HISTORY = [".git/objects", ".git/refs"]
 const REPOSITORY = "the project's git repository (.git: its commits, branches and stashes, which git cannot bring back)"
 
 /**
