@@ -307,6 +307,25 @@ describe("what the disk cannot answer for, in a folder: git is asked", () => {
   })
 })
 
+describe("a project whose own path holds `[`: it is no glob", () => {
+  test("its secrets and a folder's files: judged as anywhere else", async () => {
+    const saved = process.env.TMPDIR
+    const base = mkdtempSync(join(tmpdir(), "anchors-[1]-"))
+    process.env.TMPDIR = base
+    try {
+      const h = await project()
+      expect(await judged(h, "rm -f .env*")).toContain(SECRET)
+      expect(await judged(h, "rm -rf conf")).toContain(SECRET)
+      expect(await judged(h, "rm -rf keep/*")).toContain(UNTRACKED)
+      expect(await judged(h, "rm -f new.txt")).toBe("runs")
+    } finally {
+      if (saved === undefined) delete process.env.TMPDIR
+      else process.env.TMPDIR = saved
+      rmSync(base, { recursive: true, force: true })
+    }
+  })
+})
+
 describe("through a link: what the command reaches is judged", () => {
   test("a link to a folder of the project: its files, as the link reaches them", async () => {
     const h = await committedFolder()

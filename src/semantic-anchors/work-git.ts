@@ -224,7 +224,7 @@ function inNestedDiscard(root: string, discard: Discard): boolean {
   const specs = discard.kind === "tree" ? [] : discard.specs.filter((spec) => !spec.startsWith(":"))
   const named = specs
     .map((spec) => resolvePath(discard.cwd, spec))
-    .filter((abs) => GLOB.test(abs) || fileKind(abs) !== "none")
+    .filter((abs) => GLOB.test(abs.slice(root.length)) || fileKind(abs) !== "none")
   if (discard.kind === "paths" && named.length === 0) return false
   return inNestedRepository(root, discard.cwd, true) || named.some((abs) => inNestedRepository(root, abs))
 }
@@ -450,7 +450,7 @@ async function judgeFiles(
     if (losesRepository(root, abs, discard)) return `${discard.text} would delete ${REPOSITORY}`
     if (GLOB.test(rel)) {
       // what it matches, and all under a matched folder (`rm -rf src/*`); no folder to search: nothing is lost
-      if (fileKind(globBase(abs)) === "dir") {
+      if (fileKind(globBase(abs, root.length)) === "dir") {
         specs.push(`:(glob)${rel}`, `:(glob)${rel}/**`)
         reach.push(abs)
       }
@@ -535,7 +535,10 @@ function reachedSecrets(reach: string[], known: readonly string[], root: string,
   if (reach.length === 0) return []
   const deep = discard.deep === true
   const shell = !discard.found
-  return known.filter((file) => isInside(file, root, true) && reach.some((path) => reaches(path, file, deep, shell)))
+  const inRoot = (path: string) => path.slice(root.length) // the root's own path may hold `[`: not a glob
+  return known.filter(
+    (file) => isInside(file, root, true) && reach.some((path) => reaches(inRoot(path), inRoot(file), deep, shell)),
+  )
 }
 
 /**
@@ -551,9 +554,9 @@ function reaches(path: string, file: string, deep: boolean, shell: boolean): boo
   return false
 }
 
-/** The directory a glob path searches: its path up to the first part with a glob character. */
-function globBase(abs: string): string {
-  const glob = abs.search(GLOB)
+/** The directory a glob path searches: its path up to the first part with a glob character (after `from`). */
+function globBase(abs: string, from = 0): string {
+  const glob = from + abs.slice(from).search(GLOB)
   return abs.slice(0, Math.max(1, abs.lastIndexOf("/", glob)))
 }
 
