@@ -229,15 +229,21 @@ describe("what the disk cannot answer for, git is asked", () => {
   })
 })
 
+/** A repository outside the project with one committed file, lib.c: to add as a submodule, or clone. */
+function upstream(): string {
+  const sub = mkdtempSync(join(tmpdir(), "anchors-sub-"))
+  const git = (...args: string[]) => execFileSync("git", args, { cwd: sub, encoding: "utf8" })
+  git("init", "-q", "-b", "main")
+  writeFileSync(join(sub, "lib.c"), "int x;\n")
+  git("add", ".")
+  git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "s")
+  return sub
+}
+
 describe("what the disk cannot answer for, in a folder: git is asked", () => {
   test("a submodule: the person's uncommitted change in it is judged, in a folder or named", async () => {
     const h = await project()
-    const sub = mkdtempSync(join(tmpdir(), "anchors-sub-"))
-    const git = (...args: string[]) => execFileSync("git", args, { cwd: sub, encoding: "utf8" })
-    git("init", "-q", "-b", "main")
-    writeFileSync(join(sub, "lib.c"), "int x;\n")
-    git("add", ".")
-    git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "s")
+    const sub = upstream()
     h.git("-c", "protocol.file.allow=always", "submodule", "add", "-q", sub, "vendor/lib")
     h.git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "sub")
     await settle()
@@ -269,12 +275,7 @@ describe("what the disk cannot answer for, in a folder: git is asked", () => {
 
   test("a submodule git is told to ignore, and a clone that is no submodule: the person's changes in them are judged", async () => {
     const h = await project()
-    const sub = mkdtempSync(join(tmpdir(), "anchors-sub-"))
-    const git = (...args: string[]) => execFileSync("git", args, { cwd: sub, encoding: "utf8" })
-    git("init", "-q", "-b", "main")
-    writeFileSync(join(sub, "lib.c"), "int x;\n")
-    git("add", ".")
-    git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "s")
+    const sub = upstream()
     h.git("-c", "protocol.file.allow=always", "submodule", "add", "-q", sub, "vendor/lib")
     h.git("config", "-f", ".gitmodules", "submodule.vendor/lib.ignore", "dirty") // git status then hides its changes
     h.git("add", ".gitmodules")
