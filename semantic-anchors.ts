@@ -5445,22 +5445,25 @@ function lineLoops(command: string): LineLoops {
   const count = (name: string) => assigned.set(name, (assigned.get(name) ?? 0) + 1)
   for (const m of command.matchAll(ANY_ASSIGNMENT)) count(m[1])
   for (const m of command.matchAll(READ_NAMES)) for (const word of m[1].trim().split(/\s+/)) count(word)
-  for (const m of command.matchAll(FOR_LOOP)) count(m[1])
+  const fors = [...command.matchAll(FOR_LOOP)]
+  for (const m of fors) count(m[1])
   for (const m of command.matchAll(ASSIGNMENT)) {
     // an unquoted use splits a value at its blanks (`F="a b"; rm $F`), a quoted one does not: not read here
     if (assigned.get(m[1]) === 1 && !/\s/.test(unquoted(m[2]))) vars.set(m[1], [unquoted(m[2])])
   }
   const loop = /\bdo\b/.test(command)
-  let fors = 0
-  for (const m of command.matchAll(FOR_LOOP)) {
+  for (const m of fors)
     if (assigned.get(m[1]) === 1) vars.set(m[1], (m[2].match(/"[^"]*"|'[^']*'|\S+/g) ?? []).map(unquoted))
-    fors++
-  }
-  return { vars, loop, other: loop && (/\b(?:while|until|select)\b/.test(command) || fors === 0) }
+  return { vars, loop, other: loop && (/\b(?:while|until|select)\b/.test(command) || fors.length === 0) }
 }
 
 /** Glob characters in a path: it names what it matches (asked of git as a glob pathspec), and no one file. */
 const GLOB = /[*?[]/
+
+/** Whether a path is a glob in what lies under `root`: the root's own path may hold `[` or `*`, and is no glob. */
+function globBelow(abs: string, root: string): boolean {
+  return GLOB.test(isInside(abs, root) ? abs.slice(root.length) : abs)
+}
 
 /** A word that holds a loop's variable or another value the reader cannot know. */
 function isVariable(word: string): boolean {
@@ -5678,9 +5681,7 @@ function fileDiscardOf(
   if (ran.via.includes("xargs") || ran.via.includes("parallel"))
     discard.unknown ??= `${ran.program} is given files it reads from its input, which the plugin cannot know`
   const lost = [...discard.paths, ...(discard.onto ? [discard.onto.dest, ...(discard.onto.spread ?? [])] : [])]
-  // the project's own path may hold `[`: only what is under it is a glob
-  const globbed = (abs: string) => GLOB.test(isInside(abs, places.project) ? abs.slice(places.project.length) : abs)
-  discard.secrets = lost.filter((abs) => !globbed(abs) && isSecretPath(abs, places))
+  discard.secrets = lost.filter((abs) => !globBelow(abs, places.project) && isSecretPath(abs, places))
   const inside = (abs: string) => isInside(abs, places.project)
   if (!discard.unknown && !lost.some(inside)) return undefined
   return discard
@@ -8558,6 +8559,8 @@ function plainTool(definition: {
  * judged on its own call; every fault protects and is logged once.
  */
 type GitAnswer = { out: string } | { fault: string }
+/** How every question about the tree starts: a submodule's changes listed whatever the person's config says. */
+const STATUS = ["status", "--porcelain=v2", "-z", "--ignore-submodules=none"]
 const NOT_A_REPOSITORY = "the project is not a git repository"
 const NOT_A_REPOSITORY_FILES =
   "the project is not a git repository, so there is no record of whose files are whose: file commands (rm, mv, cp, truncate) run, and only the other protections apply to them"
@@ -8693,7 +8696,7 @@ async function discardedFiles(root: string, discard: Discard): Promise<{ files: 
       specs.push(rel)
     }
   if (discard.kind === "clean" && specs.length === 0) specs.push(relativeInside(root, discard.cwd) ?? ".")
-  const args = ["status", "--porcelain=v2", "-z", "--branch", "--ignore-submodules=none"]
+  const args = [...STATUS, "--branch"]
   args.push(discard.kind === "clean" ? "--untracked-files=all" : "--untracked-files=no")
   if (discard.kind === "clean" && discard.ignored) args.push("--ignored=matching")
   if (specs.length) args.push("--", ...specs)
@@ -8729,17 +8732,17 @@ function inNestedDiscard(root: string, discard: Discard): boolean {
   const specs = discard.kind === "tree" ? [] : discard.specs.filter((spec) => !spec.startsWith(":"))
   const named = specs
     .map((spec) => resolvePath(discard.cwd, spec))
-    .filter((abs) => GLOB.test(abs.slice(root.length)) || fileKind(abs) !== "none")
+    .filter((abs) => globBelow(abs, root) || fileKind(abs) !== "none")
   if (discard.kind === "paths" && named.length === 0) return false
   return inNestedRepository(root, discard.cwd, true) || named.some((abs) => inNestedRepository(root, abs))
 }
 
 /** A pathspec of judgeFiles (`:(literal)a/b`, `:(glob)a/*`) in a repository of its own: a glob by its folder. */
 function specInNestedRepository(root: string, spec: string): boolean {
-  const rel = spec.replace(/^:\([a-z]*\)/, "")
-  if (!GLOB.test(rel)) return inNestedRepository(root, `${root}/${rel}`)
-  const cut = rel.lastIndexOf("/", rel.search(GLOB))
-  return cut > 0 && inNestedRepository(root, `${root}/${rel.slice(0, cut)}`, true)
+  const abs = `${root}/${spec.replace(/^:\([a-z]*\)/, "")}`
+  return globBelow(abs, root)
+    ? inNestedRepository(root, globBase(abs, root.length), true)
+    : inNestedRepository(root, abs)
 }
 const IN_SUBMODULE = "a path inside a submodule or another repository, whose changes the project's git does not list"
 
@@ -8949,7 +8952,7 @@ async function judgeFiles(
   for (const written of lost) {
     if (relativeInside(root, written) === undefined) continue // outside the repository: protect-files judges it
     const slashed = discard.slashed?.includes(written) === true
-    const abs = GLOB.test(written.slice(root.length)) ? written : throughLinks(root, realOf, written, slashed)
+    const abs = globBelow(written, root) ? written : throughLinks(root, realOf, written, slashed)
     if (abs === undefined) return protect(THROUGH_LINK)
     const rel = relativeInside(root, abs) ?? ""
     if (losesRepository(root, abs, discard)) return `${discard.text} would delete ${REPOSITORY}`
@@ -8974,8 +8977,7 @@ async function judgeFiles(
   if (specs.length) {
     if (specs.some((spec) => specInNestedRepository(root, spec))) return protect(IN_SUBMODULE)
     await settledSnapshots(ledger)
-    const args = ["status", "--porcelain=v2", "-z", "--untracked-files=all", "--ignored=no", "--ignore-submodules=none"]
-    args.push("--", ...specs)
+    const args = [...STATUS, "--untracked-files=all", "--ignored=no", "--", ...specs]
     const answer = await askGit(root, args)
     if ("fault" in answer && answer.fault === NOT_A_REPOSITORY) return runs()
     if ("fault" in answer) return protect(answer.fault)
@@ -9004,7 +9006,7 @@ function losesRepository(root: string, abs: string, discard: FileDiscard): boole
   const rel = abs.slice(root.length + 1) // the root's own path may hold `[` or `*`: only what is under it is a glob
   if (HISTORY.some((folder) => isInside(rel, folder))) return true // `.git/objects/pack`, `.git/refs/*`
   if (!GLOB.test(rel)) return rel === ".git"
-  const glob = globToRegExp(rel.replace(/\[[^\]/]*\]/g, "?"), !discard.found) // a bracket: any one character
+  const glob = anyBracketGlob(rel, !discard.found)
   return [".git", ...HISTORY].some((folder) => glob.test(folder))
 }
 /** The folders of a repository that hold its commits and branches (`rm -rf .git/rebase-merge` loses neither). */
@@ -9052,11 +9054,16 @@ function reachedSecrets(reach: string[], known: readonly string[], root: string,
  */
 function reaches(path: string, file: string, deep: boolean, shell: boolean): boolean {
   if (!GLOB.test(path)) return deep && isInside(file, path, true)
-  const glob = globToRegExp(path.replace(/\[[^\]/]*\]/g, "?"), shell)
+  const glob = anyBracketGlob(path, shell)
   if (glob.test(file)) return true
   for (let at = file.slice(0, file.lastIndexOf("/")); deep && at.length > 1; at = at.slice(0, at.lastIndexOf("/")))
     if (glob.test(at)) return true
   return false
+}
+
+/** A shell glob as a RegExp, a bracket expression read as any one character (`.e[n]v`: more than bash, never less). */
+function anyBracketGlob(glob: string, hideDotfiles: boolean): RegExp {
+  return globToRegExp(glob.replace(/\[[^\]/]*\]/g, "?"), hideDotfiles)
 }
 
 /** The directory a glob path searches: its path up to the first part with a glob character (after `from`). */
@@ -9368,14 +9375,7 @@ function treeSnapshot(root: string): Snapshot {
   snapshot.pending = new Promise<void>((resolve) => setTimeout(resolve, 0))
     .then(() => {
       snapshot.at = Date.now() // what git reports is the tree at this time or later
-      return askGit(root, [
-        "status",
-        "--porcelain=v2",
-        "-z",
-        "--branch",
-        "--untracked-files=normal",
-        "--ignore-submodules=none",
-      ])
+      return askGit(root, [...STATUS, "--branch", "--untracked-files=normal"])
     })
     .then((answer) => {
       const state = "out" in answer ? parseStatus(answer.out) : answer.fault

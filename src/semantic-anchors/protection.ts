@@ -413,22 +413,25 @@ export function lineLoops(command: string): LineLoops {
   const count = (name: string) => assigned.set(name, (assigned.get(name) ?? 0) + 1)
   for (const m of command.matchAll(ANY_ASSIGNMENT)) count(m[1])
   for (const m of command.matchAll(READ_NAMES)) for (const word of m[1].trim().split(/\s+/)) count(word)
-  for (const m of command.matchAll(FOR_LOOP)) count(m[1])
+  const fors = [...command.matchAll(FOR_LOOP)]
+  for (const m of fors) count(m[1])
   for (const m of command.matchAll(ASSIGNMENT)) {
     // an unquoted use splits a value at its blanks (`F="a b"; rm $F`), a quoted one does not: not read here
     if (assigned.get(m[1]) === 1 && !/\s/.test(unquoted(m[2]))) vars.set(m[1], [unquoted(m[2])])
   }
   const loop = /\bdo\b/.test(command)
-  let fors = 0
-  for (const m of command.matchAll(FOR_LOOP)) {
+  for (const m of fors)
     if (assigned.get(m[1]) === 1) vars.set(m[1], (m[2].match(/"[^"]*"|'[^']*'|\S+/g) ?? []).map(unquoted))
-    fors++
-  }
-  return { vars, loop, other: loop && (/\b(?:while|until|select)\b/.test(command) || fors === 0) }
+  return { vars, loop, other: loop && (/\b(?:while|until|select)\b/.test(command) || fors.length === 0) }
 }
 
 /** Glob characters in a path: it names what it matches (asked of git as a glob pathspec), and no one file. */
 export const GLOB = /[*?[]/
+
+/** Whether a path is a glob in what lies under `root`: the root's own path may hold `[` or `*`, and is no glob. */
+export function globBelow(abs: string, root: string): boolean {
+  return GLOB.test(isInside(abs, root) ? abs.slice(root.length) : abs)
+}
 
 /** A word that holds a loop's variable or another value the reader cannot know. */
 export function isVariable(word: string): boolean {
@@ -646,9 +649,7 @@ export function fileDiscardOf(
   if (ran.via.includes("xargs") || ran.via.includes("parallel"))
     discard.unknown ??= `${ran.program} is given files it reads from its input, which the plugin cannot know`
   const lost = [...discard.paths, ...(discard.onto ? [discard.onto.dest, ...(discard.onto.spread ?? [])] : [])]
-  // the project's own path may hold `[`: only what is under it is a glob
-  const globbed = (abs: string) => GLOB.test(isInside(abs, places.project) ? abs.slice(places.project.length) : abs)
-  discard.secrets = lost.filter((abs) => !globbed(abs) && isSecretPath(abs, places))
+  discard.secrets = lost.filter((abs) => !globBelow(abs, places.project) && isSecretPath(abs, places))
   const inside = (abs: string) => isInside(abs, places.project)
   if (!discard.unknown && !lost.some(inside)) return undefined
   return discard

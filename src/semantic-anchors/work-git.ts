@@ -26,7 +26,16 @@ import {
   changedIn,
   CHANGE_SLACK_MS,
 } from "./work-ledger"
-import { discardOf, fileDiscardOf, lineLoops, FILE_DISCARD_PROGRAMS, GLOB, isVariable, WHOLE_TREE } from "./protection"
+import {
+  discardOf,
+  fileDiscardOf,
+  lineLoops,
+  FILE_DISCARD_PROGRAMS,
+  GLOB,
+  globBelow,
+  isVariable,
+  WHOLE_TREE,
+} from "./protection"
 import type {
   FileDiscard,
   Snapshot,
@@ -53,6 +62,8 @@ import { execFile } from "node:child_process"
 // @ts-ignore -- no Node types in this zero-dependency project; node:fs is built into Bun, which runs the plugin.
 import { lstatSync, readdirSync, statSync } from "node:fs"
 type GitAnswer = { out: string } | { fault: string }
+/** How every question about the tree starts: a submodule's changes listed whatever the person's config says. */
+const STATUS = ["status", "--porcelain=v2", "-z", "--ignore-submodules=none"]
 const NOT_A_REPOSITORY = "the project is not a git repository"
 const NOT_A_REPOSITORY_FILES =
   "the project is not a git repository, so there is no record of whose files are whose: file commands (rm, mv, cp, truncate) run, and only the other protections apply to them"
@@ -188,7 +199,7 @@ async function discardedFiles(root: string, discard: Discard): Promise<{ files: 
       specs.push(rel)
     }
   if (discard.kind === "clean" && specs.length === 0) specs.push(relativeInside(root, discard.cwd) ?? ".")
-  const args = ["status", "--porcelain=v2", "-z", "--branch", "--ignore-submodules=none"]
+  const args = [...STATUS, "--branch"]
   args.push(discard.kind === "clean" ? "--untracked-files=all" : "--untracked-files=no")
   if (discard.kind === "clean" && discard.ignored) args.push("--ignored=matching")
   if (specs.length) args.push("--", ...specs)
@@ -224,17 +235,17 @@ function inNestedDiscard(root: string, discard: Discard): boolean {
   const specs = discard.kind === "tree" ? [] : discard.specs.filter((spec) => !spec.startsWith(":"))
   const named = specs
     .map((spec) => resolvePath(discard.cwd, spec))
-    .filter((abs) => GLOB.test(abs.slice(root.length)) || fileKind(abs) !== "none")
+    .filter((abs) => globBelow(abs, root) || fileKind(abs) !== "none")
   if (discard.kind === "paths" && named.length === 0) return false
   return inNestedRepository(root, discard.cwd, true) || named.some((abs) => inNestedRepository(root, abs))
 }
 
 /** A pathspec of judgeFiles (`:(literal)a/b`, `:(glob)a/*`) in a repository of its own: a glob by its folder. */
 function specInNestedRepository(root: string, spec: string): boolean {
-  const rel = spec.replace(/^:\([a-z]*\)/, "")
-  if (!GLOB.test(rel)) return inNestedRepository(root, `${root}/${rel}`)
-  const cut = rel.lastIndexOf("/", rel.search(GLOB))
-  return cut > 0 && inNestedRepository(root, `${root}/${rel.slice(0, cut)}`, true)
+  const abs = `${root}/${spec.replace(/^:\([a-z]*\)/, "")}`
+  return globBelow(abs, root)
+    ? inNestedRepository(root, globBase(abs, root.length), true)
+    : inNestedRepository(root, abs)
 }
 const IN_SUBMODULE = "a path inside a submodule or another repository, whose changes the project's git does not list"
 
@@ -444,7 +455,7 @@ async function judgeFiles(
   for (const written of lost) {
     if (relativeInside(root, written) === undefined) continue // outside the repository: protect-files judges it
     const slashed = discard.slashed?.includes(written) === true
-    const abs = GLOB.test(written.slice(root.length)) ? written : throughLinks(root, realOf, written, slashed)
+    const abs = globBelow(written, root) ? written : throughLinks(root, realOf, written, slashed)
     if (abs === undefined) return protect(THROUGH_LINK)
     const rel = relativeInside(root, abs) ?? ""
     if (losesRepository(root, abs, discard)) return `${discard.text} would delete ${REPOSITORY}`
@@ -469,8 +480,7 @@ async function judgeFiles(
   if (specs.length) {
     if (specs.some((spec) => specInNestedRepository(root, spec))) return protect(IN_SUBMODULE)
     await settledSnapshots(ledger)
-    const args = ["status", "--porcelain=v2", "-z", "--untracked-files=all", "--ignored=no", "--ignore-submodules=none"]
-    args.push("--", ...specs)
+    const args = [...STATUS, "--untracked-files=all", "--ignored=no", "--", ...specs]
     const answer = await askGit(root, args)
     if ("fault" in answer && answer.fault === NOT_A_REPOSITORY) return runs()
     if ("fault" in answer) return protect(answer.fault)
@@ -499,7 +509,7 @@ function losesRepository(root: string, abs: string, discard: FileDiscard): boole
   const rel = abs.slice(root.length + 1) // the root's own path may hold `[` or `*`: only what is under it is a glob
   if (HISTORY.some((folder) => isInside(rel, folder))) return true // `.git/objects/pack`, `.git/refs/*`
   if (!GLOB.test(rel)) return rel === ".git"
-  const glob = globToRegExp(rel.replace(/\[[^\]/]*\]/g, "?"), !discard.found) // a bracket: any one character
+  const glob = anyBracketGlob(rel, !discard.found)
   return [".git", ...HISTORY].some((folder) => glob.test(folder))
 }
 /** The folders of a repository that hold its commits and branches (`rm -rf .git/rebase-merge` loses neither). */
@@ -547,11 +557,16 @@ function reachedSecrets(reach: string[], known: readonly string[], root: string,
  */
 function reaches(path: string, file: string, deep: boolean, shell: boolean): boolean {
   if (!GLOB.test(path)) return deep && isInside(file, path, true)
-  const glob = globToRegExp(path.replace(/\[[^\]/]*\]/g, "?"), shell)
+  const glob = anyBracketGlob(path, shell)
   if (glob.test(file)) return true
   for (let at = file.slice(0, file.lastIndexOf("/")); deep && at.length > 1; at = at.slice(0, at.lastIndexOf("/")))
     if (glob.test(at)) return true
   return false
+}
+
+/** A shell glob as a RegExp, a bracket expression read as any one character (`.e[n]v`: more than bash, never less). */
+function anyBracketGlob(glob: string, hideDotfiles: boolean): RegExp {
+  return globToRegExp(glob.replace(/\[[^\]/]*\]/g, "?"), hideDotfiles)
 }
 
 /** The directory a glob path searches: its path up to the first part with a glob character (after `from`). */
@@ -863,14 +878,7 @@ function treeSnapshot(root: string): Snapshot {
   snapshot.pending = new Promise<void>((resolve) => setTimeout(resolve, 0))
     .then(() => {
       snapshot.at = Date.now() // what git reports is the tree at this time or later
-      return askGit(root, [
-        "status",
-        "--porcelain=v2",
-        "-z",
-        "--branch",
-        "--untracked-files=normal",
-        "--ignore-submodules=none",
-      ])
+      return askGit(root, [...STATUS, "--branch", "--untracked-files=normal"])
     })
     .then((answer) => {
       const state = "out" in answer ? parseStatus(answer.out) : answer.fault
