@@ -262,6 +262,9 @@ describe("what the disk cannot answer for, in a folder: git is asked", () => {
       "rm vendor/lib/new.c",
       "truncate -s 0 vendor/lib/lib.c",
       "rm -rf vendor/lib/*",
+      "rm vendor/*/lib.c", // a glob passing the submodule's folder: git lists the submodule, not the file
+      "rm v*/*/lib.c",
+      "find vendor -name lib.c -delete",
       "git -C vendor/lib checkout lib.c",
       "cd vendor/lib && git reset --hard",
     ])
@@ -296,6 +299,46 @@ describe("what the disk cannot answer for, in a folder: git is asked", () => {
       "cd dist/copy && git reset --hard",
     ])
       expect(await judged(h, command)).toContain(inside)
+    rmSync(sub, { recursive: true, force: true })
+  })
+
+  test("a clone in the project: deleting it, or files in it through a glob or find, is protected", async () => {
+    const h = await project()
+    const sub = upstream()
+    h.git("clone", "-q", sub, "tools/copy") // git lists it as one untracked folder, never its files
+    writeFileSync(h.file("tools/copy/lib.c"), "int x; // the person's uncommitted work\n")
+    await settle()
+    await say(h)
+    await settle()
+    const holds =
+      "the plugin cannot tell whose (a folder it reaches holds another repository, whose files and commits the project's git does not hold)"
+    // each of these ran: the project's git answered "one untracked folder", which was not counted
+    for (const command of [
+      "rm -rf tools",
+      "rm -rf tools/*",
+      "rm -rf t*/copy",
+      "rm tools/*/lib.c",
+      "find tools -name lib.c -delete",
+      "find . -name '*.c' -delete",
+    ])
+      expect(await judged(h, command)).toContain(holds)
+    rmSync(sub, { recursive: true, force: true })
+  })
+
+  test("a glob's folders: only a repository there counts, not the other files git lists in them", async () => {
+    const h = await project()
+    const sub = upstream()
+    h.git("-c", "protocol.file.allow=always", "submodule", "add", "-q", sub, "vendor/lib")
+    h.git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "sub")
+    await settle()
+    await say(h)
+    await settle()
+    for (const command of [
+      "rm deep/*/x.tmp", // deep/inner/p.md, the person's, is listed for deep/*, and not matched
+      "rm vendor/*/lib.c", // a clean submodule: its files are committed in it
+      "find . -name '*.pyc' -delete",
+    ])
+      expect(await judged(h, command)).toBe("runs")
     rmSync(sub, { recursive: true, force: true })
   })
 

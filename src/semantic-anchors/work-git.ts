@@ -449,6 +449,7 @@ async function judgeFiles(
   const counts: Record<Whose, number> = { own: 0, before: 0, other: 0, unknown: 0 }
   const kinds: LostKinds = { untracked: 0, changed: 0, secret: 0 }
   const specs: string[] = []
+  const through: string[] = [] // the folders a glob passes (`vendor/*` of `rm vendor/*/x.c`): only repositories count
   const reach: string[] = [] // the globs and folders: the person's secret files under them are lost too
   const reals = new Map<string, string>() // the folders' real paths, each resolved once (`rm a.py b.py c.py`)
   const realOf = (path: string) => reals.get(path) ?? (reals.set(path, realpathOf(path)), reals.get(path)!)
@@ -463,6 +464,7 @@ async function judgeFiles(
       // what it matches, and all under a matched folder (`rm -rf src/*`); no folder to search: nothing is lost
       if (fileKind(globBase(abs, root.length)) === "dir") {
         specs.push(`:(glob)${rel}`, `:(glob)${rel}/**`)
+        for (const folder of globFolders(rel)) through.push(`:(glob)${folder}`, `:(glob)${folder}/**`)
         reach.push(abs)
       }
       continue
@@ -480,14 +482,21 @@ async function judgeFiles(
   if (specs.length) {
     if (specs.some((spec) => specInNestedRepository(root, spec))) return protect(IN_SUBMODULE)
     await settledSnapshots(ledger)
-    const args = [...STATUS, "--untracked-files=all", "--ignored=no", "--", ...specs]
+    const args = [...STATUS, "--untracked-files=all", "--ignored=no", "--", ...specs, ...through]
     const answer = await askGit(root, args)
     if ("fault" in answer && answer.fault === NOT_A_REPOSITORY) return runs()
     if ("fault" in answer) return protect(answer.fault)
     const state = parseStatus(answer.out)
     if (typeof state === "string") return protect(state)
+    // a folder git lists whole when asked for every untracked file is a repository of its own (a clone)
+    if (state.dirs.length) return protect(HOLDS_REPOSITORY)
     for (const rel of [...state.tracked, ...state.untracked]) {
       const abs = `${root}/${rel}`
+      if (through.length && !specs.some((spec) => specHolds(spec, rel))) {
+        // listed for a folder the glob passes: what it matches in a changed submodule there, git does not list
+        if (statOf(`${abs}/.git`, lstatSync)) return protect(IN_SUBMODULE)
+        continue
+      }
       secrets.delete(abs)
       const whose = whoseChange(ledger, rel, abs, lookFile)
       counts[whose]++
@@ -497,6 +506,26 @@ async function judgeFiles(
   kinds.secret = secrets.size
   return lossText(discard, counts, kinds)
 }
+
+/**
+ * The folders a glob passes on its way to what it matches, as globs: `v*\/*\/x.c` passes `v*` and `v*\/*`, find's
+ * `src/**\/*.pyc` passes `src/**`. Git lists a submodule (or a clone) there, never the files the glob matches in it.
+ */
+function globFolders(rel: string): string[] {
+  const parts = rel.split("/")
+  const first = parts.findIndex((part) => GLOB.test(part))
+  const folders: string[] = []
+  for (let end = first + 1; first >= 0 && end < parts.length; end++) folders.push(parts.slice(0, end).join("/"))
+  return folders
+}
+
+/** Whether git's pathspec (`:(literal)a/b`, `:(glob)a/*`) names a path git listed: the path, or one under it. */
+function specHolds(spec: string, rel: string): boolean {
+  if (spec.startsWith(":(literal)")) return isInside(rel, spec.slice(":(literal)".length))
+  return anyBracketGlob(spec.slice(":(glob)".length), false).test(rel)
+}
+const HOLDS_REPOSITORY =
+  "a folder it reaches holds another repository, whose files and commits the project's git does not hold"
 
 /**
  * Whether a file command deletes the project's repository (`.git` at the root: it was there when opencode started,
