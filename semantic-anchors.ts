@@ -5572,12 +5572,16 @@ function baseName(path: string): string {
 /** find's tests that make the name test no longer the whole selection, or select only what holds nothing. */
 const FIND_WIDENS = new Set(["-o", "-or", "!", "-not", ",", "(", ")"])
 
-/** What `find ROOT... -delete` or `-exec rm` deletes: under each root, what its one name test selects (a glob). */
+/**
+ * What `find ROOT... -delete` or `-exec rm` deletes: under each root, what its one name test selects (a glob), or
+ * all it holds. `deep`: a folder goes with all it holds (with no name test; with one, only for `-exec rm -r`:
+ * `-delete` removes a folder once it is empty, and `rm` without `-r` none).
+ */
 function foundPaths(
   ran: RanCommand,
   places: PathPlaces,
   loops: LineLoops,
-): { paths: string[]; unknown?: string } | undefined {
+): { paths: string[]; unknown?: string; deep?: boolean } | undefined {
   const args = ranArgs(ran)
   const exec = args.findIndex((arg, k) => (arg === "-exec" || arg === "-execdir") && losesFound(args, k + 1))
   if (!args.includes("-delete") && exec < 0) return undefined
@@ -5592,16 +5596,26 @@ function foundPaths(
   if (deletesDirsOnly) return undefined // -delete removes only empty directories
   const named = tests.flatMap((arg, j) => (arg === "-name" ? [tests[j + 1] ?? "*"] : []))
   const narrowed = named.length === 1 && !tests.some((arg) => FIND_WIDENS.has(arg))
+  const whole = exec >= 0 && removesFolders(args, exec + 1)
   const paths: string[] = []
   for (const root of roots.length ? roots : ["."]) {
     const at = wordPaths(root, ran, places, loops)
     if (at.unknown) return at
     for (const abs of at.paths) {
       const base = abs === "/" ? "" : abs
-      paths.push(...(narrowed ? [`${base}/**/${named[0]}`, `${base}/**/${named[0]}/**`] : [abs]))
+      const selected = `${base}/**/${named[0]}`
+      paths.push(...(!narrowed ? [abs] : whole ? [selected, `${selected}/**`] : [selected]))
     }
   }
-  return { paths }
+  return { paths, deep: !narrowed || whole }
+}
+
+/** Whether the `rm` that `find -exec` runs from args[at] deletes folders with all they hold (`-r`, `-R`). */
+function removesFolders(args: readonly string[], at: number): boolean {
+  if (programName(args[at] ?? "") !== "rm") return false
+  for (let k = at + 1; k < args.length && args[k] !== ";" && args[k] !== "+"; k++)
+    if (args[k] === "--recursive" || /^-[a-zA-Z]*[rR]/.test(args[k])) return true
+  return false
 }
 
 /** Programs that lose the files they are given (`find -exec rm {} +`). */
@@ -5658,7 +5672,7 @@ function fileDiscardOf(
     discard.paths = found.paths
     discard.unknown = found.unknown
     discard.found = true
-    discard.deep = true
+    discard.deep = found.deep
   } else if (COPY_SPEC[ran.program]) {
     const onto = ontoOf(ran, places, loops)
     if (!onto) return undefined
@@ -9031,13 +9045,36 @@ const HOLDS_REPOSITORY =
  * `-r` deletes no folder.
  */
 function losesRepository(root: string, abs: string, discard: FileDiscard): boolean {
-  if (!discard.deep) return false
   const rel = abs.slice(root.length + 1) // the root's own path may hold `[` or `*`: only what is under it is a glob
+  if (discard.found && findsHistory(root, rel)) return true
+  if (!discard.deep) return false
   if (HISTORY.some((folder) => isInside(rel, folder))) return true // `.git/objects/pack`, `.git/refs/*`
   if (!GLOB.test(rel)) return rel === ".git"
   const glob = anyBracketGlob(rel, !discard.found)
   return [".git", ...HISTORY].some((folder) => glob.test(folder))
 }
+/**
+ * Whether find's name test, searched for where the repository lies (`find . -name '*.pack' -delete`: find goes into
+ * `.git` as into any folder), selects a file that holds its commits: a pack or its index, a loose object. Read on the
+ * disk: the names in `.git/objects/pack`, and one loose object's (all are 38 hex digits).
+ */
+function findsHistory(root: string, rel: string): boolean {
+  const at = rel.indexOf("**/")
+  if (at < 0 || rel.endsWith("/**") || !(at === 0 || isInside(rel.slice(0, at - 1), ".git"))) return false
+  const name = anyBracketGlob(rel.slice(rel.lastIndexOf("/") + 1), false)
+  const objects = `${root}/.git/objects`
+  const listed = (dir: string) => {
+    try {
+      return readdirSync(dir) as string[]
+    } catch {
+      return []
+    }
+  }
+  const loose = listed(objects).find((folder) => /^[0-9a-f]{2}$/.test(folder))
+  const names = [...listed(`${objects}/pack`), ...(loose ? listed(`${objects}/${loose}`).slice(0, 1) : [])]
+  return names.some((file) => name.test(file))
+}
+
 /** The folders of a repository that hold its commits and branches (`rm -rf .git/rebase-merge` loses neither). */
 const HISTORY = [".git/objects", ".git/refs"]
 const REPOSITORY = "the project's git repository (.git: its commits, branches and stashes, which git cannot bring back)"

@@ -4,7 +4,16 @@
 // `git checkout` are; over the agent's own files, committed files and ignored build output it runs.
 import { beforeAll, describe, expect, test } from "bun:test"
 import { execFileSync } from "node:child_process"
-import { mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { agent, edit, judged, type Repo, repo, say, settle, write } from "./fixtures/semantic-anchors/work-repo"
@@ -135,6 +144,8 @@ describe("over the agent's own files, committed files and ignored output: runs",
     "rm .git", // without -r rm deletes no folder
     "rm -fr .git/rebase-merge", // what git's own message says to run: no commit or branch is in it
     "find .git -name index.lock -delete",
+    "find . -maxdepth 1 -name '.g*' -delete", // -delete removes a folder only once it is empty: .git stays
+    "find . -name .git -delete",
     "rm -rf gen", // a folder a script of the agent's made
     "unlink new.txt",
     "find . -name '*.pyc' -delete",
@@ -158,6 +169,25 @@ describe("over the agent's own files, committed files and ignored output: runs",
     "git clean -f new.txt",
   ])("%p runs", async (command) => {
     expect(await judged(h, command)).toBe("runs")
+  })
+})
+
+describe("find goes into .git as into any folder", () => {
+  test("a name test that selects its packs, their indexes or its loose objects is blocked", async () => {
+    const h = await project()
+    h.git("commit", "-qm", "more", "--allow-empty")
+    const loose = readdirSync(h.file(".git/objects")).find((name) => /^[0-9a-f]{2}$/.test(name))!
+    const object = readdirSync(h.file(`.git/objects/${loose}`))[0]
+    expect(await judged(h, `find . -name ${object} -delete`)).toContain(REPOSITORY)
+    expect(await judged(h, "find . -name '*.pack' -delete")).toBe("runs") // no pack yet: nothing of the kind lost
+    h.git("gc", "-q")
+    for (const command of [
+      "find . -name '*.pack' -delete",
+      "find .git -name '*.idx' -delete",
+      "find . -name '*.idx' -exec rm {} +",
+    ])
+      expect(await judged(h, command)).toContain(REPOSITORY)
+    expect(await judged(h, "find . -name '*.lock' -delete")).toBe("runs")
   })
 })
 

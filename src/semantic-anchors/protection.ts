@@ -540,12 +540,16 @@ function baseName(path: string): string {
 /** find's tests that make the name test no longer the whole selection, or select only what holds nothing. */
 const FIND_WIDENS = new Set(["-o", "-or", "!", "-not", ",", "(", ")"])
 
-/** What `find ROOT... -delete` or `-exec rm` deletes: under each root, what its one name test selects (a glob). */
+/**
+ * What `find ROOT... -delete` or `-exec rm` deletes: under each root, what its one name test selects (a glob), or
+ * all it holds. `deep`: a folder goes with all it holds (with no name test; with one, only for `-exec rm -r`:
+ * `-delete` removes a folder once it is empty, and `rm` without `-r` none).
+ */
 function foundPaths(
   ran: RanCommand,
   places: PathPlaces,
   loops: LineLoops,
-): { paths: string[]; unknown?: string } | undefined {
+): { paths: string[]; unknown?: string; deep?: boolean } | undefined {
   const args = ranArgs(ran)
   const exec = args.findIndex((arg, k) => (arg === "-exec" || arg === "-execdir") && losesFound(args, k + 1))
   if (!args.includes("-delete") && exec < 0) return undefined
@@ -560,16 +564,26 @@ function foundPaths(
   if (deletesDirsOnly) return undefined // -delete removes only empty directories
   const named = tests.flatMap((arg, j) => (arg === "-name" ? [tests[j + 1] ?? "*"] : []))
   const narrowed = named.length === 1 && !tests.some((arg) => FIND_WIDENS.has(arg))
+  const whole = exec >= 0 && removesFolders(args, exec + 1)
   const paths: string[] = []
   for (const root of roots.length ? roots : ["."]) {
     const at = wordPaths(root, ran, places, loops)
     if (at.unknown) return at
     for (const abs of at.paths) {
       const base = abs === "/" ? "" : abs
-      paths.push(...(narrowed ? [`${base}/**/${named[0]}`, `${base}/**/${named[0]}/**`] : [abs]))
+      const selected = `${base}/**/${named[0]}`
+      paths.push(...(!narrowed ? [abs] : whole ? [selected, `${selected}/**`] : [selected]))
     }
   }
-  return { paths }
+  return { paths, deep: !narrowed || whole }
+}
+
+/** Whether the `rm` that `find -exec` runs from args[at] deletes folders with all they hold (`-r`, `-R`). */
+function removesFolders(args: readonly string[], at: number): boolean {
+  if (programName(args[at] ?? "") !== "rm") return false
+  for (let k = at + 1; k < args.length && args[k] !== ";" && args[k] !== "+"; k++)
+    if (args[k] === "--recursive" || /^-[a-zA-Z]*[rR]/.test(args[k])) return true
+  return false
 }
 
 /** Programs that lose the files they are given (`find -exec rm {} +`). */
@@ -626,7 +640,7 @@ export function fileDiscardOf(
     discard.paths = found.paths
     discard.unknown = found.unknown
     discard.found = true
-    discard.deep = true
+    discard.deep = found.deep
   } else if (COPY_SPEC[ran.program]) {
     const onto = ontoOf(ran, places, loops)
     if (!onto) return undefined

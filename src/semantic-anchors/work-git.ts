@@ -534,13 +534,36 @@ const HOLDS_REPOSITORY =
  * `-r` deletes no folder.
  */
 function losesRepository(root: string, abs: string, discard: FileDiscard): boolean {
-  if (!discard.deep) return false
   const rel = abs.slice(root.length + 1) // the root's own path may hold `[` or `*`: only what is under it is a glob
+  if (discard.found && findsHistory(root, rel)) return true
+  if (!discard.deep) return false
   if (HISTORY.some((folder) => isInside(rel, folder))) return true // `.git/objects/pack`, `.git/refs/*`
   if (!GLOB.test(rel)) return rel === ".git"
   const glob = anyBracketGlob(rel, !discard.found)
   return [".git", ...HISTORY].some((folder) => glob.test(folder))
 }
+/**
+ * Whether find's name test, searched for where the repository lies (`find . -name '*.pack' -delete`: find goes into
+ * `.git` as into any folder), selects a file that holds its commits: a pack or its index, a loose object. Read on the
+ * disk: the names in `.git/objects/pack`, and one loose object's (all are 38 hex digits).
+ */
+function findsHistory(root: string, rel: string): boolean {
+  const at = rel.indexOf("**/")
+  if (at < 0 || rel.endsWith("/**") || !(at === 0 || isInside(rel.slice(0, at - 1), ".git"))) return false
+  const name = anyBracketGlob(rel.slice(rel.lastIndexOf("/") + 1), false)
+  const objects = `${root}/.git/objects`
+  const listed = (dir: string) => {
+    try {
+      return readdirSync(dir) as string[]
+    } catch {
+      return []
+    }
+  }
+  const loose = listed(objects).find((folder) => /^[0-9a-f]{2}$/.test(folder))
+  const names = [...listed(`${objects}/pack`), ...(loose ? listed(`${objects}/${loose}`).slice(0, 1) : [])]
+  return names.some((file) => name.test(file))
+}
+
 /** The folders of a repository that hold its commits and branches (`rm -rf .git/rebase-merge` loses neither). */
 const HISTORY = [".git/objects", ".git/refs"]
 const REPOSITORY = "the project's git repository (.git: its commits, branches and stashes, which git cannot bring back)"
