@@ -8960,7 +8960,7 @@ async function judgeFiles(
   const counts: Record<Whose, number> = { own: 0, before: 0, other: 0, unknown: 0 }
   const kinds: LostKinds = { untracked: 0, changed: 0, secret: 0 }
   const specs: string[] = []
-  const through: string[] = [] // the folders a glob passes (`vendor/*` of `rm vendor/*/x.c`): only repositories count
+  const passes: string[] = [] // the folders a glob passes (`vendor/*` of `rm vendor/*/x.c`): a repository there counts
   const reach: string[] = [] // the globs and folders: the person's secret files under them are lost too
   const reals = new Map<string, string>() // the folders' real paths, each resolved once (`rm a.py b.py c.py`)
   const realOf = (path: string) => reals.get(path) ?? (reals.set(path, realpathOf(path)), reals.get(path)!)
@@ -8974,8 +8974,8 @@ async function judgeFiles(
     if (GLOB.test(rel)) {
       // what it matches, and all under a matched folder (`rm -rf src/*`); no folder to search: nothing is lost
       if (fileKind(globBase(abs, root.length)) === "dir") {
-        specs.push(`:(glob)${rel}`, `:(glob)${rel}/**`)
-        for (const folder of globFolders(rel)) through.push(`:(glob)${folder}`, `:(glob)${folder}/**`)
+        specs.push(`:(glob)${rel}`, ...(discard.deep ? [`:(glob)${rel}/**`] : [])) // `rm -f src/*` keeps src/lib
+        passes.push(...globFolders(rel))
         reach.push(abs)
       }
       continue
@@ -8993,21 +8993,17 @@ async function judgeFiles(
   if (specs.length) {
     if (specs.some((spec) => specInNestedRepository(root, spec))) return protect(IN_SUBMODULE)
     await settledSnapshots(ledger)
-    const args = [...STATUS, "--untracked-files=all", "--ignored=no", "--", ...specs, ...through]
-    const answer = await askGit(root, args)
+    const args = [...STATUS, "--untracked-files=all", "--ignored=no", "--", ...specs]
+    const [answer, passed] = await Promise.all([askGit(root, args), passedRepository(root, passes)])
     if ("fault" in answer && answer.fault === NOT_A_REPOSITORY) return runs()
     if ("fault" in answer) return protect(answer.fault)
+    if (passed) return protect(passed)
     const state = parseStatus(answer.out)
     if (typeof state === "string") return protect(state)
-    // a folder git lists whole when asked for every untracked file is a repository of its own (a clone)
-    if (state.dirs.length) return protect(HOLDS_REPOSITORY)
+    // asked for every untracked file, git lists a clone whole (`tools/copy/`): deleting it deep loses its files and commits
+    if (state.dirs.length && discard.deep) return protect(HOLDS_REPOSITORY)
     for (const rel of [...state.tracked, ...state.untracked]) {
       const abs = `${root}/${rel}`
-      if (through.length && !specs.some((spec) => specHolds(spec, rel))) {
-        // listed for a folder the glob passes: what it matches in a changed submodule there, git does not list
-        if (statOf(`${abs}/.git`, lstatSync)) return protect(IN_SUBMODULE)
-        continue
-      }
       secrets.delete(abs)
       const whose = whoseChange(ledger, rel, abs, lookFile)
       counts[whose]++
@@ -9030,10 +9026,29 @@ function globFolders(rel: string): string[] {
   return folders
 }
 
-/** Whether git's pathspec (`:(literal)a/b`, `:(glob)a/*`) names a path git listed: the path, or one under it. */
-function specHolds(spec: string, rel: string): boolean {
-  if (spec.startsWith(":(literal)")) return isInside(rel, spec.slice(":(literal)".length))
-  return anyBracketGlob(spec.slice(":(glob)".length), false).test(rel)
+/**
+ * Why a glob's files in a repository of its own cannot be told, or null: among the folders it passes there is a
+ * submodule with uncommitted or untracked files in it (porcelain v2's `S.M.`, `S..U`: a moved commit alone loses
+ * nothing), or a clone (listed whole, `tools/copy/`). The project's git lists neither's files, so its answer for the
+ * glob would be "nothing". A question of its own, asked with the glob's: of what git lists there, only these count.
+ */
+async function passedRepository(root: string, folders: string[]): Promise<string | null> {
+  if (folders.length === 0) return null
+  const specs = folders.flatMap((folder) => [`:(glob)${folder}`, `:(glob)${folder}/**`])
+  const answer = await askGit(root, [...STATUS, "--untracked-files=all", "--ignored=no", "--", ...specs])
+  if ("fault" in answer) return answer.fault
+  const passed = (path: string) => folders.some((folder) => anyBracketGlob(folder, false).test(path))
+  const parts = answer.out.split("\0")
+  for (let i = 0; i < parts.length; i++) {
+    const line = parts[i]
+    const fields = line.split(" ")
+    if (line[0] === "?" && line.endsWith("/") && passed(line.slice(2, -1))) return HOLDS_REPOSITORY
+    if (line[0] !== "1" && line[0] !== "2") continue
+    const path = fields.slice(line[0] === "1" ? 8 : 9).join(" ")
+    if (line[0] === "2") i++ // the renamed file's old path
+    if (/^S.(?:M.|.U)$/.test(fields[2]) && passed(path)) return IN_SUBMODULE
+  }
+  return null
 }
 const HOLDS_REPOSITORY =
   "a folder it reaches holds another repository, whose files and commits the project's git does not hold"
@@ -9046,7 +9061,7 @@ const HOLDS_REPOSITORY =
  */
 function losesRepository(root: string, abs: string, discard: FileDiscard): boolean {
   const rel = abs.slice(root.length + 1) // the root's own path may hold `[` or `*`: only what is under it is a glob
-  if (discard.found && findsHistory(root, rel)) return true
+  if (discard.found && findsHistory(root, rel, discard.deep === true)) return true
   if (!discard.deep) return false
   if (HISTORY.some((folder) => isInside(rel, folder))) return true // `.git/objects/pack`, `.git/refs/*`
   if (!GLOB.test(rel)) return rel === ".git"
@@ -9054,26 +9069,60 @@ function losesRepository(root: string, abs: string, discard: FileDiscard): boole
   return [".git", ...HISTORY].some((folder) => glob.test(folder))
 }
 /**
- * Whether find's name test, searched for where the repository lies (`find . -name '*.pack' -delete`: find goes into
- * `.git` as into any folder), selects a file that holds its commits: a pack or its index, a loose object. Read on the
- * disk: the names in `.git/objects/pack`, and one loose object's (all are 38 hex digits).
+ * Whether find's name test, searched for where the repository lies, selects what holds its commits and branches:
+ * find goes into `.git` as into any folder. Under `.git/objects` or `.git/refs`, anything it selects does. From the
+ * project's root or `.git`: a name that a pack, its index or a branch's file there has (read on the disk:
+ * `find . -name '*.pack' -delete`, `find . -name main -delete`), or that a loose object may have (38 hex digits, its
+ * folder 2: `find . -name '0*' -delete`).
  */
-function findsHistory(root: string, rel: string): boolean {
+function findsHistory(root: string, rel: string, deep: boolean): boolean {
   const at = rel.indexOf("**/")
-  if (at < 0 || rel.endsWith("/**") || !(at === 0 || isInside(rel.slice(0, at - 1), ".git"))) return false
-  const name = anyBracketGlob(rel.slice(rel.lastIndexOf("/") + 1), false)
-  const objects = `${root}/.git/objects`
-  const listed = (dir: string) => {
-    try {
-      return readdirSync(dir) as string[]
-    } catch {
-      return []
-    }
-  }
-  const loose = listed(objects).find((folder) => /^[0-9a-f]{2}$/.test(folder))
-  const names = [...listed(`${objects}/pack`), ...(loose ? listed(`${objects}/${loose}`).slice(0, 1) : [])]
-  return names.some((file) => name.test(file))
+  if (at < 0 || rel.endsWith("/**")) return false
+  const base = at === 0 ? "" : rel.slice(0, at - 1)
+  if (HISTORY.some((folder) => isInside(base, folder))) return true
+  if (base !== "" && base !== ".git") return false
+  const name = rel.slice(rel.lastIndexOf("/") + 1)
+  const git = `${root}/.git`
+  if (mayNameObject(name, deep) && listed(`${git}/objects`).some((folder) => /^[0-9a-f]{2}$/.test(folder))) return true
+  const glob = anyBracketGlob(name, false)
+  const names = [
+    ...listed(`${git}/objects/pack`),
+    ...(deep ? listed(`${git}/objects`) : []), // `find . -name pack -exec rm -rf {} +`
+    ...refNames(`${git}/refs`),
+    ...(statOf(`${git}/packed-refs`, lstatSync) ? ["packed-refs"] : []),
+  ]
+  return names.some((file) => glob.test(file))
 }
+
+/** Whether a name test may select a loose object (38 hex digits) or, deleting folders whole, its folder (2). */
+function mayNameObject(name: string, deep: boolean): boolean {
+  const shape = name.replace(BRACKET_EXPRESSION, "?")
+  if (/[^0-9a-f*?]/.test(shape)) return false
+  const fixed = shape.replace(/\*/g, "").length
+  return shape.includes("*") ? fixed <= 38 : fixed === 38 || (deep && fixed === 2)
+}
+
+/** The names in a folder (none when it cannot be read). */
+function listed(dir: string): string[] {
+  try {
+    return readdirSync(dir) as string[]
+  } catch {
+    return []
+  }
+}
+
+/** The names of the files and folders under `.git/refs` (`heads`, `main`, `v1.0`), up to MAX_REF_NAMES. */
+function refNames(refs: string): string[] {
+  const names: string[] = []
+  const folders = [refs]
+  for (let dir = folders.pop(); dir !== undefined && names.length < MAX_REF_NAMES; dir = folders.pop())
+    for (const name of listed(dir)) {
+      names.push(name)
+      if (statOf(`${dir}/${name}`, lstatSync)?.isDirectory()) folders.push(`${dir}/${name}`)
+    }
+  return names
+}
+const MAX_REF_NAMES = 256
 
 /** The folders of a repository that hold its commits and branches (`rm -rf .git/rebase-merge` loses neither). */
 const HISTORY = [".git/objects", ".git/refs"]
@@ -9129,8 +9178,10 @@ function reaches(path: string, file: string, deep: boolean, shell: boolean): boo
 
 /** A shell glob as a RegExp, a bracket expression read as any one character (`.e[n]v`: more than bash, never less). */
 function anyBracketGlob(glob: string, hideDotfiles: boolean): RegExp {
-  return globToRegExp(glob.replace(/\[[^\]/]*\]/g, "?"), hideDotfiles)
+  return globToRegExp(glob.replace(BRACKET_EXPRESSION, "?"), hideDotfiles)
 }
+/** `[abc]`, `[!.]`, `[]x]` (a `]` first is one of its characters), `[[:digit:]]` (a class inside). */
+const BRACKET_EXPRESSION = /\[[!^]?\]?(?:\[([:.=])[^\]]*\1\]|[^\]/])*\]/g
 
 /** The directory a glob path searches: its path up to the first part with a glob character (after `from`). */
 function globBase(abs: string, from = 0): string {

@@ -95,6 +95,8 @@ describe("over the person's files: blocked, saying how many and which kind", () 
     ["rm -rf .git", REPOSITORY],
     ["rm -rf ./.git/", REPOSITORY],
     ["rm -rf .g[i]t", REPOSITORY],
+    ["rm -rf .g[[:alpha:]]t", REPOSITORY], // a class in a bracket expression
+    ["rm -rf .g[]i]t", REPOSITORY], // a `]` first is one of its characters
     ["rm -rf .git/*", REPOSITORY],
     ["rm -rf .git/objects .git/refs", REPOSITORY],
     ["rm -rf .git/refs/*", REPOSITORY],
@@ -117,6 +119,8 @@ describe("over the person's files: blocked, saying how many and which kind", () 
     ["find conf -delete", SECRET],
     ["find . -name '*env' -delete", "2 of the person's secret files"],
     ["rm -f .e[n]v", SECRET], // a bracket expression
+    ["rm -f d*/inner/[]p].md", UNTRACKED],
+    ["rm -f deep/*/[[:lower:]].md", UNTRACKED],
     ["rm -rf c[o]nf", SECRET],
   ])("%p: %p", async (command, says) => {
     const verdict = await judged(h, command)
@@ -188,6 +192,28 @@ describe("find goes into .git as into any folder", () => {
     ])
       expect(await judged(h, command)).toContain(REPOSITORY)
     expect(await judged(h, "find . -name '*.lock' -delete")).toBe("runs")
+  })
+
+  test("under .git/refs anything, and from the root a branch's name or a loose object's", async () => {
+    const h = await project()
+    const loose = readdirSync(h.file(".git/objects")).find((name) => /^[0-9a-f]{2}$/.test(name))!
+    const object = readdirSync(h.file(`.git/objects/${loose}`))[0]
+    for (const command of [
+      "find .git/refs -name main -delete",
+      "find .git/refs -name 'm*' -delete",
+      "find . -name main -delete", // .git/refs/heads/main: the branch
+      `find .git/objects -name '${object[0]}*' -delete`, // some of the loose objects, whichever the one read
+      `find . -name '*${object.slice(-1)}' -delete`,
+      "find . -name pack -exec rm -rf {} +",
+      "find . -name heads -exec rm -rf {} +",
+    ])
+      expect(await judged(h, command)).toContain(REPOSITORY)
+    for (const command of [
+      "find . -name '*.pyc' -delete",
+      "find . -name 'main.o' -delete",
+      `find . -name ${loose} -delete`,
+    ])
+      expect(await judged(h, command)).toBe("runs") // the last: -delete removes the objects' folder only once empty
   })
 })
 
@@ -352,10 +378,11 @@ describe("what the disk cannot answer for, in a folder: git is asked", () => {
       "find . -name '*.c' -delete",
     ])
       expect(await judged(h, command)).toContain(holds)
+    expect(await judged(h, "rm -f tools/*")).toBe("runs") // without -r, rm deletes no folder
     rmSync(sub, { recursive: true, force: true })
   })
 
-  test("a glob's folders: only a repository there counts, not the other files git lists in them", async () => {
+  test("a glob's folders: only a repository there with changes counts, not the other files git lists in them", async () => {
     const h = await project()
     const sub = upstream()
     h.git("-c", "protocol.file.allow=always", "submodule", "add", "-q", sub, "vendor/lib")
@@ -363,12 +390,20 @@ describe("what the disk cannot answer for, in a folder: git is asked", () => {
     await settle()
     await say(h)
     await settle()
-    for (const command of [
+    const everyday = [
       "rm deep/*/x.tmp", // deep/inner/p.md, the person's, is listed for deep/*, and not matched
-      "rm vendor/*/lib.c", // a clean submodule: its files are committed in it
+      "rm -rf vendor/*/tmp",
       "find . -name '*.pyc' -delete",
-    ])
-      expect(await judged(h, command)).toBe("runs")
+      "find . -name __pycache__ -exec rm -rf {} +",
+      "find vendor -name '*.o' -delete",
+    ]
+    for (const command of [...everyday, "rm vendor/*/lib.c"]) expect(await judged(h, command)).toBe("runs") // clean
+    // the submodule at another commit, nothing uncommitted in it (`S.C..`): a moved commit loses nothing
+    execFileSync("git", ["-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "m", "--allow-empty"], {
+      cwd: h.file("vendor/lib"),
+    })
+    await settle()
+    for (const command of everyday) expect(await judged(h, command)).toBe("runs")
     rmSync(sub, { recursive: true, force: true })
   })
 
