@@ -2697,6 +2697,8 @@ type FileDiscard = {
   secrets: string[]
   /** `paths` are find's selections: its globs match a leading dot, unlike the shell's. */
   found?: boolean
+  /** find's `-iname`: its globs match in any case. */
+  icase?: boolean
   /** It deletes a folder with all it holds (`rm -r`, find), not only the names it is given. */
   deep?: boolean
   /** The paths written with a trailing `/`: a link there is followed to its folder (`rm -rf alias/` empties it). */
@@ -5581,7 +5583,7 @@ function foundPaths(
   ran: RanCommand,
   places: PathPlaces,
   loops: LineLoops,
-): { paths: string[]; unknown?: string; deep?: boolean } | undefined {
+): { paths: string[]; unknown?: string; deep?: boolean; icase?: boolean } | undefined {
   const args = ranArgs(ran)
   const exec = args.findIndex((arg, k) => (arg === "-exec" || arg === "-execdir") && losesFound(args, k + 1))
   if (!args.includes("-delete") && exec < 0) return undefined
@@ -5594,7 +5596,7 @@ function foundPaths(
   const tests = args.slice(k, exec < 0 ? undefined : exec)
   const deletesDirsOnly = exec < 0 && !widened && tests.some((arg, j) => arg === "-type" && tests[j + 1] === "d")
   if (deletesDirsOnly) return undefined // -delete removes only empty directories
-  const named = tests.flatMap((arg, j) => (arg === "-name" ? [tests[j + 1] ?? "*"] : []))
+  const named = tests.flatMap((arg, j) => (arg === "-name" || arg === "-iname" ? [tests[j + 1] ?? "*"] : []))
   const narrowed = named.length === 1 && !tests.some((arg) => FIND_WIDENS.has(arg))
   const whole = exec >= 0 && removesFolders(args, exec + 1)
   const paths: string[] = []
@@ -5607,7 +5609,7 @@ function foundPaths(
       paths.push(...(!narrowed ? [abs] : whole ? [selected, `${selected}/**`] : [selected]))
     }
   }
-  return { paths, deep: !narrowed || whole }
+  return { paths, deep: !narrowed || whole, icase: narrowed && tests.includes("-iname") }
 }
 
 /** Whether the `rm` that `find -exec` runs from args[at] deletes folders with all they hold (`-r`, `-R`). */
@@ -5673,6 +5675,7 @@ function fileDiscardOf(
     discard.unknown = found.unknown
     discard.found = true
     discard.deep = found.deep
+    if (found.icase) discard.icase = true
   } else if (COPY_SPEC[ran.program]) {
     const onto = ontoOf(ran, places, loops)
     if (!onto) return undefined
@@ -8974,7 +8977,8 @@ async function judgeFiles(
     if (GLOB.test(rel)) {
       // what it matches, and all under a matched folder (`rm -rf src/*`); no folder to search: nothing is lost
       if (fileKind(globBase(abs, root.length)) === "dir") {
-        specs.push(`:(glob)${rel}`, ...(discard.deep ? [`:(glob)${rel}/**`] : [])) // `rm -f src/*` keeps src/lib
+        const magic = discard.icase ? ":(glob,icase)" : ":(glob)" // find's `-iname`
+        specs.push(`${magic}${rel}`, ...(discard.deep ? [`${magic}${rel}/**`] : [])) // `rm -f src/*` keeps src/lib
         passes.push(...globFolders(rel))
         reach.push(abs)
       }
@@ -9061,11 +9065,11 @@ const HOLDS_REPOSITORY =
  */
 function losesRepository(root: string, abs: string, discard: FileDiscard): boolean {
   const rel = abs.slice(root.length + 1) // the root's own path may hold `[` or `*`: only what is under it is a glob
-  if (discard.found && findsHistory(root, rel, discard.deep === true)) return true
+  if (discard.found && findsHistory(root, rel, discard)) return true
   if (!discard.deep) return false
   if (HISTORY.some((folder) => isInside(rel, folder))) return true // `.git/objects/pack`, `.git/refs/*`
   if (!GLOB.test(rel)) return rel === ".git"
-  const glob = anyBracketGlob(rel, !discard.found)
+  const glob = discardGlob(rel, discard)
   return [".git", ...HISTORY].some((folder) => glob.test(folder))
 }
 /**
@@ -9075,7 +9079,7 @@ function losesRepository(root: string, abs: string, discard: FileDiscard): boole
  * `find . -name '*.pack' -delete`, `find . -name main -delete`), or that a loose object may have (38 hex digits, its
  * folder 2: `find . -name '0*' -delete`).
  */
-function findsHistory(root: string, rel: string, deep: boolean): boolean {
+function findsHistory(root: string, rel: string, discard: FileDiscard): boolean {
   const at = rel.indexOf("**/")
   if (at < 0 || rel.endsWith("/**")) return false
   const base = at === 0 ? "" : rel.slice(0, at - 1)
@@ -9083,11 +9087,15 @@ function findsHistory(root: string, rel: string, deep: boolean): boolean {
   if (base !== "" && base !== ".git") return false
   const name = rel.slice(rel.lastIndexOf("/") + 1)
   const git = `${root}/.git`
-  if (mayNameObject(name, deep) && listed(`${git}/objects`).some((folder) => /^[0-9a-f]{2}$/.test(folder))) return true
-  const glob = anyBracketGlob(name, false)
+  if (
+    mayNameObject(discard.icase ? name.toLowerCase() : name, discard.deep === true) &&
+    listed(`${git}/objects`).some((folder) => /^[0-9a-f]{2}$/.test(folder))
+  )
+    return true
+  const glob = discardGlob(name, discard)
   const names = [
     ...listed(`${git}/objects/pack`),
-    ...(deep ? listed(`${git}/objects`) : []), // `find . -name pack -exec rm -rf {} +`
+    ...(discard.deep ? listed(`${git}/objects`) : []), // `find . -name pack -exec rm -rf {} +`
     ...refNames(`${git}/refs`),
     ...(statOf(`${git}/packed-refs`, lstatSync) ? ["packed-refs"] : []),
   ]
@@ -9155,11 +9163,9 @@ const THROUGH_LINK = "a path it names leads through a link out of the project"
  */
 function reachedSecrets(reach: string[], known: readonly string[], root: string, discard: FileDiscard): string[] {
   if (reach.length === 0) return []
-  const deep = discard.deep === true
-  const shell = !discard.found
   const inRoot = (path: string) => path.slice(root.length) // the root's own path may hold `[`: not a glob
   return known.filter(
-    (file) => isInside(file, root, true) && reach.some((path) => reaches(inRoot(path), inRoot(file), deep, shell)),
+    (file) => isInside(file, root, true) && reach.some((path) => reaches(inRoot(path), inRoot(file), discard)),
   )
 }
 
@@ -9167,13 +9173,20 @@ function reachedSecrets(reach: string[], known: readonly string[], root: string,
  * Whether deleting `path` (a glob, or a folder) deletes `file`: the glob matches it, or (deep) a folder above it. A
  * bracket expression is read as any one character (`.e[n]v`), which may reach more than the shell would, never less.
  */
-function reaches(path: string, file: string, deep: boolean, shell: boolean): boolean {
+function reaches(path: string, file: string, discard: FileDiscard): boolean {
+  const deep = discard.deep === true
   if (!GLOB.test(path)) return deep && isInside(file, path, true)
-  const glob = anyBracketGlob(path, shell)
+  const glob = discardGlob(path, discard)
   if (glob.test(file)) return true
   for (let at = file.slice(0, file.lastIndexOf("/")); deep && at.length > 1; at = at.slice(0, at.lastIndexOf("/")))
     if (glob.test(at)) return true
   return false
+}
+
+/** A file command's glob as a RegExp: the shell's (no leading dot for a wildcard) or find's, `-iname`'s in any case. */
+function discardGlob(glob: string, discard: FileDiscard): RegExp {
+  const regex = anyBracketGlob(glob, !discard.found)
+  return discard.icase ? new RegExp(regex.source, "i") : regex
 }
 
 /** A shell glob as a RegExp, a bracket expression read as any one character (`.e[n]v`: more than bash, never less). */

@@ -76,6 +76,7 @@ describe("over the person's files: blocked, saying how many and which kind", () 
     ["rm {notes,out}.md", UNTRACKED],
     ["unlink notes.md", UNTRACKED],
     ["find . -name '*.md' -delete", "3 files with changes that were there before this session (3 untracked)"],
+    ["find . -iname '*.MD' -delete", "3 files with changes that were there before this session (3 untracked)"],
     ["find keep -type f -exec rm {} +", UNTRACKED],
     ["git rm -f b.txt", "1 file with changes that were there before this session"],
     ["mv c.txt notes.md", UNTRACKED],
@@ -153,6 +154,7 @@ describe("over the agent's own files, committed files and ignored output: runs",
     "rm -rf gen", // a folder a script of the agent's made
     "unlink new.txt",
     "find . -name '*.pyc' -delete",
+    "find . -iname '*.PYC' -delete", // -iname: a name test in any case, not the whole tree
     "find . -name __pycache__ -type d -exec rm -rf {} +",
     "find sub -type d -empty -delete",
     "cp keep/plan.md sub/", // sub/plan.md is not there: nothing lost
@@ -189,6 +191,8 @@ describe("find goes into .git as into any folder", () => {
       "find . -name '*.pack' -delete",
       "find .git -name '*.idx' -delete",
       "find . -name '*.idx' -exec rm {} +",
+      "find . -iname '*.PACK' -delete",
+      "find . -iname .GIT -exec rm -rf {} +",
     ])
       expect(await judged(h, command)).toContain(REPOSITORY)
     expect(await judged(h, "find . -name '*.lock' -delete")).toBe("runs")
@@ -203,7 +207,7 @@ describe("find goes into .git as into any folder", () => {
       "find .git/refs -name 'm*' -delete",
       "find . -name main -delete", // .git/refs/heads/main: the branch
       `find .git/objects -name '${object[0]}*' -delete`, // some of the loose objects, whichever the one read
-      `find . -name '*${object.slice(-1)}' -delete`,
+      `find . -name '${object.slice(0, 3)}*' -delete`, // from the root: hex digits and a wildcard
       "find . -name pack -exec rm -rf {} +",
       "find . -name heads -exec rm -rf {} +",
     ])

@@ -549,7 +549,7 @@ function foundPaths(
   ran: RanCommand,
   places: PathPlaces,
   loops: LineLoops,
-): { paths: string[]; unknown?: string; deep?: boolean } | undefined {
+): { paths: string[]; unknown?: string; deep?: boolean; icase?: boolean } | undefined {
   const args = ranArgs(ran)
   const exec = args.findIndex((arg, k) => (arg === "-exec" || arg === "-execdir") && losesFound(args, k + 1))
   if (!args.includes("-delete") && exec < 0) return undefined
@@ -562,7 +562,7 @@ function foundPaths(
   const tests = args.slice(k, exec < 0 ? undefined : exec)
   const deletesDirsOnly = exec < 0 && !widened && tests.some((arg, j) => arg === "-type" && tests[j + 1] === "d")
   if (deletesDirsOnly) return undefined // -delete removes only empty directories
-  const named = tests.flatMap((arg, j) => (arg === "-name" ? [tests[j + 1] ?? "*"] : []))
+  const named = tests.flatMap((arg, j) => (arg === "-name" || arg === "-iname" ? [tests[j + 1] ?? "*"] : []))
   const narrowed = named.length === 1 && !tests.some((arg) => FIND_WIDENS.has(arg))
   const whole = exec >= 0 && removesFolders(args, exec + 1)
   const paths: string[] = []
@@ -575,7 +575,7 @@ function foundPaths(
       paths.push(...(!narrowed ? [abs] : whole ? [selected, `${selected}/**`] : [selected]))
     }
   }
-  return { paths, deep: !narrowed || whole }
+  return { paths, deep: !narrowed || whole, icase: narrowed && tests.includes("-iname") }
 }
 
 /** Whether the `rm` that `find -exec` runs from args[at] deletes folders with all they hold (`-r`, `-R`). */
@@ -641,6 +641,7 @@ export function fileDiscardOf(
     discard.unknown = found.unknown
     discard.found = true
     discard.deep = found.deep
+    if (found.icase) discard.icase = true
   } else if (COPY_SPEC[ran.program]) {
     const onto = ontoOf(ran, places, loops)
     if (!onto) return undefined

@@ -107,6 +107,8 @@ export type FileDiscard = {
   secrets: string[]
   /** `paths` are find's selections: its globs match a leading dot, unlike the shell's. */
   found?: boolean
+  /** find's `-iname`: its globs match in any case. */
+  icase?: boolean
   /** It deletes a folder with all it holds (`rm -r`, find), not only the names it is given. */
   deep?: boolean
   /** The paths written with a trailing `/`: a link there is followed to its folder (`rm -rf alias/` empties it). */
