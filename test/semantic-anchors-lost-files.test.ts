@@ -144,6 +144,7 @@ describe("over the agent's own files, committed files and ignored output: runs",
     "rm -rf conf/*", // the shell's `*` does not match conf/.env
     "cp -r tpl/conf .", // a copy merges into conf/: its .env stays
     "rm conf", // rm without -r deletes no folder
+    "rm -f deep/*", // nor the files in one a glob matches (deep/inner/p.md, the person's, stays)
     "rm -f .git/index.lock", // inside the repository: git's own file, not the repository
     "rm -rf .git/index.lock",
     "rm .git", // without -r rm deletes no folder
