@@ -301,15 +301,21 @@ function upstream(): string {
   return sub
 }
 
+/** The project with upstream() as its submodule vendor/lib, committed and clean, a session begun over it. */
+async function withSubmodule(): Promise<{ h: Repo; sub: string }> {
+  const h = await project()
+  const sub = upstream()
+  h.git("-c", "protocol.file.allow=always", "submodule", "add", "-q", sub, "vendor/lib")
+  h.git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "sub")
+  await settle()
+  await say(h)
+  await settle()
+  return { h, sub }
+}
+
 describe("what the disk cannot answer for, in a folder: git is asked", () => {
   test("a submodule: the person's uncommitted change in it is judged, in a folder or named", async () => {
-    const h = await project()
-    const sub = upstream()
-    h.git("-c", "protocol.file.allow=always", "submodule", "add", "-q", sub, "vendor/lib")
-    h.git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "sub")
-    await settle()
-    await say(h)
-    await settle()
+    const { h, sub } = await withSubmodule()
     expect(await judged(h, "rm vendor/lib/lib.c")).toBe("runs") // clean, and unchanged since the snapshot
     writeFileSync(h.file("vendor/lib/lib.c"), "int x; // the person's uncommitted work\n")
     writeFileSync(h.file("vendor/lib/new.c"), "int y; // the person's new file\n")
@@ -388,13 +394,7 @@ describe("what the disk cannot answer for, in a folder: git is asked", () => {
   })
 
   test("a glob's folders: only a repository there with changes counts, not the other files git lists in them", async () => {
-    const h = await project()
-    const sub = upstream()
-    h.git("-c", "protocol.file.allow=always", "submodule", "add", "-q", sub, "vendor/lib")
-    h.git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "sub")
-    await settle()
-    await say(h)
-    await settle()
+    const { h, sub } = await withSubmodule()
     const everyday = [
       "rm deep/*/x.tmp", // deep/inner/p.md, the person's, is listed for deep/*, and not matched
       "rm -rf vendor/*/tmp",
