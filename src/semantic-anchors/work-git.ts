@@ -25,6 +25,7 @@ import {
   endRunAt,
   changedIn,
   CHANGE_SLACK_MS,
+  statusEntries,
 } from "./work-ledger"
 import {
   discardOf,
@@ -528,15 +529,9 @@ async function passedRepository(root: string, folders: string[]): Promise<string
   const answer = await askGit(root, [...STATUS, "--untracked-files=all", "--ignored=no", "--", ...specs])
   if ("fault" in answer) return answer.fault
   const passed = (path: string) => folders.some((folder) => anyBracketGlob(folder, false).test(path))
-  const parts = answer.out.split("\0")
-  for (let i = 0; i < parts.length; i++) {
-    const line = parts[i]
-    const fields = line.split(" ")
-    if (line[0] === "?" && line.endsWith("/") && passed(line.slice(2, -1))) return HOLDS_REPOSITORY
-    if (line[0] !== "1" && line[0] !== "2") continue
-    const path = fields.slice(line[0] === "1" ? 8 : 9).join(" ")
-    if (line[0] === "2") i++ // the renamed file's old path
-    if (/^S.(?:M.|.U)$/.test(fields[2]) && passed(path)) return IN_SUBMODULE
+  for (const { line, path, sub } of statusEntries(answer.out)) {
+    if (line[0] === "?" && path.endsWith("/") && passed(path.slice(0, -1))) return HOLDS_REPOSITORY
+    if (sub !== undefined && /^S.(?:M.|.U)$/.test(sub) && passed(path)) return IN_SUBMODULE
   }
   return null
 }

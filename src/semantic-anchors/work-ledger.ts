@@ -73,30 +73,45 @@ export function lateText(discard: Discard): string {
 }
 
 /**
+ * The entries of `git status --porcelain=v2 -z` as git writes them: the line (its first character the kind: `#`, `1`,
+ * `2`, `u`, `?`, `!`), its path (after the fields of its kind), a rename's original path, and a changed entry's
+ * submodule field (`N...`, or `S<c><m><u>`).
+ */
+export function* statusEntries(out: string): Generator<{ line: string; path: string; old?: string; sub?: string }> {
+  const parts = out.split("\0")
+  for (let i = 0; i < parts.length; i++) {
+    const line = parts[i]
+    if (line === "") continue
+    const kind = line[0]
+    const at = kind === "1" ? 8 : kind === "2" ? 9 : kind === "u" ? 10 : -1
+    if (at < 0) {
+      yield { line, path: line.slice(2) }
+      continue
+    }
+    const fields = line.split(" ")
+    const old = kind === "2" && i + 1 < parts.length ? parts[++i] : undefined // the renamed file's original path
+    yield { line, path: fields.slice(at).join(" "), old, sub: fields[2] }
+  }
+}
+
+/**
  * `git status --porcelain=v2 -z --branch` read: every path with a change (`1`, `2` and its original path, `u`),
  * untracked (`?`) and ignored (`!`) ones, directories (a trailing `/`) apart; a string when the tree is too large.
  */
 export function parseStatus(out: string): TreeState | string {
   const state: TreeState = { tracked: new Set(), untracked: new Set(), dirs: [], detached: false }
-  const parts = out.split("\0")
   let entries = 0
-  for (let i = 0; i < parts.length; i++) {
-    const line = parts[i]
-    if (line === "") continue
+  for (const { line, path, old } of statusEntries(out)) {
     if (line.startsWith("# branch.head ")) state.detached = line === "# branch.head (detached)"
     if (line[0] === "#") continue
     if (++entries > WORK_MAX_ENTRIES) return `the tree has more than ${WORK_MAX_ENTRIES} changed files`
-    const fields = line.split(" ")
     const kind = line[0]
-    const path =
-      kind === "1" ? fields.slice(8) : kind === "2" ? fields.slice(9) : kind === "u" ? fields.slice(10) : null
-    if (path) {
-      state.tracked.add(path.join(" "))
-      if (kind === "2" && i + 1 < parts.length) state.tracked.add(parts[++i]) // the renamed file's old path
+    if (kind === "1" || kind === "2" || kind === "u") {
+      state.tracked.add(path)
+      if (old !== undefined) state.tracked.add(old)
     } else if (kind === "?" || kind === "!") {
-      const name = line.slice(2)
-      if (name.endsWith("/")) state.dirs.push(name)
-      else state.untracked.add(name)
+      if (path.endsWith("/")) state.dirs.push(path)
+      else state.untracked.add(path)
     }
   }
   return state
