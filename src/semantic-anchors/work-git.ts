@@ -568,15 +568,14 @@ function findsHistory(root: string, rel: string, discard: FileDiscard): boolean 
   if (base !== "" && base !== ".git") return false
   const name = rel.slice(rel.lastIndexOf("/") + 1)
   const git = `${root}/.git`
-  if (
-    mayNameObject(discard.icase ? name.toLowerCase() : name, discard.deep === true) &&
-    listed(`${git}/objects`).some((folder) => /^[0-9a-f]{2}$/.test(folder))
-  )
-    return true
+  const objectName = mayNameObject(discard.icase ? name.toLowerCase() : name, discard.deep === true)
+  // the loose objects' folders, `pack` and `info`: read once, and only when one of the tests below asks
+  const objects = objectName || discard.deep ? listed(`${git}/objects`) : []
+  if (objectName && objects.some((folder) => /^[0-9a-f]{2}$/.test(folder))) return true
   const glob = discardGlob(name, discard)
   const names = [
     ...listed(`${git}/objects/pack`),
-    ...(discard.deep ? listed(`${git}/objects`) : []), // `find . -name pack -exec rm -rf {} +`
+    ...(discard.deep ? objects : []), // `find . -name pack -exec rm -rf {} +`
     ...refNames(`${git}/refs`),
     ...(statOf(`${git}/packed-refs`, lstatSync) ? ["packed-refs"] : []),
   ]
