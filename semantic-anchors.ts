@@ -5630,9 +5630,19 @@ function foundPaths(
 /** Whether the `rm` that `find -exec` runs from args[at] deletes folders with all they hold (`-r`, `-R`). */
 function removesFolders(args: readonly string[], at: number): boolean {
   if (programName(args[at] ?? "") !== "rm") return false
-  for (let k = at + 1; k < args.length && args[k] !== ";" && args[k] !== "+"; k++)
-    if (args[k] === "--recursive" || /^-[a-zA-Z]*[rR]/.test(args[k])) return true
-  return false
+  return rmRecursive(getopt(execArgs(args, at), FILE_PROGRAMS.rm).options)
+}
+
+/** Whether rm's options make it delete folders with all they hold. */
+function rmRecursive(options: ReadonlyMap<string, unknown>): boolean {
+  return options.has("r") || options.has("R") || options.has("recursive")
+}
+
+/** The arguments of the command `find -exec` runs from args[at], up to its `;` or `+`. */
+function execArgs(args: readonly string[], at: number): string[] {
+  let end = at + 1
+  while (end < args.length && args[end] !== ";" && args[end] !== "+") end++
+  return args.slice(at + 1, end)
 }
 
 /** Programs that lose the files they are given (`find -exec rm {} +`). */
@@ -5643,9 +5653,7 @@ function losesFound(args: readonly string[], at: number): boolean {
   const program = programName(args[at] ?? "")
   if (LOSES_OPERANDS.has(program)) return true
   if (!COPY_SPEC[program]) return false
-  let end = at + 1
-  while (end < args.length && args[end] !== ";" && args[end] !== "+") end++
-  return args[end - 1] === "{}" // `-exec cp /dev/null {} \;`: the found file is overwritten
+  return execArgs(args, at).at(-1) === "{}" // `-exec cp /dev/null {} \;`: the found file is overwritten
 }
 
 /** truncate's sizes that only grow a file (`+N`, `>N`). */
@@ -5696,8 +5704,7 @@ function fileDiscardOf(
     if (!onto) return undefined
     discard.onto = onto
   } else {
-    const has = (...names: string[]) => names.some((name) => parsed.options.has(name))
-    if (ran.program === "rm" && has("r", "R", "recursive")) discard.deep = true
+    if (ran.program === "rm" && rmRecursive(parsed.options)) discard.deep = true
     const reference = parsed.options.has("r") || parsed.options.has("reference")
     if (ran.program === "truncate" && onlyGrows(parsed.options.get("s") ?? parsed.options.get("size"), reference))
       return undefined
